@@ -1,0 +1,708 @@
+/* libshournal_preload.so: loaded into the interactive bash or zsh only.
+ *
+ * The shell integration talks to it by opening magic paths
+ * ("_///shournal///_/<action>"), which costs no fork.  When a command line
+ * starts, the library asks the setuid helper for a fresh mount namespace
+ * whose mounts are fanotify-marked.  While the command line runs:
+ *   - the shell's own opens (redirections, `source`) go through a directory
+ *     fd of the namespace's root, so they are observed;
+ *   - every program a forked child executes enters the namespace through
+ *     the helper's exec trampoline;
+ *   - every process holds a copy of the control socket, so the listener sees
+ *     EOF only when the last process of the command line has exited.
+ *
+ * Nothing here may break the shell: every failure falls back to the real
+ * libc call and at most one short warning.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shournal_protocol.h"
+
+/* Callers may pass NULL where glibc declares nonnull (Linux accepts a NULL
+ * argv for execve); the wrappers must check anyway. */
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+
+#ifndef SHOURNAL_SUID_PATH
+#define SHOURNAL_SUID_PATH "/usr/local/libexec/shournal/shournal-suid"
+#endif
+#ifndef SHOURNAL_LISTENER_PATH
+#define SHOURNAL_LISTENER_PATH "/usr/local/libexec/shournal/shournal-listener"
+#endif
+
+#define MAGIC "_///shournal///_/"
+#define SETUP_TIMEOUT_MS 5000
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum state { ST_DISABLED, ST_IDLE, ST_WITHIN };
+
+static enum state g_state = ST_DISABLED;
+static pid_t g_shell_pid = -1;
+static int g_sock = -1, g_rootfd = -1;
+static pid_t g_holder = -1, g_listener = -1;
+static int64_t g_start_ns;
+static uint8_t g_session[16];
+static char g_seq[32];
+static char g_suid[PATH_MAX] = SHOURNAL_SUID_PATH;
+static char g_listener_path[PATH_MAX] = SHOURNAL_LISTENER_PATH;
+static char g_rundir[PATH_MAX];
+static char g_last_warning[256];
+static int g_textfd = -1;          /* command text written by the hook */
+static int g_text_is_history = 0;  /* bash: "  123  text" from `history 1` */
+
+static int (*real_open)(const char *, int, ...);
+static int (*real_open64)(const char *, int, ...);
+static int (*real_openat)(int, const char *, int, ...);
+static int (*real_openat64)(int, const char *, int, ...);
+static pid_t (*real_fork)(void);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+
+static void resolve(void)
+{
+    if (real_open)
+        return;
+    real_open64 = dlsym(RTLD_NEXT, "open64");
+    real_openat = dlsym(RTLD_NEXT, "openat");
+    real_openat64 = dlsym(RTLD_NEXT, "openat64");
+    real_fork = dlsym(RTLD_NEXT, "fork");
+    real_execve = dlsym(RTLD_NEXT, "execve");
+    real_open = dlsym(RTLD_NEXT, "open");
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One line, only when it differs from the previous one: a broken recorder
+ * must not drown the user's terminal. */
+static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_once(const char *fmt, ...)
+{
+    char buf[sizeof g_last_warning];
+    va_list ap;
+    int saved = errno;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (strcmp(buf, g_last_warning) != 0) {
+        memcpy(g_last_warning, buf, sizeof buf);
+        dprintf(STDERR_FILENO, "shournal: %s\n", buf);
+    }
+    errno = saved;
+}
+
+static int is_shell(void) { return g_shell_pid > 0 && getpid() == g_shell_pid; }
+
+static void b64(const uint8_t *in, size_t n, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i, o = 0;
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = t[v >> 6 & 63];
+        out[o++] = t[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+}
+
+/* Highest free descriptor below `below`, never 255 (bash's script fd). */
+static int free_high_fd(int below)
+{
+    struct rlimit rl;
+    int start = below;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)start > rl.rlim_cur)
+        start = (int)rl.rlim_cur;
+    for (int fd = start - 1; fd >= 30; fd--) {
+        if (fd == 255)
+            continue;
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            return fd;
+    }
+    return -1;
+}
+
+static int move_high(int fd, int below, int cloexec)
+{
+    int target = free_high_fd(below), res;
+    if (target < 0)
+        return fd;
+    res = fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, target);
+    if (res < 0)
+        return fd;
+    close(fd);
+    if (!cloexec)
+        fcntl(res, F_SETFD, 0);
+    return res;
+}
+
+static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
+{
+    snprintf(buf, n, "%s/%d.%s", g_rundir, (int)pid, suffix);
+}
+
+/* ------------------------------------------------------------- prepare */
+
+static void spawn_helper(int sock_child)
+{
+    static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
+                               SIGCHLD, SIGHUP};
+    char *args[] = {g_suid, "setup", "--", g_listener_path, NULL};
+    sigset_t none;
+    int devnull;
+
+    setsid();
+    if (real_fork() != 0)
+        _exit(0); /* the grandchild is adopted; the shell never waits for it */
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    if (sock_child != SHOURNAL_FD_SOCKET) {
+        if (dup2(sock_child, SHOURNAL_FD_SOCKET) < 0)
+            _exit(1);
+    } else {
+        fcntl(SHOURNAL_FD_SOCKET, F_SETFD, 0);
+    }
+    devnull = real_open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+    }
+    if (syscall(SYS_close_range, SHOURNAL_FD_SOCKET + 1u, ~0u, 0u) != 0)
+        for (int fd = SHOURNAL_FD_SOCKET + 1; fd < 4096; fd++)
+            close(fd);
+    real_execve(g_suid, args, environ);
+    _exit(127);
+}
+
+static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, char *why,
+                      size_t whylen)
+{
+    char buf[sizeof(struct shournal_setup_fail) + SHOURNAL_MAX_FAIL_LEN + 1];
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {buf, sizeof buf - 1};
+    struct msghdr mh = {0};
+    struct pollfd pfd = {sock, POLLIN, 0};
+    struct cmsghdr *c;
+    ssize_t n;
+    int rc;
+    int64_t deadline = now_ns() + (int64_t)SETUP_TIMEOUT_MS * 1000000;
+
+    *rootfd = -1;
+    for (;;) {
+        int left = (int)((deadline - now_ns()) / 1000000);
+        if (left <= 0) {
+            snprintf(why, whylen, "helper did not answer");
+            return -1;
+        }
+        rc = poll(&pfd, 1, left);
+        if (rc > 0)
+            break;
+        if (rc < 0 && errno != EINTR) {
+            snprintf(why, whylen, "poll: %s", strerror(errno));
+            return -1;
+        }
+    }
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.b;
+    mh.msg_controllen = sizeof u.b;
+    do
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(rootfd, CMSG_DATA(c), sizeof(int));
+    if (n >= (ssize_t)sizeof *done && ((struct shournal_setup_done *)buf)->type ==
+                                          SHOURNAL_MSG_SETUP_DONE && *rootfd >= 0) {
+        memcpy(done, buf, sizeof *done);
+        return 0;
+    }
+    if (*rootfd >= 0)
+        close(*rootfd);
+    if (n >= (ssize_t)sizeof(struct shournal_setup_fail) &&
+        ((struct shournal_setup_fail *)buf)->type == SHOURNAL_MSG_SETUP_FAIL) {
+        buf[n] = '\0';
+        snprintf(why, whylen, "%.400s", buf + sizeof(struct shournal_setup_fail));
+    } else if (n == 0) {
+        snprintf(why, whylen, "helper %.300s failed to start", g_suid);
+    } else {
+        snprintf(why, whylen, "bad answer from helper");
+    }
+    return -1;
+}
+
+static void do_prepare(void)
+{
+    struct shournal_setup_done done;
+    char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
+    int sv[2], rootfd, status, fd;
+    sigset_t block, old;
+    pid_t pid;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        warn_once("not recording: socketpair: %s", strerror(errno));
+        return;
+    }
+    /* Block SIGCHLD so the shell's handler cannot reap our short-lived
+     * child before we do. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    pid = real_fork();
+    if (pid == 0) {
+        close(sv[0]);
+        spawn_helper(sv[1]);
+    }
+    close(sv[1]);
+    if (pid > 0)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        close(sv[0]);
+        warn_once("not recording: fork: %s", strerror(errno));
+        return;
+    }
+    if (recv_setup(sv[0], &done, &rootfd, why, sizeof why) != 0) {
+        close(sv[0]);
+        warn_once("not recording: %s", why);
+        return;
+    }
+    g_sock = move_high(sv[0], 1024, 0);
+    g_rootfd = move_high(rootfd, g_sock, 1);
+    g_holder = done.holder_pid;
+    g_listener = done.listener_pid;
+    g_start_ns = now_ns();
+    g_state = ST_WITHIN;
+    g_last_warning[0] = '\0';
+    if (g_rundir[0]) {
+        marker_path(path, sizeof path, g_listener, "run");
+        fd = real_open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* ------------------------------------------------------------- cleanup */
+
+static void show_listener_warnings(void)
+{
+    char path[PATH_MAX + 32], taken[PATH_MAX + 48], buf[1024];
+    ssize_t n;
+    int fd;
+    if (!g_rundir[0])
+        return;
+    snprintf(path, sizeof path, "%s/warnings", g_rundir);
+    if (access(path, F_OK) != 0)
+        return;
+    snprintf(taken, sizeof taken, "%s.%d", path, (int)getpid());
+    if (rename(path, taken) != 0)
+        return; /* another shell shows it */
+    fd = real_open(taken, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof buf - 1);
+        if (n > 0) {
+            char *nl;
+            buf[n] = '\0';
+            nl = strchr(buf, '\n');
+            if (nl)
+                *nl = '\0';
+            dprintf(STDERR_FILENO, "shournal: %s\n", buf);
+        }
+        close(fd);
+    }
+    unlink(taken);
+}
+
+/* Take the text the hook wrote; returns a malloc'd string or NULL. */
+static char *take_text(void)
+{
+    char *buf, *p;
+    ssize_t n;
+    if (g_textfd < 0)
+        return NULL;
+    buf = malloc(SHOURNAL_MAX_COMMAND_LEN + 1);
+    if (buf == NULL) {
+        close(g_textfd);
+        g_textfd = -1;
+        return NULL;
+    }
+    n = pread(g_textfd, buf, SHOURNAL_MAX_COMMAND_LEN, 0);
+    close(g_textfd);
+    g_textfd = -1;
+    if (n < 0)
+        n = 0;
+    buf[n] = '\0';
+    p = buf;
+    if (g_text_is_history) {
+        /* "%5d%c %s\n": number, '*' or ' ' for modified entries, space */
+        while (*p == ' ')
+            p++;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p == '*' || *p == ' ')
+            p++;
+        if (*p == ' ')
+            p++;
+        n = (ssize_t)strlen(p);
+        if (n > 0 && p[n - 1] == '\n')
+            p[--n] = '\0';
+    }
+    memmove(buf, p, strlen(p) + 1);
+    return buf;
+}
+
+static void do_cleanup(const char *text, int retval)
+{
+    char buf[sizeof(struct shournal_command) + SHOURNAL_MAX_COMMAND_LEN];
+    char from[PATH_MAX + 32], to[PATH_MAX + 32];
+    struct shournal_command m;
+    size_t len = text ? strlen(text) : 0;
+
+    if (len > SHOURNAL_MAX_COMMAND_LEN)
+        len = SHOURNAL_MAX_COMMAND_LEN;
+    memset(&m, 0, sizeof m);
+    m.type = SHOURNAL_MSG_COMMAND;
+    m.return_value = retval;
+    m.start_ns = g_start_ns;
+    m.end_ns = now_ns();
+    memcpy(m.session, g_session, sizeof m.session);
+    memcpy(buf, &m, sizeof m);
+    if (text && len)
+        memcpy(buf + sizeof m, text, len);
+    if (text)
+        (void)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(g_sock);
+    close(g_rootfd);
+    g_sock = g_rootfd = -1;
+    g_state = ST_IDLE;
+    if (g_rundir[0]) {
+        marker_path(from, sizeof from, g_listener, "run");
+        marker_path(to, sizeof to, g_listener, "end");
+        (void)rename(from, to);
+    }
+}
+
+/* ------------------------------------------------------------ triggers */
+
+static void setup_rundir(void)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    g_rundir[0] = '\0';
+    if (xdg && xdg[0] == '/') {
+        snprintf(g_rundir, sizeof g_rundir, "%.4000s/shournal", xdg);
+    } else {
+        snprintf(g_rundir, sizeof g_rundir, "/tmp/shournal-%d", (int)getuid());
+    }
+    if (mkdir(g_rundir, 0700) != 0 && errno != EEXIST)
+        g_rundir[0] = '\0';
+    /* Never follow a directory somebody else planted for us. */
+    else if (lstat(g_rundir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+             (st.st_mode & 077) != 0)
+        g_rundir[0] = '\0';
+}
+
+static void do_enable(void)
+{
+    const char *s;
+    int64_t t = now_ns() / 1000000; /* UUIDv7: 48 bit ms timestamp, random rest */
+
+    if (g_state == ST_WITHIN)
+        do_cleanup(NULL, 0);
+    g_shell_pid = getpid();
+    if ((s = getenv("SHOURNAL_SUID_PATH")) && s[0] == '/')
+        snprintf(g_suid, sizeof g_suid, "%s", s);
+    if ((s = getenv("SHOURNAL_LISTENER")) && s[0] == '/')
+        snprintf(g_listener_path, sizeof g_listener_path, "%s", s);
+    if (getrandom(g_session, sizeof g_session, 0) != (ssize_t)sizeof g_session) {
+        for (size_t i = 0; i < sizeof g_session; i++)
+            g_session[i] = (uint8_t)(rand() ^ (t >> (i % 8)));
+    }
+    for (int i = 0; i < 6; i++)
+        g_session[i] = (uint8_t)(t >> (40 - 8 * i));
+    g_session[6] = (uint8_t)(0x70 | (g_session[6] & 0x0f));
+    g_session[8] = (uint8_t)(0x80 | (g_session[8] & 0x3f));
+    s = getenv("_SHOURNAL_SEQ");
+    snprintf(g_seq, sizeof g_seq, "%s", s ? s : "");
+    setup_rundir();
+    g_last_warning[0] = '\0';
+    g_state = ST_IDLE;
+}
+
+static int respond(const char *text)
+{
+    int fd = memfd_create("shournal-trigger", MFD_CLOEXEC);
+    size_t len = strlen(text);
+    if (fd < 0)
+        return -1;
+    if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        errno = EIO;
+        return -1;
+    }
+    return fd;
+}
+
+static int handle_trigger(const char *action)
+{
+    char resp[128];
+
+    if (strcmp(action, "status") == 0) {
+        static const char *const names[] = {"disabled", "idle", "within"};
+        snprintf(resp, sizeof resp, "ok %s", names[g_state]);
+        return respond(resp);
+    }
+    if (strcmp(action, "enable") != 0 && !is_shell())
+        return respond("err not the shell that enabled shournal");
+    if (strcmp(action, "enable") == 0) {
+        char sid[32];
+        do_enable();
+        b64(g_session, sizeof g_session, sid);
+        snprintf(resp, sizeof resp, "ok %s", sid);
+        return respond(resp);
+    }
+    if (strcmp(action, "disable") == 0) {
+        if (g_state == ST_WITHIN)
+            do_cleanup(NULL, 0);
+        g_state = ST_DISABLED;
+        return respond("ok");
+    }
+    if (strcmp(action, "prepare") == 0) {
+        if (g_state == ST_IDLE)
+            do_prepare();
+        return respond("ok");
+    }
+    if (strcmp(action, "text-history") == 0 || strcmp(action, "text-raw") == 0) {
+        int fd = memfd_create("shournal-text", MFD_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        if (g_textfd >= 0)
+            close(g_textfd);
+        g_textfd = fd;
+        g_text_is_history = action[5] == 'h';
+        return fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    }
+    if (strncmp(action, "cleanup/", 8) == 0) {
+        /* cleanup/<status>[/s]: s = drop space-prefixed lines (emulated
+         * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE) */
+        char *text = take_text(), *flags = strchr(action + 8, '/');
+        int dropped = text && flags && strchr(flags, 's') && text[0] == ' ';
+        if (g_state == ST_WITHIN)
+            do_cleanup(dropped ? NULL : (text ? text : ""), atoi(action + 8));
+        free(text);
+        show_listener_warnings();
+        return respond(dropped ? "ok dropped" : "ok");
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* -------------------------------------------------------------- wrappers */
+
+/* Open `path` through the namespace's root so the open is observed. */
+static int open_in_ns(const char *path, int flags, mode_t mode)
+{
+    char buf[PATH_MAX * 2];
+    const char *rel;
+
+    if (path[0] == '/') {
+        rel = path;
+    } else {
+        size_t n;
+        if (getcwd(buf, PATH_MAX) == NULL)
+            return -2;
+        n = strlen(buf);
+        if (n + 1 + strlen(path) + 1 > sizeof buf)
+            return -2;
+        buf[n] = '/';
+        strcpy(buf + n + 1, path);
+        rel = buf;
+    }
+    while (*rel == '/')
+        rel++;
+    if (*rel == '\0')
+        return -2; /* "/" itself */
+    return real_openat(g_rootfd, rel, flags, mode);
+}
+
+static int intercept(const char *path, int flags, mode_t mode, int *res)
+{
+    if (path == NULL)
+        return 0;
+    if (strncmp(path, MAGIC, sizeof MAGIC - 1) == 0) {
+        *res = handle_trigger(path + sizeof MAGIC - 1);
+        return 1;
+    }
+    if (g_state == ST_WITHIN && g_rootfd >= 0 && path[0] != '\0') {
+        int fd = open_in_ns(path, flags, mode);
+        if (fd != -2) {
+            *res = fd;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#define MODE_ARG(flags, mode)                                                                      \
+    do {                                                                                           \
+        if ((flags) & (O_CREAT | __O_TMPFILE)) {                                                   \
+            va_list ap;                                                                            \
+            va_start(ap, flags);                                                                   \
+            mode = (mode_t)va_arg(ap, int);                                                        \
+            va_end(ap);                                                                            \
+        }                                                                                          \
+    } while (0)
+
+EXPORT int open(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    int res;
+    MODE_ARG(flags, mode);
+    resolve();
+    if (intercept(path, flags, mode, &res))
+        return res;
+    return real_open(path, flags, mode);
+}
+
+EXPORT int open64(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    int res;
+    MODE_ARG(flags, mode);
+    resolve();
+    if (intercept(path, flags | O_LARGEFILE, mode, &res))
+        return res;
+    return real_open64(path, flags, mode);
+}
+
+EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    int res;
+    MODE_ARG(flags, mode);
+    resolve();
+    if ((dirfd == AT_FDCWD || (path && path[0] == '/')) && intercept(path, flags, mode, &res))
+        return res;
+    return real_openat(dirfd, path, flags, mode);
+}
+
+EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    int res;
+    MODE_ARG(flags, mode);
+    resolve();
+    if ((dirfd == AT_FDCWD || (path && path[0] == '/')) &&
+        intercept(path, flags | O_LARGEFILE, mode, &res))
+        return res;
+    return real_openat64(dirfd, path, flags, mode);
+}
+
+EXPORT int creat(const char *path, mode_t mode)
+{
+    return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+EXPORT int creat64(const char *path, mode_t mode)
+{
+    return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+/* bash: PS0 bumps the exported _SHOURNAL_SEQ and forks for `$(:)`; a fork
+ * of the shell itself with a new counter value starts a command line. */
+EXPORT pid_t fork(void)
+{
+    resolve();
+    if (g_state == ST_IDLE && is_shell()) {
+        const char *s = getenv("_SHOURNAL_SEQ");
+        if (s && strcmp(s, g_seq) != 0) {
+            snprintf(g_seq, sizeof g_seq, "%s", s);
+            do_prepare();
+        }
+    }
+    return real_fork();
+}
+
+EXPORT int execve(const char *filename, char *const argv[], char *const envp[])
+{
+    struct stat st;
+    resolve();
+    if (g_state != ST_WITHIN || is_shell() || filename == NULL)
+        return real_execve(filename, argv, envp);
+    if (stat(filename, &st) != 0 || (st.st_mode & (S_ISUID | S_ISGID))) {
+        /* Setuid programs run unobserved, as in the original; they must not
+         * keep the command line open either. */
+        fcntl(g_sock, F_SETFD, FD_CLOEXEC);
+        return real_execve(filename, argv, envp);
+    }
+    {
+        size_t envc = 0, argc = 0, k = 0;
+        char pidbuf[16], envcbuf[24], **nargv;
+        while (envp && envp[envc])
+            envc++;
+        while (argv && argv[argc])
+            argc++;
+        nargv = malloc((6 + envc + argc + 1) * sizeof *nargv);
+        if (nargv == NULL)
+            return real_execve(filename, argv, envp);
+        snprintf(pidbuf, sizeof pidbuf, "%d", (int)g_holder);
+        snprintf(envcbuf, sizeof envcbuf, "%zu", envc);
+        nargv[k++] = g_suid;
+        nargv[k++] = "exec";
+        nargv[k++] = pidbuf;
+        nargv[k++] = (char *)filename;
+        nargv[k++] = envcbuf;
+        for (size_t i = 0; i < envc; i++)
+            nargv[k++] = envp[i];
+        if (argc == 0)
+            nargv[k++] = (char *)filename;
+        for (size_t i = 0; i < argc; i++)
+            nargv[k++] = argv[i];
+        nargv[k] = NULL;
+        real_execve(g_suid, nargv, envp);
+        warn_once("not recording: cannot run %s: %s", g_suid, strerror(errno));
+        free(nargv);
+    }
+    return real_execve(filename, argv, envp);
+}

@@ -1,0 +1,589 @@
+/* shournal-suid: the only privileged program of shournal.
+ *
+ * Installed setuid root.  It does exactly three things that need privilege
+ * and nothing else:
+ *
+ *   setup  - unshare a mount namespace, create a fanotify group and mark the
+ *            namespace's copies of the mounts, fork a "holder" process that
+ *            pins the namespace, then drop privileges for good and exec the
+ *            user's listener with the fanotify descriptor.
+ *   exec   - the exec trampoline: join a namespace made by `setup` for the
+ *            same real user, drop privileges for good, exec the program.
+ *   check  - report whether the above can work on this machine (doctor).
+ *
+ * Rules (each has an attacking test in tests/test_suid_security.py):
+ *   - libc only, strict argv, the environment is never consulted while
+ *     privileged;
+ *   - a namespace is joined only if its holder's /proc entry is owned by the
+ *     real uid and the shournal group, which no user is a member of, so only
+ *     this program can have created it;
+ *   - setresgid/setresuid to the real ids, verified, before anything of the
+ *     user's runs;
+ *   - every descriptor not handed on is closed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <mntent.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fanotify.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shournal_protocol.h"
+
+#ifndef SHOURNAL_GROUP
+#define SHOURNAL_GROUP "shournal"
+#endif
+#ifndef SHOURNAL_VERSION
+#define SHOURNAL_VERSION "0.1.0"
+#endif
+#ifndef FAN_REPORT_FD_ERROR
+#define FAN_REPORT_FD_ERROR 0x00002000 /* Linux 6.13, backported to 6.6.66 */
+#endif
+
+#define MAX_EXCLUDES 64
+#define EXIT_USAGE 2
+
+extern char **environ;
+
+static const char *g_prog = "shournal-suid";
+static int g_sock = -1; /* setup: report failures to the shell here */
+
+static void die_setup(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void msg(const char *fmt, va_list ap)
+{
+    char buf[SHOURNAL_MAX_FAIL_LEN];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof buf)
+        n = sizeof buf - 1;
+    dprintf(STDERR_FILENO, "%s: %.*s\n", g_prog, n, buf);
+}
+
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    msg(fmt, ap);
+    va_end(ap);
+}
+
+/* In setup the shell waits for one message; a failure must reach it as
+ * SETUP_FAIL so the shell prints one line and runs the command unobserved. */
+static void die_setup(const char *fmt, ...)
+{
+    char buf[sizeof(struct shournal_setup_fail) + SHOURNAL_MAX_FAIL_LEN];
+    struct shournal_setup_fail hdr = {SHOURNAL_MSG_SETUP_FAIL, 0};
+    va_list ap;
+    int n;
+
+    memcpy(buf, &hdr, sizeof hdr);
+    va_start(ap, fmt);
+    n = vsnprintf(buf + sizeof hdr, SHOURNAL_MAX_FAIL_LEN, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (n >= SHOURNAL_MAX_FAIL_LEN)
+        n = SHOURNAL_MAX_FAIL_LEN - 1;
+    if (g_sock >= 0)
+        (void)send(g_sock, buf, sizeof hdr + (size_t)n, MSG_NOSIGNAL);
+    dprintf(STDERR_FILENO, "%s: %.*s\n", g_prog, n, buf + sizeof hdr);
+    _exit(1);
+}
+
+static int parse_pid(const char *s, pid_t *out)
+{
+    char *end;
+    long v;
+    if (s == NULL || *s < '1' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v <= 0 || v > INT32_MAX)
+        return -1;
+    *out = (pid_t)v;
+    return 0;
+}
+
+static int parse_count(const char *s, long max, long *out)
+{
+    char *end;
+    long v;
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int shournal_gid(gid_t *out)
+{
+    struct group grp, *res = NULL;
+    char buf[4096];
+    int rc = getgrnam_r(SHOURNAL_GROUP, &grp, buf, sizeof buf, &res);
+    if (rc != 0 || res == NULL)
+        return -1;
+    *out = grp.gr_gid;
+    return 0;
+}
+
+/* Permanent drop to the real ids; returns -1 unless verified. */
+static int drop_privileges(void)
+{
+    uid_t ruid = getuid(), r, e, s;
+    gid_t rgid = getgid(), rg, eg, sg;
+
+    if (setresgid(rgid, rgid, rgid) != 0)
+        return -1;
+    if (setresuid(ruid, ruid, ruid) != 0)
+        return -1;
+    if (getresuid(&r, &e, &s) != 0 || r != ruid || e != ruid || s != ruid)
+        return -1;
+    if (getresgid(&rg, &eg, &sg) != 0 || rg != rgid || eg != rgid || sg != rgid)
+        return -1;
+    if (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
+        return -1;
+    return 0;
+}
+
+/* close_range(2) exists since 5.9; fall back to a bounded loop. */
+static void close_from(int lowfd)
+{
+    if (syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0u) == 0)
+        return;
+    for (int fd = lowfd; fd < 65536; fd++)
+        (void)close(fd);
+}
+
+/* Place `from` at `to` without CLOEXEC. */
+static int move_fd(int from, int to)
+{
+    if (from == to)
+        return fcntl(to, F_SETFD, 0);
+    if (dup2(from, to) < 0)
+        return -1;
+    (void)close(from);
+    return 0;
+}
+
+static int path_is_under(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    while (n > 1 && prefix[n - 1] == '/')
+        n--;
+    if (n == 1 && prefix[0] == '/')
+        return 1;
+    return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Pseudo file systems nobody wants in a provenance journal, and where a
+ * mount mark can only cost time. */
+static int fstype_ignored(const char *type)
+{
+    static const char *const ignored[] = {
+        "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "debugfs",
+        "tracefs", "securityfs", "pstore", "bpf", "autofs", "fusectl",
+        "configfs", "binfmt_misc", "hugetlbfs", "efivarfs", "nsfs", "rpc_pipefs",
+        NULL};
+    for (size_t i = 0; ignored[i]; i++)
+        if (strcmp(type, ignored[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int mount_ignored(const char *dir, char *const *excludes, int nexcl)
+{
+    static const char *const builtin[] = {"/proc", "/sys", "/run", "/dev/hugepages",
+                                          "/dev/mqueue", "/dev/pts", NULL};
+    for (size_t i = 0; builtin[i]; i++)
+        if (path_is_under(dir, builtin[i]))
+            return 1;
+    for (int i = 0; i < nexcl; i++)
+        if (path_is_under(dir, excludes[i]))
+            return 1;
+    return 0;
+}
+
+/* Mark every mount of the (new) namespace; returns how many were marked. */
+static int mark_mounts(int fan, uint64_t mask, char *const *excludes, int nexcl, int *root_marked)
+{
+    FILE *f = setmntent("/proc/self/mounts", "re");
+    struct mntent ent;
+    char buf[8192];
+    int count = 0;
+
+    *root_marked = 0;
+    if (f == NULL)
+        return -1;
+    while (getmntent_r(f, &ent, buf, sizeof buf) != NULL) {
+        if (ent.mnt_dir[0] != '/' || fstype_ignored(ent.mnt_type) ||
+            mount_ignored(ent.mnt_dir, excludes, nexcl))
+            continue;
+        if (fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, mask, AT_FDCWD, ent.mnt_dir) != 0)
+            continue; /* vanished or inaccessible mount: not fatal */
+        count++;
+        if (strcmp(ent.mnt_dir, "/") == 0)
+            *root_marked = 1;
+    }
+    endmntent(f);
+    return count;
+}
+
+static int fanotify_group(uint32_t *flags_out)
+{
+    const unsigned base = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK;
+    const unsigned evflags = O_RDONLY | O_LARGEFILE | O_CLOEXEC | O_NOATIME;
+    int fan = fanotify_init(base | FAN_REPORT_FD_ERROR, evflags);
+    *flags_out = 0;
+    if (fan >= 0) {
+        *flags_out |= SHOURNAL_SETUP_FD_ERROR;
+        return fan;
+    }
+    if (errno != EINVAL)
+        return -1;
+    return fanotify_init(base, evflags); /* kernel without FD_ERROR */
+}
+
+/* The holder only pins the namespace.  Its ids (real uid, shournal gid)
+ * are its credential: no user can create such a process himself. */
+static void run_holder(int pipe_rd, gid_t grp) __attribute__((noreturn));
+static void run_holder(int pipe_rd, gid_t grp)
+{
+    uid_t ruid = getuid();
+    char c;
+
+    if (setgroups(0, NULL) != 0 || setresgid(grp, grp, grp) != 0 ||
+        setresuid(ruid, ruid, ruid) != 0)
+        _exit(1);
+    /* Changing credentials made us non-dumpable, which would make
+     * /proc/<pid> root-owned; ptrace stays impossible for the user since
+     * our gids differ from his. */
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+        _exit(1);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    while (read(pipe_rd, &c, 1) < 0 && errno == EINTR)
+        ;
+    _exit(0);
+}
+
+static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd)
+{
+    struct shournal_setup_done m = {SHOURNAL_MSG_SETUP_DONE, (int32_t)holder,
+                                    (int32_t)getpid(), flags};
+    struct iovec iov = {&m, sizeof m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {0};
+    struct cmsghdr *c;
+
+    memset(&u, 0, sizeof u);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &rootfd, sizeof rootfd);
+    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+}
+
+static int check_socket(int fd)
+{
+    struct stat st;
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
+        return -1;
+    return 0;
+}
+
+static void usage(void) __attribute__((noreturn));
+static void usage(void)
+{
+    dprintf(STDERR_FILENO,
+            "usage: %s setup [--no-read] [--exclude-mount DIR]... -- LISTENER [ARG]...\n"
+            "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
+            "       %s check | --version\n",
+            g_prog, g_prog, g_prog);
+    _exit(EXIT_USAGE);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int cmd_setup(int argc, char **argv)
+{
+    char *excludes[MAX_EXCLUDES];
+    int nexcl = 0, i, fan, rootfd, pipefd[2], root_marked = 0;
+    uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
+    uint32_t flags = 0;
+    gid_t grp;
+    pid_t holder;
+
+    /* argv: setup [opts] -- LISTENER [ARG]... */
+    for (i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(argv[i], "--no-read") == 0) {
+            mask = FAN_CLOSE_WRITE;
+        } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
+            const char *p = argv[++i];
+            if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
+                usage();
+            excludes[nexcl++] = argv[i];
+        } else {
+            usage();
+        }
+    }
+    if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX)
+        usage();
+    if (check_socket(SHOURNAL_FD_SOCKET) != 0)
+        usage();
+    g_sock = SHOURNAL_FD_SOCKET;
+    close_from(SHOURNAL_FD_SOCKET + 1);
+
+    if (geteuid() != 0)
+        die_setup("not setuid root (run: chown root %s && chmod u+s %s, or sudo make install)",
+                  argv[0], argv[0]);
+    if (shournal_gid(&grp) != 0)
+        die_setup("group '%s' does not exist (groupadd --system %s)", SHOURNAL_GROUP,
+                  SHOURNAL_GROUP);
+    if (unshare(CLONE_NEWNS) != 0)
+        die_setup("unshare(CLONE_NEWNS): %s", strerror(errno));
+    fan = fanotify_group(&flags);
+    if (fan < 0)
+        die_setup("fanotify_init: %s", strerror(errno));
+    if (mark_mounts(fan, mask, excludes, nexcl, &root_marked) < 0)
+        die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
+    if (!root_marked)
+        die_setup("fanotify_mark on /: %s", strerror(errno));
+    if (pipe2(pipefd, O_CLOEXEC) != 0)
+        die_setup("pipe2: %s", strerror(errno));
+
+    holder = fork();
+    if (holder < 0)
+        die_setup("fork: %s", strerror(errno));
+    if (holder == 0) {
+        (void)close(fan);
+        (void)close(SHOURNAL_FD_SOCKET);
+        (void)close(pipefd[1]);
+        run_holder(pipefd[0], grp);
+    }
+    (void)close(pipefd[0]);
+
+    if (drop_privileges() != 0)
+        die_setup("cannot drop privileges: %s", strerror(errno));
+    /* As the user from here on: the root directory of the namespace, opened
+     * O_PATH, lets the shell open its redirections inside it. */
+    rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        die_setup("open /: %s", strerror(errno));
+    if (access(argv[i], X_OK) != 0)
+        die_setup("listener %s: %s", argv[i], strerror(errno));
+    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd) != 0)
+        _exit(1); /* the shell is gone: nothing to observe */
+    (void)close(rootfd);
+
+    /* fan and the pipe are above fd 5 unless fd numbers were low; move them
+     * to high numbers first so the final dup2s cannot clobber each other. */
+    fan = fcntl(fan, F_DUPFD_CLOEXEC, 64);
+    pipefd[1] = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 64);
+    if (fan < 0 || pipefd[1] < 0 || move_fd(SHOURNAL_FD_SOCKET, SHOURNAL_FD_SOCKET) != 0 ||
+        move_fd(fan, SHOURNAL_FD_FANOTIFY) != 0 || move_fd(pipefd[1], SHOURNAL_FD_HOLDER_PIPE) != 0)
+        _exit(1);
+    close_from(SHOURNAL_FD_HOLDER_PIPE + 1);
+    execv(argv[i], argv + i);
+    warn("exec %s: %s", argv[i], strerror(errno));
+    _exit(127);
+}
+
+/* ----------------------------------------------------------------- exec */
+
+static void exec_user(const char *filename, char **args, char **env) __attribute__((noreturn));
+static void exec_user(const char *filename, char **args, char **env)
+{
+    int err;
+    execve(filename, args, env);
+    err = errno;
+    warn("%s: %s", filename, strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+    pid_t holder;
+    long envc;
+    char **env, **args, *filename, cwd[PATH_MAX], procpath[64];
+    int procfd, nsfd, oldcwd, have_cwd;
+    struct stat st, st_old, st_new;
+    gid_t grp;
+
+    /* argv: exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]... */
+    if (argc < 6 || parse_pid(argv[2], &holder) != 0)
+        usage();
+    filename = argv[3];
+    if (filename[0] == '\0' || parse_count(argv[4], argc - 6, &envc) != 0)
+        usage();
+    for (long k = 0; k < envc; k++)
+        if (strchr(argv[5 + k], '=') == NULL)
+            usage();
+    args = argv + 5 + envc;
+    /* The env entries are moved into their own NULL terminated array. */
+    env = calloc((size_t)envc + 1, sizeof *env);
+    if (env == NULL)
+        _exit(1);
+    for (long k = 0; k < envc; k++)
+        env[k] = argv[5 + k];
+
+    if (geteuid() != 0 || shournal_gid(&grp) != 0) {
+        /* Misinstalled: never break the user's command. */
+        if (drop_privileges() != 0)
+            _exit(1);
+        warn("not observed (helper not setuid root or group missing)");
+        exec_user(filename, args, env);
+    }
+
+    snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
+    procfd = open(procpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (procfd < 0) {
+        if (drop_privileges() != 0)
+            _exit(1);
+        warn("not observed: recorder of this command line is gone");
+        exec_user(filename, args, env);
+    }
+    /* procfd pins the process identity, so the check and the open of
+     * ns/mnt below refer to the same process even if pids are reused. */
+    if (fstat(procfd, &st) != 0 || st.st_uid != getuid() || st.st_gid != grp) {
+        (void)drop_privileges();
+        warn("refusing to join the namespace of pid %d: not created by shournal for this user",
+             (int)holder);
+        _exit(1);
+    }
+    nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+    (void)close(procfd);
+    if (nsfd < 0) {
+        if (drop_privileges() != 0)
+            _exit(1);
+        warn("not observed: %s", strerror(errno));
+        exec_user(filename, args, env);
+    }
+    have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';
+    oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (setns(nsfd, CLONE_NEWNS) != 0) {
+        if (drop_privileges() != 0)
+            _exit(1);
+        warn("not observed: setns: %s", strerror(errno));
+        exec_user(filename, args, env);
+    }
+    (void)close(nsfd);
+    if (drop_privileges() != 0) {
+        warn("cannot drop privileges");
+        _exit(1);
+    }
+    /* setns() moved us to the namespace's root; re-enter the working
+     * directory by path so relative opens go through the marked mounts. */
+    if (!have_cwd || chdir(cwd) != 0 || oldcwd < 0 || fstat(oldcwd, &st_old) != 0 ||
+        stat(".", &st_new) != 0 || st_old.st_dev != st_new.st_dev ||
+        st_old.st_ino != st_new.st_ino) {
+        if (oldcwd >= 0 && fchdir(oldcwd) == 0)
+            warn("working directory not reachable in the namespace: relative paths unobserved");
+    }
+    if (oldcwd >= 0)
+        (void)close(oldcwd);
+    exec_user(filename, args, env);
+}
+
+/* ---------------------------------------------------------------- check */
+
+static int cmd_check(void)
+{
+    gid_t grp;
+    uint32_t flags = 0;
+    int fan, ok = 1, root_marked = 0;
+
+    printf("version %s\n", SHOURNAL_VERSION);
+    printf("setuid-root %s\n", geteuid() == 0 ? "ok" : "FAIL");
+    if (shournal_gid(&grp) == 0) {
+        gid_t groups[NGROUPS_MAX];
+        int n = getgroups(NGROUPS_MAX, groups), member = getgid() == grp;
+        for (int i = 0; i < n; i++)
+            member |= groups[i] == grp;
+        printf("group %s\n", member ? "FAIL member" : "ok");
+        ok &= !member;
+    } else {
+        printf("group FAIL missing\n");
+        ok = 0;
+    }
+    if (geteuid() == 0) {
+        if (unshare(CLONE_NEWNS) != 0) {
+            printf("unshare FAIL %s\n", strerror(errno));
+            ok = 0;
+        } else if ((fan = fanotify_group(&flags)) < 0) {
+            printf("fanotify FAIL %s\n", strerror(errno));
+            ok = 0;
+        } else {
+            mark_mounts(fan, FAN_CLOSE_WRITE, NULL, 0, &root_marked);
+            printf("fanotify %s\n", root_marked ? "ok" : "FAIL mark");
+            printf("fd-error-reporting %s\n", (flags & SHOURNAL_SETUP_FD_ERROR) ? "yes" : "no");
+            ok &= root_marked;
+            (void)close(fan);
+        }
+    } else {
+        ok = 0;
+    }
+    if (drop_privileges() != 0)
+        _exit(1);
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    /* Never let a user's signal disposition or umask leak into what we
+     * create while privileged. */
+    umask(022);
+    if (argc < 2)
+        usage();
+    if (strcmp(argv[1], "setup") == 0)
+        return cmd_setup(argc, argv);
+    if (strcmp(argv[1], "exec") == 0)
+        return cmd_exec(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "check") == 0)
+        return cmd_check();
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        if (drop_privileges() != 0)
+            _exit(1);
+        printf("shournal-suid %s\n", SHOURNAL_VERSION);
+        return 0;
+    }
+    usage();
+}

@@ -1,0 +1,92 @@
+# shournal integration for zsh (>= 5.7).  In ~/.zshrc:
+#     source @SHELL_DIR@/shournal.zsh
+#     SHOURNAL_ENABLE
+# Cheap and silent on success; a broken recorder prints one line and the
+# shell goes on.  The hooks fork nothing.
+
+[[ -n ${ZSH_VERSION-} ]] || return 0
+
+typeset -g _SHOURNAL_LIB=${SHOURNAL_PRELOAD_LIB:-@PRELOAD_LIB@}
+typeset -g _SHOURNAL_MAGIC='_///shournal///_'
+typeset -g _shournal_resp= _shournal_cmd=
+
+_shournal_trigger() {
+    _shournal_resp=
+    IFS= read -r _shournal_resp 2>/dev/null < "$_SHOURNAL_MAGIC/$1"
+    [[ $_shournal_resp == ok* ]]
+}
+
+_shournal_preexec() {
+    # $1 is the line as typed, even when history discards it.
+    _shournal_cmd=$1
+    _shournal_trigger prepare
+}
+
+_shournal_precmd() {
+    local _shournal_ret=$? _shournal_flags=
+    [[ -o histignorespace ]] && _shournal_flags=/s
+    print -rn -- "$_shournal_cmd" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
+    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
+    _shournal_cmd=
+    return $_shournal_ret
+}
+
+SHOURNAL_ENABLE() {
+    [[ -o interactive ]] || { print -u2 "shournal: SHOURNAL_ENABLE is for interactive shells; use 'shournal run' in scripts"; return 1 }
+    if [[ $ZSH_SUBSHELL -gt 0 ]]; then
+        print -u2 "shournal: SHOURNAL_ENABLE refused in a subshell"
+        return 1
+    fi
+    if ! _shournal_trigger status; then
+        # The library must be preloaded when the shell starts: re-exec once.
+        if [[ -n ${_SHOURNAL_REEXEC-} ]]; then
+            unset _SHOURNAL_REEXEC
+            print -u2 "shournal: could not preload $_SHOURNAL_LIB; not recording (see: shournal doctor)"
+            return 1
+        fi
+        if [[ ! -r $_SHOURNAL_LIB ]]; then
+            print -u2 "shournal: $_SHOURNAL_LIB is missing; not recording (see: shournal doctor)"
+            return 1
+        fi
+        local -a _shournal_argv
+        _shournal_argv=("${(@0)$(</proc/$$/cmdline)}")
+        [[ -z ${_shournal_argv[-1]} ]] && _shournal_argv[-1]=()
+        export _SHOURNAL_REEXEC=1
+        LD_PRELOAD=$_SHOURNAL_LIB${LD_PRELOAD:+:$LD_PRELOAD} \
+            exec -a "${_shournal_argv[1]}" /proc/$$/exe "${(@)_shournal_argv[2,-1]}"
+        unset _SHOURNAL_REEXEC
+        print -u2 "shournal: re-exec failed; not recording"
+        return 1
+    fi
+    unset _SHOURNAL_REEXEC
+    # Our children must not load the library.
+    local -a _keep
+    _keep=(${(s.:.)LD_PRELOAD})
+    _keep=(${_keep:#*/libshournal_preload.so})
+    _keep=(${_keep:#$_SHOURNAL_LIB})
+    if (( ${#_keep} )); then export LD_PRELOAD=${(j.:.)_keep}; else unset LD_PRELOAD; fi
+
+    if ! _shournal_trigger enable; then
+        print -u2 "shournal: enable failed: ${_shournal_resp:-no answer}"
+        return 1
+    fi
+    export SHOURNAL_SESSION_ID=${_shournal_resp#ok }
+    autoload -Uz add-zsh-hook
+    add-zsh-hook preexec _shournal_preexec
+    # precmd first, so it sees the command's $?
+    precmd_functions=(_shournal_precmd ${precmd_functions:#_shournal_precmd})
+    return 0
+}
+
+SHOURNAL_DISABLE() {
+    if [[ $ZSH_SUBSHELL -gt 0 ]]; then
+        print -u2 "shournal: SHOURNAL_DISABLE refused in a subshell"
+        return 1
+    fi
+    _shournal_trigger disable
+    autoload -Uz add-zsh-hook
+    add-zsh-hook -d preexec _shournal_preexec
+    add-zsh-hook -d precmd _shournal_precmd
+    unset SHOURNAL_SESSION_ID
+    return 0
+}

@@ -1,0 +1,78 @@
+"""Python side of native/shournal_protocol.h (checked by tests/test_protocol.py)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+MSG_SETUP_DONE = 1
+MSG_SETUP_FAIL = 2
+MSG_COMMAND = 3
+
+FD_SOCKET = 3
+FD_FANOTIFY = 4
+FD_HOLDER_PIPE = 5
+
+SETUP_FD_ERROR = 1
+
+MAX_COMMAND_LEN = 96 * 1024
+MAX_FAIL_LEN = 512
+
+SETUP_DONE = struct.Struct("=IiiI")
+SETUP_FAIL = struct.Struct("=II")
+COMMAND = struct.Struct("=Iiqq16s")
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class SetupDone:
+    holder_pid: int
+    listener_pid: int
+    flags: int
+    root_fd: int
+
+
+@dataclass(slots=True)
+class CommandMessage:
+    return_value: int
+    start_ns: int
+    end_ns: int
+    session: bytes
+    text: bytes
+
+
+def recv_setup(sock: socket.socket) -> SetupDone:
+    """Wait for the helper's answer; raise ProtocolError with its reason."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 1)
+    if len(data) >= SETUP_DONE.size and SETUP_DONE.unpack_from(data)[0] == MSG_SETUP_DONE and fds:
+        _t, holder, listener, flags = SETUP_DONE.unpack_from(data)
+        return SetupDone(holder, listener, flags, fds[0])
+    for fd in fds:
+        import os
+
+        os.close(fd)
+    if len(data) >= SETUP_FAIL.size and SETUP_FAIL.unpack_from(data)[0] == MSG_SETUP_FAIL:
+        raise ProtocolError(data[SETUP_FAIL.size :].decode(errors="replace"))
+    if not data:
+        raise ProtocolError("helper exited without answering")
+    raise ProtocolError("bad answer from helper")
+
+
+def pack_command(msg: CommandMessage) -> bytes:
+    return (
+        COMMAND.pack(MSG_COMMAND, msg.return_value, msg.start_ns, msg.end_ns, msg.session)
+        + msg.text[:MAX_COMMAND_LEN]
+    )
+
+
+def unpack_command(data: bytes) -> CommandMessage | None:
+    if len(data) < COMMAND.size:
+        return None
+    mtype, ret, start, end, session = COMMAND.unpack_from(data)
+    if mtype != MSG_COMMAND:
+        return None
+    return CommandMessage(ret, start, end, session, data[COMMAND.size :])

@@ -1,0 +1,40 @@
+"""What the capture side hands to the store: one finished command line.
+
+Plain dataclasses, no SQLAlchemy: the listener builds these while events
+arrive and imports the store only once the command line has ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class FileEvent:
+    path: bytes  # absolute path as the kernel reported it (raw bytes)
+    size: int
+    mtime_ns: int
+    mode: int  # st_mode
+    hash: int | None  # partial XXH64 (unsigned); None: empty file or hashing off
+    content: bytes | None = None  # archived script content (read events only)
+
+
+@dataclass(slots=True)
+class CommandRecord:
+    text: str
+    return_value: int
+    start_ns: int  # UTC, ns since the epoch
+    end_ns: int
+    working_dir: str
+    username: str
+    hostname: str
+    session_uuid: bytes | None  # 16 raw bytes
+    hash_chunk_size: int | None  # None: hashing disabled
+    hash_max_reads: int | None
+    writes: list[FileEvent] = field(default_factory=list)
+    reads: list[FileEvent] = field(default_factory=list)
+    # Nothing lost silently: events beyond the per-command caps, and events
+    # the kernel dropped (queue overflow) or could not open for us.
+    dropped_writes: int = 0
+    dropped_reads: int = 0
+    lost_events: int = 0
