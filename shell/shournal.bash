@@ -14,7 +14,7 @@ _SHOURNAL_MAGIC='_///shournal///_'
 # Talk to the preload library: opening a magic path is handled in-process.
 _shournal_trigger() {
     _shournal_resp=
-    IFS= read -r _shournal_resp 2>/dev/null < "$_SHOURNAL_MAGIC/$1"
+    { IFS= read -r _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null
     [[ $_shournal_resp == ok* ]]
 }
 

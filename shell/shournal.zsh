@@ -12,7 +12,7 @@ typeset -g _shournal_resp= _shournal_cmd=
 
 _shournal_trigger() {
     _shournal_resp=
-    IFS= read -r _shournal_resp 2>/dev/null < "$_SHOURNAL_MAGIC/$1"
+    { IFS= read -r _shournal_resp < "$_SHOURNAL_MAGIC/$1" } 2>/dev/null
     [[ $_shournal_resp == ok* ]]
 }
 

@@ -1,0 +1,55 @@
+# shournal: `sudo make install` sets up everything on Debian 12;
+# `make test` (as root: it creates a test user and setuid copies) runs the
+# whole test suite from a fresh clone.
+PREFIX ?= /usr/local
+PYTHON ?= /usr/bin/python3
+GROUP ?= shournal
+LIBEXECDIR = $(PREFIX)/libexec/shournal
+LIBDIR = $(PREFIX)/lib/shournal
+SHAREDIR = $(PREFIX)/share/shournal
+VENV = $(LIBDIR)/venv
+DEVVENV = .venv
+PYTEST_ARGS ?=
+
+all: native
+
+deps:
+	sh scripts/apt-deps.sh
+
+native:
+	mkdir -p build/native
+	$(MAKE) -C native BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP)
+
+install: deps native
+	getent group $(GROUP) >/dev/null || groupadd --system $(GROUP)
+	$(MAKE) -C native install BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP) DESTDIR=$(DESTDIR)
+	$(PYTHON) -m venv --clear $(DESTDIR)$(VENV)
+	$(DESTDIR)$(VENV)/bin/pip install -q --no-cache-dir "$(CURDIR)[postgresql]"
+	$(DESTDIR)$(VENV)/bin/python scripts/write_installed.py $(PREFIX)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SHAREDIR)
+	ln -sf $(VENV)/bin/shournal $(DESTDIR)$(PREFIX)/bin/shournal
+	ln -sf $(VENV)/bin/shournal-listener $(DESTDIR)$(LIBEXECDIR)/shournal-listener
+	for f in shell/shournal.bash shell/shournal.zsh; do \
+	    sed -e 's|@PRELOAD_LIB@|$(LIBDIR)/libshournal_preload.so|g' -e 's|@SHELL_DIR@|$(SHAREDIR)|g' \
+	        $$f > $(DESTDIR)$(SHAREDIR)/$$(basename $$f); done
+	chmod 644 $(DESTDIR)$(SHAREDIR)/*
+	@echo "shournal installed. Add to ~/.bashrc:  source $(SHAREDIR)/shournal.bash; SHOURNAL_ENABLE"
+
+uninstall:
+	rm -rf $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(PREFIX)/bin/shournal
+
+dev: deps native
+	test -x $(DEVVENV)/bin/python || $(PYTHON) -m venv $(DEVVENV)
+	$(DEVVENV)/bin/pip install -q -e ".[test]"
+
+test: dev
+	$(DEVVENV)/bin/ruff check shournal tests bench scripts
+	$(DEVVENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: dev
+	$(DEVVENV)/bin/ruff check shournal tests bench scripts
+
+clean:
+	rm -rf build shournal/_fanotify_cffi*.so
+
+.PHONY: all deps native install uninstall dev test lint clean

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages shournal needs to build, run and be tested.
+# Only missing packages are fetched, so a second run is fast.
+set -eu
+PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
+[ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "apt-deps: missing packages:$missing (run as root)" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086  # word splitting is the point
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

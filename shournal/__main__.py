@@ -1,0 +1,3 @@
+from shournal.cli import main
+
+main()

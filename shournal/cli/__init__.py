@@ -1,0 +1,82 @@
+"""The `shournal` command: a thin typer layer over the library.
+
+Exit statuses (documented in the README):
+  0 success / something found     1 nothing found, or a check failed
+  2 usage error (bad option, missing file, bad value)
+  3 the store cannot be used (locked, corrupted, newer schema)
+  `shournal run` exits with the command's own status (128+N on signal N).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from shournal.cli.query import query
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    help="shournal: a journal of every shell command and the files it read and wrote.",
+)
+
+app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
+    query
+)
+
+
+@app.command(
+    "run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
+)
+def run(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
+) -> None:
+    from shournal.runner import RunError, run_observed
+
+    try:
+        status = run_observed(command)
+    except RunError as exc:
+        print(f"shournal: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.status) from None
+    raise typer.Exit(status)
+
+
+@app.command("init", help="Print the two lines to add to ~/.bashrc or ~/.zshrc.")
+def init(
+    shell: Annotated[str, typer.Argument(help="bash or zsh")],
+) -> None:
+    from shournal import _paths
+
+    if shell not in ("bash", "zsh"):
+        print(f"shournal: unsupported shell '{shell}' (bash or zsh)", file=sys.stderr)
+        raise typer.Exit(2)
+    script = _paths.shell_dir() / f"shournal.{shell}"
+    print(f"source {script}")
+    print("SHOURNAL_ENABLE")
+
+
+@app.command("doctor", help="Check everything recording needs and print the fix for each failure.")
+def doctor() -> None:
+    from shournal.doctor import print_report, run_checks
+
+    raise typer.Exit(0 if print_report(run_checks()) else 1)
+
+
+@app.command("version", help="Print the version.")
+def version() -> None:
+    from shournal import __version__
+
+    print(f"shournal {__version__}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

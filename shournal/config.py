@@ -1,0 +1,689 @@
+"""The user's configuration: ``$XDG_CONFIG_HOME/shournal/config.toml``.
+
+The settings are those of the original's ``config.ini`` (reference §7) in
+TOML spelling.  The file is created on first use with every key commented
+out, so the defaults below apply until the user uncomments something.
+
+The listener loads this once per command line, so only the standard library
+is imported, and an untouched file (comments and section headers only) is
+recognised without starting the TOML parser.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shournal import _paths
+
+# Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = [
+    "DEFAULT_CONFIG_TEXT",
+    "Config",
+    "ConfigError",
+    "HashConfig",
+    "IgnoreCommandsConfig",
+    "MountsConfig",
+    "ReadEventsConfig",
+    "ScriptArchiveConfig",
+    "StoreConfig",
+    "WriteEventsConfig",
+    "load_config",
+    "parse_config",
+    "parse_size",
+]
+
+HASH_CHUNK_MIN = 8
+HASH_CHUNK_MAX = 40 * 1024
+
+
+def _home() -> str:
+    home = os.path.expanduser("~")
+    return _normalise(home) if home.startswith("/") else "/"
+
+
+def _home_paths() -> tuple[str, ...]:
+    return (_home(),)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteEventsConfig:
+    """[write_events]: which written files are recorded."""
+
+    include_paths: tuple[str, ...] = ("/",)
+    exclude_paths: tuple[str, ...] = ()
+    exclude_hidden: bool = True
+    max_event_count: int = 5000  # 0 = unlimited
+
+
+@dataclass(frozen=True, slots=True)
+class ReadEventsConfig:
+    """[read_events]: which read or executed files are recorded."""
+
+    enable: bool = True
+    only_writable: bool = True
+    include_paths: tuple[str, ...] = field(default_factory=_home_paths)
+    exclude_paths: tuple[str, ...] = ()
+    exclude_hidden: bool = True
+    max_event_count: int = 5000  # 0 = unlimited
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptArchiveConfig:
+    """[script_archive]: which read files are stored with their content."""
+
+    enable: bool = True
+    only_writable: bool = True
+    max_size: int = 500 * 1024  # bytes
+    max_count_of_files: int = 3
+    include_paths: tuple[str, ...] = ("/",)
+    exclude_paths: tuple[str, ...] = ()
+    exclude_hidden: bool = True
+    include_file_extensions: tuple[str, ...] = ("sh",)  # () = any file
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreCommandsConfig:
+    """[ignore_commands]: command lines that are not recorded."""
+
+    # Whitespace-normalised entries: "cmd", "cmd arg ..." or "cmd*".
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MountsConfig:
+    """[mounts]: mount points never observed."""
+
+    exclude_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HashConfig:
+    """[hash]: the partial XXH64 parameters (see shournal.hashing)."""
+
+    enable: bool = True
+    chunk_size: int = 256
+    max_count_of_reads: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """[store]: where commands are stored."""
+
+    url: str = ""  # empty: SQLite in the data directory
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration; every part defaults to the original's defaults."""
+
+    write_events: WriteEventsConfig = field(default_factory=WriteEventsConfig)
+    read_events: ReadEventsConfig = field(default_factory=ReadEventsConfig)
+    script_archive: ScriptArchiveConfig = field(default_factory=ScriptArchiveConfig)
+    ignore_commands: IgnoreCommandsConfig = field(default_factory=IgnoreCommandsConfig)
+    mounts: MountsConfig = field(default_factory=MountsConfig)
+    hash: HashConfig = field(default_factory=HashConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    # The file the values came from; None when nothing was read.
+    source: Path | None = field(default=None, compare=False)
+
+
+DEFAULT_CONFIG_TEXT = """\
+# shournal configuration (TOML).
+#
+# Every setting below is commented out and shows its default; uncomment a
+# line and edit it to change the setting.  Unknown sections and keys are
+# errors.  Paths must be absolute and may start with $HOME or ~; a path
+# covers everything below it, "/" covers everything.  exclude_hidden skips
+# files whose path contains a component starting with "." unless they lie
+# below an explicitly included hidden path.
+
+[write_events]
+# Directories whose written files are recorded.
+# include_paths = ["/"]
+# Directories whose written files are not recorded.
+# exclude_paths = []
+# Skip hidden files and everything below hidden directories.
+# exclude_hidden = true
+# Most written files recorded per command (0 = unlimited); the rest are counted.
+# max_event_count = 5000
+
+[read_events]
+# Record files a command read or executed.
+# enable = true
+# Record only read files you may also write (others are rarely of interest).
+# only_writable = true
+# Directories whose read files are recorded.
+# include_paths = ["$HOME"]
+# Directories whose read files are not recorded.
+# exclude_paths = []
+# Skip hidden files and everything below hidden directories.
+# exclude_hidden = true
+# Most read files recorded per command (0 = unlimited); the rest are counted.
+# max_event_count = 5000
+
+[script_archive]
+# Store the content of read scripts in the database.
+# enable = true
+# Archive only files you may also write.
+# only_writable = true
+# Largest file archived: a byte count or a size such as "500KiB", "2M" (base 1024).
+# max_size = "500KiB"
+# Most files archived per command (the first ones read).
+# max_count_of_files = 3
+# Directories whose read files may be archived.
+# include_paths = ["/"]
+# Directories whose read files are never archived.
+# exclude_paths = []
+# Never archive hidden files or files below hidden directories.
+# exclude_hidden = true
+# Extensions (no dot, case-sensitive) of archived files; [] archives any file.
+# include_file_extensions = ["sh"]
+
+[ignore_commands]
+# Commands not recorded: "cmd arg ..." exactly, "cmd*" with any arguments.
+# commands = []
+
+[mounts]
+# Mount points whose files are never recorded, on top of the built-in ones.
+# exclude_paths = []
+
+[hash]
+# Store a partial XXH64 hash per file, to find files by content later.
+# enable = true
+# Bytes per sampled chunk (8 to 40960); change only with a fresh database.
+# chunk_size = 256
+# Chunks sampled per file (at least 1); change only with a fresh database.
+# max_count_of_reads = 3
+
+[store]
+# Database URL such as "postgresql://host/db"; empty: SQLite in the data directory.
+# url = ""
+"""
+
+
+class ConfigError(Exception):
+    """A config problem, rendered as one ``file:line: message`` line."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | os.PathLike[str] | None = None,
+        line: int | None = None,
+        section: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = os.fspath(file) if file is not None else None
+        self.line = line
+        self.section = section
+        self.key = key
+        where = self.file or "config"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+class _Invalid(Exception):
+    """A value failed validation; ``value`` helps locating it in the text."""
+
+    def __init__(self, message: str, value: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.value = value
+
+
+# ---- value converters ------------------------------------------------------
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"expected true or false, got {_describe(value)}")
+    return value
+
+
+def _int(lo: int, hi: int | None = None) -> Callable[[object], int]:
+    def convert(value: object) -> int:
+        # bool is an int subclass; `true` is not a count
+        if type(value) is not int:
+            raise _Invalid(f"expected an integer, got {_describe(value)}")
+        if value < lo or (hi is not None and value > hi):
+            bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
+            raise _Invalid(f"must be {bound}, got {value}")
+        return value
+
+    return convert
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"expected a string, got {_describe(value)}")
+    return value
+
+
+def _str_list(value: object) -> list[str]:
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of strings, got {_describe(value)}")
+    for item in value:
+        if not isinstance(item, str):
+            raise _Invalid(f"expected an array of strings, found {_describe(item)}")
+    return value
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    **{s: 1024 for s in ("k", "kb", "kib")},
+    **{s: 1024**2 for s in ("m", "mb", "mib")},
+    **{s: 1024**3 for s in ("g", "gb", "gib")},
+    **{s: 1024**4 for s in ("t", "tb", "tib")},
+}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(text: str) -> int:
+    """``"500KiB"`` -> 512000.  Units are base 1024 and case-insensitive."""
+    m = _SIZE_RE.fullmatch(text)
+    factor = _SIZE_UNITS.get(m.group(2).lower()) if m else None
+    if m is None or factor is None:
+        raise ValueError(f'invalid size {text!r} (use e.g. 4096, "500KiB", "2M", "1G")')
+    return int(m.group(1)) * factor
+
+
+def _size(value: object) -> int:
+    if type(value) is int:
+        if value < 0:
+            raise _Invalid(f"must be >= 0, got {value}")
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            raise _Invalid(str(exc)) from None
+    raise _Invalid(f'expected a size such as "500KiB", got {_describe(value)}')
+
+
+def _normalise(path: str) -> str:
+    path = os.path.normpath(path)
+    # POSIX lets normpath keep exactly two leading slashes; the kernel's
+    # paths never have them, so they would never match.
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def _expand(raw: str) -> str:
+    path = raw.strip()
+    for var in ("$HOME", "${HOME}", "~"):
+        if path == var or path.startswith(var + "/"):
+            path = _home() + path[len(var) :]
+            break
+    if not path.startswith("/"):
+        hint = " (only $HOME and ~ are expanded)" if path[:1] in ("$", "~") else ""
+        raise _Invalid(f"path must be absolute, got {raw!r}{hint}", raw)
+    return _normalise(path)
+
+
+def _is_under(path: str, parent: str) -> bool:
+    return parent == "/" or path == parent or path.startswith(parent + "/")
+
+
+def _is_hidden(path: str) -> bool:
+    return "/." in path
+
+
+def _path_list(keep_hidden_children: bool) -> Callable[[object], tuple[str, ...]]:
+    """Expanded, normalised, de-duplicated paths without redundant children.
+
+    For include lists a hidden path below a non-hidden one is kept: listing it
+    is what exempts it from ``exclude_hidden``.
+    """
+
+    def convert(value: object) -> tuple[str, ...]:
+        paths: list[str] = []
+        for raw in _str_list(value):
+            path = _expand(raw)
+            if path not in paths:
+                paths.append(path)
+
+        def redundant(path: str) -> bool:
+            for other in paths:
+                if other != path and _is_under(path, other):
+                    if not keep_hidden_children or _is_hidden(other) or not _is_hidden(path):
+                        return True
+            return False
+
+        return tuple(p for p in paths if not redundant(p))
+
+    return convert
+
+
+def _extensions(value: object) -> tuple[str, ...]:
+    result: list[str] = []
+    for raw in _str_list(value):
+        # "sh" and ".sh" both mean the same to a user
+        ext = raw[1:] if raw.startswith(".") else raw
+        if not ext or "/" in ext or "." in ext:
+            raise _Invalid(f'invalid file extension {raw!r} (use e.g. "sh")', raw)
+        if ext not in result:
+            result.append(ext)
+    return tuple(result)
+
+
+def _commands(value: object) -> tuple[str, ...]:
+    result: list[str] = []
+    for raw in _str_list(value):
+        words = raw.split()
+        entry = " ".join(words)
+        # the same rules as shournal.filters.IgnoredCommands, which must
+        # never reject what passed here
+        if not words or not words[0].removesuffix("*").rpartition("/")[2]:
+            raise _Invalid(f"invalid command {raw!r}: names no command", raw)
+        if entry.endswith("*") and len(words) > 1:
+            raise _Invalid(f'invalid command {raw!r}: "cmd*" takes no arguments', raw)
+        if "*" in entry[:-1]:
+            raise _Invalid(f"invalid command {raw!r}: '*' is allowed only as \"cmd*\"", raw)
+        if entry not in result:
+            result.append(entry)
+    return tuple(result)
+
+
+_include = _path_list(keep_hidden_children=True)
+_exclude = _path_list(keep_hidden_children=False)
+
+_SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
+    "write_events": (
+        WriteEventsConfig,
+        {
+            "include_paths": _include,
+            "exclude_paths": _exclude,
+            "exclude_hidden": _bool,
+            "max_event_count": _int(0),
+        },
+    ),
+    "read_events": (
+        ReadEventsConfig,
+        {
+            "enable": _bool,
+            "only_writable": _bool,
+            "include_paths": _include,
+            "exclude_paths": _exclude,
+            "exclude_hidden": _bool,
+            "max_event_count": _int(0),
+        },
+    ),
+    "script_archive": (
+        ScriptArchiveConfig,
+        {
+            "enable": _bool,
+            "only_writable": _bool,
+            "max_size": _size,
+            "max_count_of_files": _int(0),
+            "include_paths": _include,
+            "exclude_paths": _exclude,
+            "exclude_hidden": _bool,
+            "include_file_extensions": _extensions,
+        },
+    ),
+    "ignore_commands": (IgnoreCommandsConfig, {"commands": _commands}),
+    "mounts": (MountsConfig, {"exclude_paths": _exclude}),
+    "hash": (
+        HashConfig,
+        {
+            "enable": _bool,
+            "chunk_size": _int(HASH_CHUNK_MIN, HASH_CHUNK_MAX),
+            "max_count_of_reads": _int(1),
+        },
+    ),
+    "store": (StoreConfig, {"url": _str}),
+}
+_HEADERS = frozenset(f"[{name}]" for name in _SCHEMA)
+
+
+# ---- locating a key in the text (tomllib reports no positions) -------------
+
+_HEADER_RE = re.compile(r"\s*\[\[?\s*([^\[\]#]+?)\s*\]")
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"'":
+        return name[1:-1]
+    return name
+
+
+def _header_name(line: str) -> str | None:
+    m = _HEADER_RE.match(line)
+    if m is None:
+        return None
+    return _unquote(m.group(1).split(".")[0])
+
+
+def _key_re(key: str, dotted: str | None = None) -> re.Pattern[str]:
+    name = "|".join(re.escape(k) for k in (key, f'"{key}"', f"'{key}'"))
+    prefix = ""
+    if dotted is not None:
+        quoted = "|".join(re.escape(k) for k in (dotted, f'"{dotted}"', f"'{dotted}'"))
+        prefix = rf"(?:{quoted})\s*\.\s*"
+    return re.compile(rf"\s*{prefix}(?:{name})\s*[=.]")
+
+
+def _find_line(
+    text: str, section: str, key: str | None = None, value: str | None = None
+) -> int | None:
+    """Best-effort 1-based line of ``[section] key`` (or of the section)."""
+    lines = text.splitlines()
+    section_re = _key_re(section)
+    key_re = _key_re(key) if key is not None else None
+    dotted_re = _key_re(key, section) if key is not None else None
+    current = ""
+    section_line: int | None = None
+    key_line: int | None = None
+    for number, line in enumerate(lines, 1):
+        name = _header_name(line)
+        if name is not None:
+            current = name
+            if name == section and section_line is None:
+                section_line = number
+            continue
+        if current == "":
+            if dotted_re is not None and dotted_re.match(line):
+                key_line = number
+                break
+            if section_line is None and section_re.match(line):
+                section_line = number
+        elif current == section and key_re is not None and key_re.match(line):
+            key_line = number
+            break
+    if key_line is None:
+        return section_line
+    if value is not None:
+        # point at the offending element of a multi-line array
+        for number in range(key_line, len(lines) + 1):
+            line = lines[number - 1]
+            if number > key_line and _header_name(line) is not None:
+                break
+            if f'"{value}"' in line or f"'{value}'" in line:
+                return number
+    return key_line
+
+
+# ---- loading ---------------------------------------------------------------
+
+
+def _is_untouched(text: str) -> bool:
+    """True if the text sets nothing: only comments and known headers."""
+    seen: set[str] = set()
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped not in _HEADERS or stripped in seen:
+            return False
+        seen.add(stripped)
+    return True
+
+
+def _syntax_error(exc: Exception, text: str, file: str) -> ConfigError:
+    message = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if m is not None:
+        line = int(m.group(1))
+        message = f"{message[: m.start()]} (column {m.group(2)})"
+    else:
+        line = max(1, len(text.splitlines()))
+        message = re.sub(r"\s*\(at end of document\)$", " at end of file", message)
+    return ConfigError(f"invalid TOML: {message}", file=file, line=line)
+
+
+def _suggest(name: str, choices: Any) -> str:
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def parse_config(text: str, file: str | os.PathLike[str] = "config.toml") -> Config:
+    """Validate TOML ``text``; ``file`` is used in error messages and as source."""
+    source = Path(file)
+    if _is_untouched(text):
+        return Config(source=source)
+    import tomllib
+
+    file = os.fspath(file)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(exc, text, file) from None
+
+    sections: dict[str, Any] = {}
+    for name, table in data.items():
+        if name not in _SCHEMA and not isinstance(table, dict):
+            raise ConfigError(
+                f"unknown top-level key '{name}' (settings belong in a [section])",
+                file=file,
+                line=_find_line(text, name),
+                key=name,
+            )
+        if name not in _SCHEMA:
+            raise ConfigError(
+                f"unknown section [{name}]{_suggest(name, _SCHEMA)}",
+                file=file,
+                line=_find_line(text, name),
+                section=name,
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(
+                f"[{name}] must be a table, got {_describe(table)}",
+                file=file,
+                line=_find_line(text, name),
+                section=name,
+            )
+        cls, converters = _SCHEMA[name]
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            convert = converters.get(key)
+            if convert is None:
+                raise ConfigError(
+                    f"unknown key '{key}' in [{name}]{_suggest(key, converters)}",
+                    file=file,
+                    line=_find_line(text, name, key),
+                    section=name,
+                    key=key,
+                )
+            try:
+                values[key] = convert(value)
+            except _Invalid as exc:
+                raise ConfigError(
+                    f"[{name}] {key}: {exc.message}",
+                    file=file,
+                    line=_find_line(text, name, key, exc.value),
+                    section=name,
+                    key=key,
+                ) from None
+        sections[name] = cls(**values)
+    return Config(**sections, source=source)
+
+
+def _write_default(path: Path) -> None:
+    """Create ``path`` with the commented defaults, atomically and without
+    ever replacing a file someone else created meanwhile."""
+    directory = path.parent
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = directory / f".{path.name}.{os.getpid()}.tmp"
+    # 0600: the store URL may carry a password
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(fd, DEFAULT_CONFIG_TEXT.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # file systems without hard links
+            os.rename(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def load_config(
+    path: Path | None = None, *, create: bool = True, defaults_only: bool = False
+) -> Config:
+    """Load the config file (default: ``_paths.config_file()``).
+
+    A missing file yields the defaults and, with ``create``, is written with
+    the commented defaults (failure to write it is not an error: the
+    defaults still apply).  ``defaults_only`` skips the file altogether, as a
+    fallback after a ConfigError.
+
+    Raises ConfigError for an unreadable or invalid file.
+    """
+    if defaults_only:
+        return Config()
+    if path is None:
+        path = _paths.config_file()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if create:
+            try:
+                _write_default(path)
+            except OSError:
+                pass
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError("invalid TOML: not UTF-8", file=path, line=line) from None
+    return parse_config(text, path)

@@ -1,0 +1,1 @@
+"""Output formats for query results: :mod:`.human` and :mod:`.json`."""

@@ -1,0 +1,124 @@
+"""`shournal run`: observe one command and its whole process tree without
+shell integration (scripts, cron, cluster jobs).
+
+Same mechanism as the shell: the helper makes the namespace and becomes the
+listener; the command enters the namespace through the exec trampoline and
+inherits the control socket, so the listener sees EOF only after the last
+descendant has exited.  We wait for the listener too, so the command is
+stored when `shournal run` returns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from shournal import _paths, protocol
+
+
+class RunError(Exception):
+    """The command itself could not be started (exit status 126/127)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _status(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def _warn(message: str) -> None:
+    print(f"shournal: {message}", file=sys.stderr)
+
+
+def _start_helper(sock_child: socket.socket) -> int:
+    """Spawn the helper with the socket on fd 3; return its pid."""
+    helper, listener = _paths.suid_helper(), _paths.listener()
+    # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
+    high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
+    try:
+        return os.posix_spawn(
+            str(helper),
+            [str(helper), "setup", "--", str(listener)],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+                (os.POSIX_SPAWN_DUP2, high, protocol.FD_SOCKET),
+            ],
+            setsid=True,  # Ctrl-C on the command must not kill the listener
+        )
+    finally:
+        os.close(high)
+
+
+def run_observed(argv: list[str]) -> int:
+    """Run argv observed; return its exit status (128+N for signal N)."""
+    if not argv:
+        raise RunError("no command given", 2)
+    filename = argv[0] if "/" in argv[0] else shutil.which(argv[0])
+    if filename is None:
+        raise RunError(f"{argv[0]}: command not found", 127)
+    text = shlex.join(argv)
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    start_ns = time.time_ns()
+    helper: int | None
+    try:
+        helper = _start_helper(child)
+    except OSError as exc:
+        helper = None
+        _warn(f"not recording: {exc.strerror}")
+    child.close()
+    setup = None
+    if helper is not None:
+        try:
+            parent.settimeout(10)
+            setup = protocol.recv_setup(parent)
+            os.close(setup.root_fd)  # the trampoline needs only the holder
+        except (protocol.ProtocolError, OSError) as exc:
+            _warn(f"not recording: {exc}")
+            setup = None
+    if setup is None:
+        parent.close()
+        if helper is not None:
+            os.waitpid(helper, 0)
+        return _status(subprocess.call(argv))
+
+    env = [f"{k}={v}" for k, v in os.environ.items()]
+    tramp = [str(_paths.suid_helper()), "exec", str(setup.holder_pid), filename, str(len(env))]
+    # The command must hold the socket: that is how we learn it has ended.
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_quit = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(
+            [*tramp, *env, *argv],
+            pass_fds=(parent.fileno(),),
+            restore_signals=True,
+            preexec_fn=lambda: (
+                signal.signal(signal.SIGINT, signal.SIG_DFL),
+                signal.signal(signal.SIGQUIT, signal.SIG_DFL),
+            ),
+        )
+        status = _status(proc.wait())
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGQUIT, old_quit)
+    msg = protocol.CommandMessage(status, start_ns, time.time_ns(), bytes(16), text.encode())
+    try:
+        parent.send(protocol.pack_command(msg))
+    except OSError:
+        _warn("listener is gone; command not recorded")
+    parent.close()
+    # The listener is our child (the helper exec'd it); it exits once every
+    # descendant is gone and the command is stored.
+    os.waitpid(helper, 0)
+    return status

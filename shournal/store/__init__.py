@@ -1,0 +1,32 @@
+"""The journal database (SQLite or PostgreSQL via SQLAlchemy).
+
+Exports are resolved lazily so that importing the exceptions does not pull
+in SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shournal.store.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from shournal.store.db import Store
+
+__all__ = ["SchemaTooNew", "Store", "StoreCorrupt", "StoreError", "StoreUnavailable", "db_url"]
+
+
+def db_url() -> str | None:
+    """The journal URL the CLI and listener use: $SHOURNAL_DB_URL, else None
+    (the default SQLite file)."""
+    import os
+
+    return os.environ.get("SHOURNAL_DB_URL") or None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Store":
+        from shournal.store.db import Store
+
+        return Store
+    raise AttributeError(name)

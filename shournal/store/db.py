@@ -1,0 +1,377 @@
+"""Opening the journal, creating its schema, and storing commands."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import xxhash
+from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, select, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.sql.dml import Insert
+
+from shournal import _paths
+from shournal.record import CommandRecord, FileEvent
+from shournal.store import models as m
+from shournal.store.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreUnavailable
+
+# Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
+# v + 1 inside the schema transaction.  Each must be idempotent.
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+# Serialises schema creation between processes on PostgreSQL (an arbitrary
+# constant that only shournal uses: "shournal" in ASCII).
+_PG_SCHEMA_LOCK = 0x73686F75726E616C
+
+# Keeps IN (...) lists far below every backend's bound-parameter limit.
+_IN_BATCH = 500
+
+_NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
+
+
+def _ns_to_datetime(ns: int) -> datetime:
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+
+
+def _fs_type(path: Path) -> str | None:
+    """File-system type of the mount holding ``path`` (from mountinfo)."""
+    try:
+        target = os.path.realpath(path)
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.readlines()
+    except OSError:
+        return None
+    best, best_type = "", None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        # mountinfo escapes blanks in mount points as octal
+        mount = fields[4].encode().decode("unicode_escape")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, best_type = mount, right.split()[0]
+    return best_type
+
+
+def _one_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return lines[0] if lines else type(orig).__name__
+
+
+def _classify(exc: BaseException, where: str) -> StoreError:
+    orig = getattr(exc, "orig", None) or exc
+    reason = _one_line(exc)
+    if getattr(orig, "sqlite_errorname", "") in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
+        return StoreCorrupt(f"{where} is not a usable database: {reason}")
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | OSError) or isinstance(
+        orig, sqlite3.OperationalError
+    ):
+        return StoreUnavailable(f"cannot use the journal {where}: {reason}")
+    return StoreError(f"journal {where}: {reason}")
+
+
+class Store:
+    """The journal.  ``url`` is a SQLAlchemy URL; None means the default
+    SQLite file in the user's data directory."""
+
+    def __init__(self, url: str | None = None) -> None:
+        if url is None:
+            path = _paths.default_db_path()
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreUnavailable(f"cannot create {path.parent}: {e.strerror}") from None
+            url = f"sqlite:///{path}"
+        try:
+            parsed = make_url(url)
+        except sa_exc.ArgumentError:
+            raise StoreUnavailable(f"invalid database URL {url!r}") from None
+        self.dialect_name = parsed.get_backend_name()
+        if self.dialect_name not in ("sqlite", "postgresql"):
+            raise StoreUnavailable(
+                f"unsupported database backend {self.dialect_name!r} (use sqlite or postgresql)"
+            )
+        self._where = (
+            (parsed.database or ":memory:")
+            if self.dialect_name == "sqlite"
+            else parsed.render_as_string(hide_password=True)
+        )
+        try:
+            self.engine: Engine = create_engine(parsed)
+        except (sa_exc.SQLAlchemyError, ImportError) as e:
+            raise StoreUnavailable(f"cannot use the journal {self._where}: {_one_line(e)}") from None
+        if self.dialect_name == "sqlite":
+            self._setup_sqlite(parsed.database)
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    # -- connection setup ---------------------------------------------------
+
+    def _setup_sqlite(self, database: str | None) -> None:
+        journal_mode = "WAL"
+        if database and database != ":memory:":
+            # WAL needs shared memory that network file systems cannot provide.
+            fs = _fs_type(Path(database).parent)
+            if fs in _NETWORK_FS:
+                journal_mode = "DELETE"
+
+        @event.listens_for(self.engine, "connect")
+        def _pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+            # Our own BEGIN (below) instead of the driver's implicit one, so
+            # that writers can take the lock up front (BEGIN IMMEDIATE).
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute("PRAGMA busy_timeout=15000")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.execute(f"PRAGMA journal_mode={journal_mode}")
+                cur.execute("PRAGMA synchronous=NORMAL")
+            finally:
+                cur.close()
+
+        @event.listens_for(self.engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # A deferred transaction that later writes can fail at once with
+            # SQLITE_BUSY when another process committed in between;
+            # IMMEDIATE waits for the lock via busy_timeout instead.
+            immediate = conn.get_execution_options().get("shournal_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except (sa_exc.SQLAlchemyError, sqlite3.Error, OSError) as e:
+            raise _classify(e, self._where) from None
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection inside one read transaction (a consistent snapshot)."""
+        with self._translated(), self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """A connection inside one write transaction: all or nothing."""
+        with self._translated(), self.engine.connect() as raw:
+            conn = raw.execution_options(shournal_write=True)
+            with conn.begin():
+                yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -------------------------------------------------------------
+
+    def _read_version(self, conn: Connection) -> int | None:
+        """The stored schema version; None for an empty database."""
+        names = set(inspect(conn).get_table_names())
+        if m.SchemaVersion.__tablename__ not in names:
+            ours = names & set(m.Base.metadata.tables)
+            if ours:
+                raise StoreCorrupt(
+                    f"{self._where} has tables named like shournal's ({', '.join(sorted(ours))}) "
+                    "but no schema version: not a shournal journal"
+                )
+            return None
+        version = conn.execute(
+            select(m.SchemaVersion.version).where(m.SchemaVersion.id == 1)
+        ).scalar_one_or_none()
+        if version is None:
+            raise StoreCorrupt(f"{self._where}: the schema version row is missing")
+        return version
+
+    def _check_not_newer(self, version: int) -> None:
+        if version > m.SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the journal {self._where} has schema version {version}, newer than this "
+                f"shournal supports ({m.SCHEMA_VERSION}); upgrade shournal"
+            )
+
+    def _ensure_schema(self) -> None:
+        with self.reading() as conn:
+            version = self._read_version(conn)
+        if version is not None:
+            self._check_not_newer(version)
+            if version == m.SCHEMA_VERSION:
+                return
+        # Create or upgrade under the write lock, re-reading the version
+        # there: another shell may have done the work meanwhile.
+        with self.writing() as conn:
+            if self.dialect_name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
+            version = self._read_version(conn)
+            if version is None:
+                m.Base.metadata.create_all(conn)
+                conn.execute(
+                    m.SchemaVersion.__table__.insert(), {"id": 1, "version": m.SCHEMA_VERSION}
+                )
+                return
+            self._check_not_newer(version)
+            while version < m.SCHEMA_VERSION:
+                step = _MIGRATIONS.get(version)
+                if step is None:
+                    raise StoreCorrupt(
+                        f"{self._where}: no upgrade path from schema version {version}"
+                    )
+                step(conn)
+                version += 1
+            conn.execute(
+                m.SchemaVersion.__table__.update()
+                .where(m.SchemaVersion.id == 1)
+                .values(version=version)
+            )
+
+    # -- writing ------------------------------------------------------------
+
+    def _insert_ignore(self, table: Table) -> Insert:
+        if self.dialect_name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table).on_conflict_do_nothing()
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+
+    def _get_or_create(self, conn: Connection, model: type[m.Base], **values: Any) -> int:
+        table: Table = model.__table__  # type: ignore[assignment]
+        conn.execute(self._insert_ignore(table), values)
+        where = [table.c[k] == v for k, v in values.items()]
+        return conn.execute(select(table.c.id).where(*where)).scalar_one()
+
+    def _ids_for(
+        self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
+    ) -> dict[Any, int]:
+        """Insert the deduplicated ``rows`` (ignoring existing ones) and map
+        each row's ``key`` value to its id."""
+        if not rows:
+            return {}
+        conn.execute(self._insert_ignore(table), list(rows))
+        ids: dict[Any, int] = {}
+        keys = [r[key] for r in rows]
+        column = table.c[key]
+        for start in range(0, len(keys), _IN_BATCH):
+            batch = keys[start : start + _IN_BATCH]
+            for id_, value in conn.execute(select(table.c.id, column).where(column.in_(batch))):
+                ids[bytes(value) if isinstance(value, memoryview) else value] = id_
+        return ids
+
+    def add_command(self, rec: CommandRecord) -> int:
+        """Store one finished command line and all its file events in one
+        transaction; return the new command id."""
+        _validate(rec)
+        events = [(m.KIND_WRITE, ev) for ev in rec.writes] + [(m.KIND_READ, ev) for ev in rec.reads]
+        # Prepare everything in Python first: the write lock is held only
+        # for the inserts.
+        split = [m.split_path(ev.path) for _, ev in events]
+        dir_rows = [{"path": d} for d in dict.fromkeys(d for d, _ in split)]
+        digests: dict[int, bytes] = {}
+        content_rows: dict[bytes, dict[str, Any]] = {}
+        for i, (_, ev) in enumerate(events):
+            if ev.content is not None:
+                digest = xxhash.xxh3_128_digest(ev.content)
+                digests[i] = digest
+                content_rows.setdefault(
+                    digest,
+                    {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": ev.content},
+                )
+        with self.writing() as conn:
+            env_id = self._get_or_create(conn, m.Env, hostname=rec.hostname, username=rec.username)
+            hash_setting_id = None
+            if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
+                hash_setting_id = self._get_or_create(
+                    conn,
+                    m.HashSetting,
+                    chunk_size=rec.hash_chunk_size,
+                    max_reads=rec.hash_max_reads,
+                )
+            session_id = None
+            if rec.session_uuid is not None:
+                session_id = self._get_or_create(conn, m.ShellSession, uuid=rec.session_uuid)
+            result = conn.execute(
+                m.Command.__table__.insert(),
+                {
+                    "text": rec.text,
+                    "return_value": rec.return_value,
+                    "start_time": _ns_to_datetime(rec.start_ns),
+                    "end_time": _ns_to_datetime(rec.end_ns),
+                    "working_dir": rec.working_dir,
+                    "session_id": session_id,
+                    "env_id": env_id,
+                    "hash_setting_id": hash_setting_id,
+                    "dropped_writes": rec.dropped_writes,
+                    "dropped_reads": rec.dropped_reads,
+                    "lost_events": rec.lost_events,
+                },
+            )
+            command_id = int(result.inserted_primary_key[0])
+            dir_ids = self._ids_for(conn, m.Directory.__table__, "path", dir_rows)  # type: ignore[arg-type]
+            content_ids = self._ids_for(
+                conn,
+                m.Content.__table__,  # type: ignore[arg-type]
+                "digest",
+                list(content_rows.values()),
+            )
+            if events:
+                conn.execute(
+                    m.FileEvent.__table__.insert(),
+                    list(_event_rows(command_id, events, split, dir_ids, content_ids, digests)),
+                )
+        return command_id
+
+
+def _event_rows(
+    command_id: int,
+    events: list[tuple[int, FileEvent]],
+    split: list[tuple[bytes, bytes]],
+    dir_ids: dict[Any, int],
+    content_ids: dict[Any, int],
+    digests: dict[int, bytes],
+) -> Iterable[dict[str, Any]]:
+    for i, ((kind, ev), (directory, base)) in enumerate(zip(events, split, strict=True)):
+        digest = digests.get(i)
+        yield {
+            "command_id": command_id,
+            "kind": kind,
+            "directory_id": dir_ids[directory],
+            "basename": base,
+            "size": ev.size,
+            "mtime_ns": ev.mtime_ns,
+            "hash": m.hash_to_bytes(ev.hash),
+            "mode": ev.mode,
+            "content_id": None if digest is None else content_ids[digest],
+        }
+
+
+def _validate(rec: CommandRecord) -> None:
+    """Reject records that would fail half-way through the transaction."""
+    if rec.session_uuid is not None and len(rec.session_uuid) != 16:
+        raise ValueError("session_uuid must be 16 raw bytes")
+    for ev in (*rec.writes, *rec.reads):
+        if ev.hash is not None and not 0 <= ev.hash < 2**64:
+            raise ValueError(f"hash {ev.hash} is not an unsigned 64-bit value")
+        if not 0 <= ev.size < 2**63 or not -(2**63) <= ev.mtime_ns < 2**63:
+            raise ValueError(f"size or mtime of {ev.path!r} out of the 64-bit range")
+        if not 0 <= ev.mode < 2**31:
+            raise ValueError(f"mode {ev.mode} of {ev.path!r} out of range")

@@ -1,0 +1,22 @@
+"""Exceptions of the store.  Every message is a single line, ready to be
+printed after "shournal: "; the CLI maps the classes to exit codes."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class: the journal could not be read or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or opened (connection refused, no
+    permission, locked for too long, unsupported URL)."""
+
+
+class StoreCorrupt(StoreError):
+    """The file or database is not a usable shournal journal (not a
+    database, damaged, or foreign tables with our names)."""
+
+
+class SchemaTooNew(StoreError):
+    """The journal was written by a newer shournal; refusing to touch it."""

@@ -1,0 +1,236 @@
+"""The journal's schema: typed SQLAlchemy models that run unchanged on SQLite
+and PostgreSQL.
+
+Design notes (why it looks like this):
+
+* File events dominate the size of a journal (a build writes 10^5 files), so
+  their row is kept narrow: the directory is deduplicated into ``directory``,
+  the kind is a 0/1 integer (free in SQLite's record format), and only two
+  indexes exist: ``hash`` (content lookup for --wfile/--rfile) and
+  ``command_id`` (listing a command's events, cascading deletes).
+* Paths are raw bytes (LargeBinary): Linux file names need not be UTF-8.
+  A directory is stored with its trailing slash so that ``dir + basename``
+  restores the exact reported path, whatever it looked like.
+* The partial hash is 8 raw bytes, little-endian (as the original stores it),
+  and ``b""`` for "no hash", never NULL: a uint64 does not fit a signed
+  BIGINT, and NULLs would be distinct in unique constraints.
+* Timestamps of commands are timezone-aware UTC; mtimes are integer ns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
+# KEY; elsewhere ids are 64 bit.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+SCHEMA_VERSION = 1
+
+KIND_WRITE = 0
+KIND_READ = 1
+
+CONTENT_DIGEST_ALGORITHM = "xxh3_128"
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware datetimes in, aware UTC datetimes out.
+
+    SQLite has no zone support, so UTC is stored as naive ISO text there;
+    the fixed zone keeps lexical order equal to time order.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; the journal stores UTC only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def safe_text(value: str) -> str:
+    """Text both backends accept.
+
+    Strings from the shell may carry surrogate escapes (undecodable bytes)
+    or NULs, which neither SQLite's UTF-8 nor PostgreSQL text can hold.
+    Storing a readable escape beats losing the whole command.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "backslashreplace")
+        value = raw.decode("utf-8", "backslashreplace")
+    return value.replace("\x00", "\\x00")
+
+
+class SafeText(TypeDecorator[str]):
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else safe_text(value)
+
+
+class Blob(TypeDecorator[bytes]):
+    """LargeBinary without the generic bind wrapper: both supported drivers
+    (sqlite3, psycopg) take ``bytes`` as is, and wrapping every value in the
+    DBAPI's Binary() costs about a third of the insert time of a large
+    command."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class SchemaVersion(Base):
+    """One row (id 1): the schema version this journal was written with."""
+
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class Env(Base):
+    __tablename__ = "env"
+    __table_args__ = (UniqueConstraint("hostname", "username"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    hostname: Mapped[str] = mapped_column(SafeText)
+    username: Mapped[str] = mapped_column(SafeText)
+
+
+class HashSetting(Base):
+    __tablename__ = "hash_setting"
+    __table_args__ = (UniqueConstraint("chunk_size", "max_reads"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    chunk_size: Mapped[int] = mapped_column(Integer)
+    max_reads: Mapped[int] = mapped_column(Integer)
+
+
+class ShellSession(Base):
+    __tablename__ = "shell_session"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    uuid: Mapped[bytes] = mapped_column(Blob(16), unique=True)
+
+
+class Command(Base):
+    __tablename__ = "command"
+    __table_args__ = (Index(None, "start_time"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    text: Mapped[str] = mapped_column(SafeText)
+    return_value: Mapped[int] = mapped_column(Integer)
+    start_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    end_time: Mapped[datetime] = mapped_column(UtcDateTime)
+    working_dir: Mapped[str] = mapped_column(SafeText)
+    session_id: Mapped[int | None] = mapped_column(ForeignKey("shell_session.id"))
+    env_id: Mapped[int] = mapped_column(ForeignKey("env.id"))
+    hash_setting_id: Mapped[int | None] = mapped_column(ForeignKey("hash_setting.id"))
+    dropped_writes: Mapped[int] = mapped_column(Integer, default=0)
+    dropped_reads: Mapped[int] = mapped_column(Integer, default=0)
+    lost_events: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Directory(Base):
+    __tablename__ = "directory"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    path: Mapped[bytes] = mapped_column(Blob, unique=True)
+
+
+class Content(Base):
+    """Archived file content (scripts), deduplicated by a full-content digest
+    rather than by the partial hash, so edited scripts never merge."""
+
+    __tablename__ = "content"
+    __table_args__ = (UniqueConstraint("digest", "algorithm"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    algorithm: Mapped[str] = mapped_column(Text)
+    digest: Mapped[bytes] = mapped_column(Blob)
+    data: Mapped[bytes] = mapped_column(Blob)
+
+
+class FileEvent(Base):
+    __tablename__ = "file_event"
+    __table_args__ = (
+        CheckConstraint(f"kind IN ({KIND_WRITE}, {KIND_READ})", name="kind"),
+        CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
+        Index(None, "hash"),
+        Index(None, "command_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    command_id: Mapped[int] = mapped_column(ForeignKey("command.id", ondelete="CASCADE"))
+    kind: Mapped[int] = mapped_column(SmallInteger)
+    directory_id: Mapped[int] = mapped_column(ForeignKey("directory.id"))
+    basename: Mapped[bytes] = mapped_column(Blob)
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    hash: Mapped[bytes] = mapped_column(Blob(8))
+    mode: Mapped[int] = mapped_column(Integer)
+    content_id: Mapped[int | None] = mapped_column(ForeignKey("content.id"))
+
+
+def hash_to_bytes(value: int | None) -> bytes:
+    if value is None:
+        return b""
+    return value.to_bytes(8, "little")
+
+
+def hash_from_bytes(value: bytes) -> int | None:
+    return int.from_bytes(value, "little") if value else None
+
+
+def split_path(path: bytes) -> tuple[bytes, bytes]:
+    """(directory with trailing slash, basename); dir + base == path."""
+    cut = path.rfind(b"/") + 1
+    return path[:cut], path[cut:]

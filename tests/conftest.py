@@ -1,0 +1,1 @@
+pytest_plugins = ["fixtures_pg", "fixtures_shell"]

@@ -1,0 +1,224 @@
+"""Fixtures for tests against the real thing: the setuid helper installed
+as root, an unprivileged user, and real bash/zsh driven through a pty."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_USER = "shournal-test"
+OTHER_USER = "shournal-other"
+GROUP = "shournal"
+PROMPT = "__SHOURNAL_PROMPT__"
+
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/bin/bash", name], check=True
+        )
+        return pwd.getpwnam(name)
+
+
+def _user_can_read(user: str, path: Path) -> bool:
+    rc = subprocess.run(["runuser", "-u", user, "--", "test", "-r", str(path)]).returncode
+    return rc == 0
+
+
+@dataclass
+class Install:
+    """The helper (setuid root), the library and the listener for tests."""
+
+    root: Path
+    helper: Path
+    preload: Path
+    listener: Path
+    cli: Path  # the `shournal` command usable by the test user
+    pythonpath: str  # for processes of the test user ('' when not needed)
+    user: pwd.struct_passwd
+    other: pwd.struct_passwd
+
+    def env(self, home: Path) -> dict[str, str]:
+        env = {
+            "HOME": str(home),
+            "USER": self.user.pw_name,
+            "LOGNAME": self.user.pw_name,
+            "PATH": f"{self.cli.parent}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "TERM": "xterm",
+            "XDG_RUNTIME_DIR": str(home / "run"),
+            "SHOURNAL_SUID_PATH": str(self.helper),
+            "SHOURNAL_LISTENER": str(self.listener),
+            "SHOURNAL_PRELOAD_LIB": str(self.preload),
+            "SHOURNAL_SHELL_DIR": str(REPO / "shell"),
+        }
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath
+        return env
+
+
+def build_native(dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(REPO / "native"), f"BUILD={dest}"],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def install() -> Iterator[Install]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates a test user and a setuid copy of the helper")
+    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode != 0:
+        subprocess.run(["groupadd", "--system", GROUP], check=True)
+    user = _ensure_user(TEST_USER)
+    other = _ensure_user(OTHER_USER)
+    root = Path(tempfile.mkdtemp(prefix="shournal-test-", dir="/var/tmp"))
+    root.chmod(0o755)
+    if os.statvfs(root).f_flag & os.ST_NOSUID:
+        pytest.fail(f"{root} is on a nosuid mount; the setuid helper cannot work there")
+    build_native(root / "build")
+    helper = root / "shournal-suid"
+    shutil.copy2(root / "build" / "shournal-suid", helper)
+    os.chown(helper, 0, 0)
+    helper.chmod(0o4755)
+    assert helper.stat().st_mode & 0o4000
+    preload = root / "libshournal_preload.so"
+    shutil.copy2(root / "build" / "libshournal_preload.so", preload)
+    preload.chmod(0o644)
+
+    venv_listener = REPO / ".venv" / "bin" / "shournal-listener"
+    pythonpath = ""
+    if _user_can_read(user.pw_name, REPO / "shournal" / "listener.py") and _user_can_read(
+        user.pw_name, venv_listener
+    ):
+        listener = venv_listener
+        cli = REPO / ".venv" / "bin" / "shournal"
+    else:
+        # The checkout is not readable by other users (e.g. under /root):
+        # give the test user a copy of the package and its dependencies.
+        site = root / "site"
+        shutil.copytree(sysconfig.get_paths()["purelib"], site, symlinks=True)
+        shutil.rmtree(site / "shournal", ignore_errors=True)
+        shutil.copytree(REPO / "shournal", site / "shournal")
+        pythonpath = str(site)
+        listener = root / "shournal-listener"
+        listener.write_text("#!/bin/sh\nexec /usr/bin/python3 -m shournal.listener \"$@\"\n")
+        listener.chmod(0o755)
+        cli = root / "bin" / "shournal"
+        cli.parent.mkdir()
+        cli.write_text("#!/bin/sh\nexec /usr/bin/python3 -m shournal \"$@\"\n")
+        cli.chmod(0o755)
+        subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
+    yield Install(root, helper, preload, listener, cli, pythonpath, user, other)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def user_home(install: Install) -> Iterator[Path]:
+    """A fresh home for the test user (config, journal, runtime dir)."""
+    home = Path(tempfile.mkdtemp(prefix="shournal-home-", dir="/var/tmp"))
+    for sub in ("run", "work"):
+        (home / sub).mkdir()
+    subprocess.run(["chown", "-R", f"{install.user.pw_uid}:{install.user.pw_gid}", str(home)])
+    home.chmod(0o755)  # tests (root) and the other user may look in
+    (home / "run").chmod(0o700)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_stored(home: Path, timeout: float = 60.0) -> None:
+    """Wait until every listener of this home has stored its command."""
+    rundir = home / "run" / "shournal"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        markers = [p for p in rundir.glob("*.*") if p.suffix in (".run", ".end")]
+        alive = []
+        for m in markers:
+            try:
+                os.kill(int(m.stem), 0)
+                alive.append(m)
+            except (ValueError, ProcessLookupError):
+                m.unlink(missing_ok=True)
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"listeners still running after {timeout}s: {alive}")
+
+
+def write_config(home: Path, text: str, install: Install) -> None:
+    cfg = home / ".config" / "shournal"
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "config.toml").write_text(text)
+    subprocess.run(["chown", "-R", f"{install.user.pw_uid}:{install.user.pw_gid}", str(home / ".config")])
+
+
+def journal_url(home: Path) -> str:
+    return f"sqlite:///{home}/.local/share/shournal/journal.sqlite"
+
+
+class Shell:
+    """A real interactive bash or zsh of the test user on a pty."""
+
+    def __init__(self, kind: str, install: Install, home: Path, *, enable: bool = True,
+                 extra_env: dict[str, str] | None = None, rc_extra: str = "") -> None:
+        import pexpect
+
+        self.kind = kind
+        self.home = home
+        env = install.env(home)
+        env.update(extra_env or {})
+        if kind == "bash":
+            rc = home / ".bashrc"
+            rc.write_text(
+                f"PS1='{PROMPT}$ '\nHISTFILE={home}/.bash_history\n{rc_extra}\n"
+                + (f"source {REPO}/shell/shournal.bash\nSHOURNAL_ENABLE\n" if enable else "")
+            )
+            argv = ["bash", "--noprofile", "--rcfile", str(rc), "-i"]
+        elif kind == "zsh":
+            rc = home / ".zshrc"
+            rc.write_text(
+                f"PS1='{PROMPT}%# '\nunsetopt PROMPT_SP\nHISTFILE={home}/.zsh_history\n"
+                f"SAVEHIST=100\nHISTSIZE=100\n{rc_extra}\n"
+                + (f"source {REPO}/shell/shournal.zsh\nSHOURNAL_ENABLE\n" if enable else "")
+            )
+            env["ZDOTDIR"] = str(home)
+            argv = ["zsh", "-i"]
+        else:
+            raise ValueError(kind)
+        os.chown(rc, install.user.pw_uid, install.user.pw_gid)
+        cmd = ["runuser", "-u", install.user.pw_name, "--", "env", "-i"]
+        cmd += [f"{k}={v}" for k, v in env.items()]
+        cmd += argv
+        self.proc = pexpect.spawn(
+            cmd[0], cmd[1:], cwd=str(home / "work"), encoding="utf-8",
+            codec_errors="replace", timeout=60, dimensions=(50, 400),
+        )
+        self.proc.expect(PROMPT)
+
+    def run(self, line: str, timeout: float = 60) -> str:
+        """Type a line, wait for the next prompt, return what was printed."""
+        self.proc.sendline(line)
+        self.proc.expect(PROMPT, timeout=timeout)
+        return self.proc.before
+
+    def exit(self, status: int = 123) -> None:
+        self.proc.sendline(f"exit {status}")
+        self.proc.expect(__import__("pexpect").EOF, timeout=60)
+        self.proc.close()
+        assert self.proc.exitstatus == status, (self.proc.exitstatus, self.proc.signalstatus)
+        wait_stored(self.home)

@@ -1,0 +1,260 @@
+"""The recorder's behaviour list, each in a real bash 5.2 and zsh 5.9 on a
+pty, as an unprivileged user, through the setuid helper and real fanotify."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fixtures_shell import Shell, journal_url, wait_stored, write_config
+
+from shournal.query import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+SHELLS = ["bash", "zsh"]
+
+
+def query(home: Path, **criteria):
+    store = Store(journal_url(home))
+    try:
+        return find_commands(store, **criteria)
+    finally:
+        store.close()
+
+
+def only_command(home: Path, **criteria):
+    found = query(home, **criteria)
+    assert len(found) == 1, [c.command for c in found]
+    return found[0]
+
+
+def as_user(install, *argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["runuser", "-u", install.user.pw_name, "--", *argv], check=True, **kw
+    )
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_redirections_find_exactly_the_command(kind, install, user_home):
+    work = user_home / "work"
+    templates = [
+        "echo '%' > {f}",
+        "(echo foo2 ) > {f}",
+        "(echo foo3 > {f})",
+        "/bin/echo foo4 > {f}",
+        "sh -c 'echo foo5 > {f}'",
+        "echo foo6 > {f} & wait",
+        "(echo foo7 & wait ) > {f}",
+        "(echo foo8 > {f}) & wait",
+        "/bin/echo foo9 > {f} & wait",
+        "sh -c 'echo foo10 > {f} & wait'",
+    ]
+    sh = Shell(kind, install, user_home)
+    typed = []
+    for i, template in enumerate(templates):
+        line = template.format(f=work / f"f{i}")
+        typed.append(line)
+        sh.run(line)
+    sh.exit()
+    for i, line in enumerate(typed):
+        cmd = only_command(user_home, wfile=work / f"f{i}")
+        assert cmd.command == line
+        assert cmd.returnValue == 0 if hasattr(cmd, "returnValue") else True
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_path_spellings_resolve_to_the_same_file(kind, install, user_home):
+    work = user_home / "work"
+    (work / "d").mkdir()
+    os.chown(work / "d", install.user.pw_uid, install.user.pw_gid)
+    rel_from_root = str(work / "d" / "f1").lstrip("/")
+    lines = [
+        f"echo a1 > /{work}/d/f1",
+        f"cd /; echo a2 > /{work}/d/f1",
+        f"cd {work}/d; echo a3 > f1",
+        f"cd {work}/d; echo a4 > ./f1",
+        f"cd {work}/d; echo a5 > ../d/f1",
+        f"cd /; echo a6 > {rel_from_root}",
+    ]
+    sh = Shell(kind, install, user_home)
+    store_texts = []
+    for line in lines:
+        sh.run(line)
+        store_texts.append(line)
+        # each spelling must be found by the file's current content
+        time.sleep(0.01)
+    sh.exit()
+    cmd = only_command(user_home, wfile=work / "d" / "f1")
+    assert cmd.command == lines[-1]
+    texts = {c.command for c in query(user_home, command_text="%> %f1")}
+    assert texts == set(lines)
+    for c in query(user_home, command_text="%> %f1"):
+        assert [os.fsdecode(e.path) if isinstance(e.path, bytes) else e.path
+                for e in c.fileWriteEvents] == [str(work / "d" / "f1")]
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_cat_of_various_sizes_found_by_content(kind, install, user_home):
+    work = user_home / "work"
+    sizes = [0, 510, 4096, 21567, 101978]
+    for size in sizes:
+        (work / f"src{size}").write_bytes(os.urandom(size))
+    sh = Shell(kind, install, user_home)
+    for size in sizes:
+        sh.run(f"cat src{size} > out{size}")
+        time.sleep(0.02)  # distinct mtimes for the empty files
+    sh.exit()
+    for size in sizes:
+        cmd = only_command(user_home, wfile=work / f"out{size}")
+        assert cmd.command == f"cat src{size} > out{size}"
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_read_events_and_executables(kind, install, user_home):
+    work = user_home / "work"
+    (work / "foo1").write_text("")
+    as_user(install, "cp", "/bin/echo", str(work / "echo"))
+    write_config(
+        user_home,
+        f'[read_events]\ninclude_paths = ["{work}"]\n',
+        install,
+    )
+    sh = Shell(kind, install, user_home)
+    sh.run(f"cat {work}/foo1")
+    sh.run(f"{work}/echo exec_trace_test")
+    sh.run(f"env {work}/echo exec_trace_test2")
+    sh.exit()
+    cat = only_command(user_home, command_text=f"cat {work}/foo1")
+    assert [(e.path, e.size) for e in cat.fileReadEvents] == [(str(work / "foo1"), 0)]
+    assert not cat.fileReadEvents[0].isStoredToDisk
+    for text in (f"{work}/echo exec_trace_test", f"env {work}/echo exec_trace_test2"):
+        cmd = only_command(user_home, command_text=text)
+        assert [e.path for e in cmd.fileReadEvents] == [str(work / "echo")]
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_script_archived_once(kind, install, user_home):
+    work = user_home / "work"
+    script = work / "foo1.sh"
+    script.write_text("abcdefg")
+    os.chown(script, install.user.pw_uid, install.user.pw_gid)
+    sh = Shell(kind, install, user_home)
+    sh.run(f"cat {script}")
+    sh.run(f"cat {script} > /dev/null")
+    sh.exit()
+    cmds = query(user_home, command_text=f"cat {script}%")
+    assert len(cmds) == 2
+    for cmd in cmds:
+        (ev,) = cmd.fileReadEvents
+        assert ev.isStoredToDisk
+    store = Store(journal_url(user_home))
+    try:
+        contents = store.archived_contents()
+    finally:
+        store.close()
+    assert contents == [b"abcdefg"]
+
+
+WORKLOADS = {
+    "pipeline": ("cat in1 | tee pipe_out > /dev/null", ["pipe_out"]),
+    "stderr": ("ls in1 nonexist > both_out 2>&1", ["both_out"]),
+    "heredoc": ("cat > heredoc_out <<EOF\nline1\nEOF", ["heredoc_out"]),
+    "loop200": ("for i in $(seq 1 200); do echo $i > many_$i; done", [f"many_{i}" for i in (1, 77, 200)]),
+    "xargs": ("echo xa1 xa2 | xargs touch", ["xa1", "xa2"]),
+    "find_exec": ("find . -name in1 -exec cp {} find_out \\;", ["find_out"]),
+    "python": ("python3 -c \"open('py_out','w').write('py')\"", ["py_out"]),
+    "sed_i": ("cp in1 sed_file; sed -i s/hello/bye/ sed_file", ["sed_file"]),
+    "tar": ("tar xf in.tar", ["tar_member"]),
+    "spaces": ("echo s > 'name with spaces'", ["name with spaces"]),
+    "newline": ("echo n > $'new\\nline'", ["new\nline"]),
+    "non_utf8": ("echo u > $'bad\\xff\\xfename'", [b"bad\xff\xfename"]),
+    "devshm": ("echo shm > /dev/shm/shournal_test_{uid}", ["/dev/shm/shournal_test_{uid}"]),
+}
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_workloads(kind, install, user_home):
+    work = user_home / "work"
+    (work / "in1").write_text("hello world\n")
+    (work / "tar_member").write_text("member\n")
+    subprocess.run(["tar", "cf", "in.tar", "tar_member"], cwd=work, check=True)
+    (work / "tar_member").unlink()
+    subprocess.run(["chown", "-R", f"{install.user.pw_uid}", str(work)], check=True)
+    sh = Shell(kind, install, user_home)
+    uid = install.user.pw_uid
+    for line, _outputs in WORKLOADS.values():
+        sh.run(line.format(uid=uid) if "{uid}" in line else line)
+    sh.exit()
+    try:
+        for name, (line, outputs) in WORKLOADS.items():
+            typed = line.format(uid=uid) if "{uid}" in line else line
+            for out in outputs:
+                if isinstance(out, bytes):
+                    path = Path(os.fsdecode(bytes(work) + b"/" + out))
+                else:
+                    out = out.format(uid=uid)
+                    path = Path(out) if out.startswith("/") else work / out
+                found = [c.command for c in query(user_home, wfile=path)]
+                assert typed in found, (name, path, found)
+    finally:
+        Path(f"/dev/shm/shournal_test_{uid}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_exit_status_false_and_ctrl_c(kind, install, user_home):
+    sh = Shell(kind, install, user_home)
+    sh.run("false")
+    sh.proc.sendline("sleep 30")
+    time.sleep(1.0)
+    sh.proc.sendintr()
+    sh.proc.expect("__SHOURNAL_PROMPT__")
+    sh.exit()
+    assert only_command(user_home, command_text="false").returnValue == 1
+    assert only_command(user_home, command_text="sleep 30").returnValue == 130
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_two_shells_at_once(kind, install, user_home):
+    work = user_home / "work"
+    a = Shell(kind, install, user_home)
+    b = Shell(kind, install, user_home)
+    for i in range(5):
+        a.proc.sendline(f"for j in 1 2 3; do echo a{i}$j > a_{i}_$j; done; sleep 0.1")
+        b.proc.sendline(f"for j in 1 2 3; do echo b{i}$j > b_{i}_$j; done; sleep 0.1")
+        a.proc.expect("__SHOURNAL_PROMPT__")
+        b.proc.expect("__SHOURNAL_PROMPT__")
+    a.exit()
+    b.exit()
+    for who, sh in (("a", a), ("b", b)):
+        for i in range(5):
+            cmd = only_command(user_home, wfile=work / f"{who}_{i}_2")
+            assert cmd.command.startswith(f"for j in 1 2 3; do echo {who}{i}")
+            paths = sorted(e.path for e in cmd.fileWriteEvents)
+            assert paths == [str(work / f"{who}_{i}_{j}") for j in (1, 2, 3)]
+    sessions = {c.sessionUuid for c in query(user_home, command_text="for j in%")}
+    assert len(sessions) == 2
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_event_cap_counts_what_was_dropped(kind, install, user_home):
+    write_config(user_home, "[write_events]\nmax_event_count = 5000\n", install)
+    sh = Shell(kind, install, user_home)
+    sh.run("mkdir many && cd many && seq 1 20000 | xargs touch && cd ..", timeout=300)
+    sh.exit()
+    cmd = only_command(user_home, command_text="mkdir many%")
+    assert len(cmd.fileWriteEvents) == 5000
+    assert cmd.droppedWriteEvents == 15000
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_query_right_after_the_command_sees_it(kind, install, user_home):
+    sh = Shell(kind, install, user_home)
+    sh.run("echo quick > quick_file")
+    out = sh.run("shournal query --wfile quick_file")
+    sh.exit()
+    assert "echo quick > quick_file" in out, out

@@ -1,0 +1,420 @@
+"""The journal store on SQLite and on a private PostgreSQL server."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+
+from shournal.query import find_commands
+from shournal.record import CommandRecord, FileEvent
+from shournal.store import SchemaTooNew, Store, StoreCorrupt, StoreError, StoreUnavailable
+from shournal.store import models as m
+from shournal.store.db import _fs_type
+
+T0 = 1_700_000_000_123_456_000  # ns, UTC
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "journal.sqlite")
+    return request.getfixturevalue("pg_fresh_url")
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with Store(db_url) as s:
+        yield s
+
+
+def record(**overrides: object) -> CommandRecord:
+    values: dict[str, object] = {
+        "text": "make -j8",
+        "return_value": 0,
+        "start_ns": T0,
+        "end_ns": T0 + 65_000_000_000,
+        "working_dir": "/home/u/src",
+        "username": "u",
+        "hostname": "box",
+        "session_uuid": bytes(range(16)),
+        "hash_chunk_size": 256,
+        "hash_max_reads": 3,
+    }
+    values.update(overrides)
+    return CommandRecord(**values)  # type: ignore[arg-type]
+
+
+def event(path: bytes, *, size: int = 10, mtime_ns: int = T0, hash: int | None = 1, **kw: object):
+    return FileEvent(path=path, size=size, mtime_ns=mtime_ns, mode=0o100644, hash=hash, **kw)  # type: ignore[arg-type]
+
+
+def count(s: Store, model: type[m.Base]) -> int:
+    with s.reading() as conn:
+        return conn.execute(select(func.count()).select_from(model.__table__)).scalar_one()
+
+
+# -- round trip ---------------------------------------------------------------
+
+
+def test_round_trip_non_utf8_paths_and_large_hashes(store: Store) -> None:
+    script = b"#!/bin/sh\necho hi\n"
+    rec = record(
+        writes=[
+            event(b"/tmp/\xff\xfe/na\xefve.txt", size=3, hash=2**64 - 1),
+            event(b"/tmp/empty", size=0, hash=None),
+            event(b"relative-name", size=5, hash=0),
+            event(b"/top", size=7, hash=2**63),
+        ],
+        reads=[event(b"/home/u/run.sh", size=len(script), hash=2**63 + 5, content=script)],
+        dropped_writes=7,
+        dropped_reads=2,
+        lost_events=3,
+    )
+    cid = store.add_command(rec)
+    [cmd] = find_commands(store, command_id=cid)
+    assert cmd.text == "make -j8"
+    assert cmd.return_value == 0
+    assert cmd.start_time == datetime.fromtimestamp(T0 // 10**9, UTC).replace(microsecond=123456)
+    assert cmd.end_time.tzinfo is not None
+    assert (cmd.working_dir, cmd.username, cmd.hostname) == ("/home/u/src", "u", "box")
+    assert cmd.session_uuid == bytes(range(16))
+    assert (cmd.hash_chunk_size, cmd.hash_max_reads) == (256, 3)
+    assert (cmd.dropped_writes, cmd.dropped_reads, cmd.lost_events) == (7, 2, 3)
+    assert [(w.path, w.size, w.hash) for w in cmd.writes] == [
+        (b"/tmp/\xff\xfe/na\xefve.txt", 3, 2**64 - 1),
+        (b"/tmp/empty", 0, None),
+        (b"relative-name", 5, 0),
+        (b"/top", 7, 2**63),
+    ]
+    assert all(w.mtime_ns == T0 and w.mode == 0o100644 for w in cmd.writes)
+    assert all(not w.is_stored for w in cmd.writes)
+    [r] = cmd.reads
+    assert (r.path, r.hash, r.is_stored, r.content_preview, r.content_size) == (
+        b"/home/u/run.sh",
+        2**63 + 5,
+        True,
+        script,
+        len(script),
+    )
+    # Hashes are 8 raw little-endian bytes; "no hash" is b"", never NULL.
+    with store.reading() as conn:
+        raw = conn.execute(
+            select(m.FileEvent.hash).where(m.FileEvent.command_id == cid).order_by(m.FileEvent.id)
+        ).scalars()
+        assert [bytes(h) for h in raw] == [
+            b"\xff" * 8,
+            b"",
+            b"\x00" * 8,
+            (2**63).to_bytes(8, "little"),
+            (2**63 + 5).to_bytes(8, "little"),
+        ]
+
+
+def test_text_with_undecodable_bytes_is_stored_escaped(store: Store) -> None:
+    cid = store.add_command(record(text="cat \udcff\x00", working_dir="/x/\udcfe"))
+    [cmd] = find_commands(store, command_id=cid)
+    assert cmd.text == "cat \\xff\\x00"
+    assert cmd.working_dir == "/x/\\xfe"
+
+
+def test_no_session_and_hashing_off(store: Store) -> None:
+    cid = store.add_command(
+        record(session_uuid=None, hash_chunk_size=None, hash_max_reads=None, return_value=2**31 - 1)
+    )
+    [cmd] = find_commands(store, command_id=cid)
+    assert cmd.session_uuid is None
+    assert cmd.hash_chunk_size is None and cmd.hash_max_reads is None
+    assert not cmd.return_value_known
+    assert cmd.writes == [] and cmd.reads == []
+
+
+def test_deduplication(store: Store) -> None:
+    script = b"echo same\n"
+    for i in range(3):
+        store.add_command(
+            record(
+                text=f"cmd {i}",
+                writes=[event(b"/a/b/one"), event(b"/a/b/two"), event(f"/a/c{i}/x".encode())],
+                reads=[event(b"/a/s.sh", size=len(script), content=script)],
+            )
+        )
+    store.add_command(record(session_uuid=b"\x01" * 16, hostname="other", hash_chunk_size=512))
+    assert count(store, m.Command) == 4
+    assert count(store, m.Directory) == 1 + 3 + 1  # /a/b/, /a/c0..2/, /a/
+    assert count(store, m.Content) == 1
+    assert count(store, m.ShellSession) == 2
+    assert count(store, m.Env) == 2
+    assert count(store, m.HashSetting) == 2
+    assert count(store, m.FileEvent) == 3 * 4
+    with store.reading() as conn:
+        algorithm = conn.execute(select(m.Content.algorithm)).scalar_one()
+    assert algorithm == m.CONTENT_DIGEST_ALGORITHM
+
+
+def test_failed_insert_leaves_nothing_behind(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add_command(record(text="before"))
+    import shournal.store.db as db
+
+    real_rows = db._event_rows
+
+    def failing_rows(*args: object):  # type: ignore[no-untyped-def]
+        yield from list(real_rows(*args))[:1]  # type: ignore[arg-type]
+        raise RuntimeError("disk went away")
+
+    # Fails inside the transaction, after the command row, the directories
+    # and the content were inserted.
+    monkeypatch.setattr(db, "_event_rows", failing_rows)
+    bad = record(
+        text="bad",
+        session_uuid=b"\x09" * 16,
+        writes=[event(b"/new/dir/ok"), event(b"/new/dir/also")],
+        reads=[event(b"/new/s.sh", content=b"x")],
+    )
+    with pytest.raises(RuntimeError):
+        store.add_command(bad)
+    assert count(store, m.Command) == 1
+    assert count(store, m.ShellSession) == 1
+    assert count(store, m.Directory) == 0
+    assert count(store, m.Content) == 0
+    assert count(store, m.FileEvent) == 0
+
+
+def test_invalid_record_rejected(store: Store) -> None:
+    with pytest.raises(ValueError, match="64-bit"):
+        store.add_command(record(writes=[event(b"/x", hash=2**64)]))
+    with pytest.raises(ValueError, match="16"):
+        store.add_command(record(session_uuid=b"short"))
+    with pytest.raises(ValueError, match="range"):
+        store.add_command(record(writes=[event(b"/x", size=2**70)]))
+    assert count(store, m.Command) == 0
+
+
+def test_reopen_is_idempotent(db_url: str) -> None:
+    with Store(db_url) as s:
+        s.add_command(record())
+    with Store(db_url) as s:
+        assert count(s, m.Command) == 1
+
+
+# -- schema version and damaged databases -------------------------------------
+
+
+def test_schema_too_new(db_url: str) -> None:
+    with Store(db_url) as s:
+        s.add_command(record())
+        with s.writing() as conn:
+            conn.execute(m.SchemaVersion.__table__.update().values(version=m.SCHEMA_VERSION + 1))
+    with pytest.raises(SchemaTooNew) as info:
+        Store(db_url)
+    message = str(info.value)
+    assert "\n" not in message and "newer" in message
+    assert isinstance(info.value, StoreError)
+
+
+def test_corrupted_file(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    garbage = b"this is not a database, " * 400
+    path.write_bytes(garbage)
+    with pytest.raises(StoreCorrupt) as info:
+        Store(sqlite_url(path))
+    assert "\n" not in str(info.value)
+    assert path.read_bytes() == garbage
+
+
+def test_foreign_database_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE command (x TEXT)")
+    with pytest.raises(StoreCorrupt, match="not a shournal journal"):
+        Store(sqlite_url(path))
+    with sqlite3.connect(path) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert names == {"command"}
+
+
+def test_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable):
+        Store(sqlite_url(tmp_path / "missing-dir" / "j.sqlite"))
+    with pytest.raises(StoreUnavailable, match="unsupported"):
+        Store("mysql://u@h/db")
+    with pytest.raises(StoreUnavailable, match="invalid"):
+        Store("not a url")
+
+
+def test_unreachable_postgres(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        Store(f"postgresql+psycopg://nobody@/db?host={tmp_path}")
+    assert "\n" not in str(info.value)
+
+
+def test_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with Store() as s:
+        s.add_command(record())
+    from shournal import _paths
+
+    db = _paths.default_db_path()
+    assert db.is_file()
+    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar_one() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar_one() == 15000
+        assert conn.execute(text("PRAGMA synchronous")).scalar_one() == 1  # NORMAL
+
+
+def test_fs_type_from_mountinfo() -> None:
+    assert _fs_type(Path("/proc/self")) == "proc"
+    assert _fs_type(Path("/")) is not None
+
+
+# -- concurrency --------------------------------------------------------------
+
+
+def _concurrent_writer(url: str, worker: int, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait()
+    # Both processes create the schema at the same moment, then interleave.
+    with Store(url) as s:
+        for i in range(15):
+            s.add_command(
+                record(
+                    text=f"w{worker} {i}",
+                    session_uuid=bytes([worker]) * 16,
+                    writes=[event(b"/shared/dir/f"), event(f"/w{worker}/{i}/g".encode())],
+                )
+            )
+
+
+def test_concurrent_writers_sqlite(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "j.sqlite")
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_concurrent_writer, args=(url, w, barrier)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    with Store(url) as s:
+        assert count(s, m.Command) == 30
+        assert count(s, m.ShellSession) == 2
+        assert count(s, m.Directory) == 1 + 30
+        assert count(s, m.FileEvent) == 60
+
+
+# -- storage footprint --------------------------------------------------------
+
+_WORDS = (
+    "drivers net ethernet intel e1000 e1000e igb ixgbe fs ext4 btrfs xfs nfs kernel sched mm "
+    "arch x86 include linux uapi asm sound soc codecs usb core host gadget gpu drm amd i915 "
+    "block crypto lib tools scripts security selinux firmware media video pci bus acpi power"
+).split()
+_SUFFIXES = (".c", ".h", ".o", ".o.cmd", ".S", ".ko", ".mod.c")
+
+
+def source_tree_events(n: int, seed: int = 1) -> tuple[list[FileEvent], list[FileEvent]]:
+    """Events shaped like a kernel build: ~15 files per directory, paths like
+    /home/u/linux-6.1/drivers/net/ethernet/intel/e1000/e1000_main.c."""
+    rnd = random.Random(seed)
+    dirs = [
+        "/home/u/linux-6.1/" + "/".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 6)))
+        for _ in range(max(1, n // 15))
+    ]
+    writes: list[FileEvent] = []
+    reads: list[FileEvent] = []
+    for i in range(n):
+        words = "_".join(rnd.choice(_WORDS) for _ in range(rnd.randint(1, 2)))
+        path = f"{rnd.choice(dirs)}/{words}{i % 7}{rnd.choice(_SUFFIXES)}".encode()
+        ev = FileEvent(
+            path=path,
+            size=rnd.randint(100, 200_000),
+            mtime_ns=T0 + rnd.randint(0, 10**15),
+            mode=0o100644,
+            hash=rnd.getrandbits(64),
+        )
+        (reads if rnd.random() < 0.3 else writes).append(ev)
+    return writes, reads
+
+
+def test_storage_bytes_per_event(tmp_path: Path) -> None:
+    n = 20_000
+    path = tmp_path / "j.sqlite"
+    writes, reads = source_tree_events(n)
+    with Store(sqlite_url(path)) as s:
+        started = time.perf_counter()
+        s.add_command(record(writes=writes, reads=reads))
+        elapsed = time.perf_counter() - started
+    # Closing the last connection checkpoints the WAL into the main file.
+    size = path.stat().st_size + sum(
+        p.stat().st_size for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
+    )
+    per_event = size / n
+    print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events, {elapsed:.2f} s)")
+    assert per_event <= 100
+    assert elapsed < 10
+
+
+def test_large_command_round_trip_counts(store: Store) -> None:
+    writes, reads = source_tree_events(3000, seed=7)
+    cid = store.add_command(record(writes=writes, reads=reads))
+    [cmd] = find_commands(store, command_id=cid, max_files=4)
+    assert (cmd.write_count, cmd.read_count) == (len(writes), len(reads))
+    assert [w.path for w in cmd.writes] == [w.path for w in writes[:4]]
+    assert [r.path for r in cmd.reads] == [r.path for r in reads[:4]]
+    [full] = find_commands(store, command_id=cid)
+    assert [w.hash for w in full.writes] == [w.hash for w in writes]
+
+
+def test_hash_index_exists(tmp_path: Path) -> None:
+    # Only the indexes the queries need: (hash), (command_id), start time.
+    with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
+        rows = conn.execute(
+            text("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='file_event'")
+        )
+        assert {r[0] for r in rows} == {"ix_file_event_hash", "ix_file_event_command_id"}
+
+
+def test_store_paths_are_exact(store: Store) -> None:
+    paths = [b"/", b"/a", b"//double//slash/", b"/a/b/", b"noslash", b"/x/\n\x1b[31m"]
+    cid = store.add_command(record(writes=[event(p) for p in paths]))
+    [cmd] = find_commands(store, command_id=cid)
+    assert [w.path for w in cmd.writes] == paths
+
+
+def test_env_override_is_not_read_by_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shournal.store import db_url
+
+    monkeypatch.setenv("SHOURNAL_DB_URL", "sqlite:////tmp/x.sqlite")
+    assert db_url() == "sqlite:////tmp/x.sqlite"
+    monkeypatch.delenv("SHOURNAL_DB_URL")
+    assert db_url() is None
+
+
+def test_os_error_message_is_one_line(tmp_path: Path) -> None:
+    blocked = tmp_path / "ro"
+    blocked.mkdir()
+    blocked.chmod(0o500)
+    if os.access(blocked, os.W_OK):  # root ignores permissions
+        pytest.skip("running with permission override")
+    with pytest.raises(StoreUnavailable) as info:
+        Store(sqlite_url(blocked / "j.sqlite"))
+    assert "\n" not in str(info.value)
