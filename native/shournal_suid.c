@@ -267,11 +267,11 @@ static int fanotify_group(uint32_t *flags_out)
 
 /* The holder only pins the namespace.  Its ids (real uid, shournal gid)
  * are its credential: no user can create such a process himself. */
-static void run_holder(int pipe_rd, gid_t grp) __attribute__((noreturn));
-static void run_holder(int pipe_rd, gid_t grp)
+static void run_holder(int pipe_rd, int ready_wr, gid_t grp) __attribute__((noreturn));
+static void run_holder(int pipe_rd, int ready_wr, gid_t grp)
 {
     uid_t ruid = getuid();
-    char c;
+    char c = 1;
 
     if (setgroups(0, NULL) != 0 || setresgid(grp, grp, grp) != 0 ||
         setresuid(ruid, ruid, ruid) != 0)
@@ -284,6 +284,11 @@ static void run_holder(int pipe_rd, gid_t grp)
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
+    /* Only now does /proc/<pid> show our credential: the trampoline must
+     * not be pointed at us before. */
+    if (write(ready_wr, &c, 1) != 1)
+        _exit(1);
+    (void)close(ready_wr);
     while (read(pipe_rd, &c, 1) < 0 && errno == EINTR)
         ;
     _exit(0);
@@ -342,7 +347,9 @@ static void usage(void)
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, pipefd[2], root_marked = 0;
+    int nexcl = 0, i, fan, rootfd, pipefd[2], readyfd[2], root_marked = 0;
+    char ready = 0;
+    ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     uint32_t flags = 0;
     gid_t grp;
@@ -386,7 +393,7 @@ static int cmd_setup(int argc, char **argv)
         die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
     if (!root_marked)
         die_setup("fanotify_mark on /: %s", strerror(errno));
-    if (pipe2(pipefd, O_CLOEXEC) != 0)
+    if (pipe2(pipefd, O_CLOEXEC) != 0 || pipe2(readyfd, O_CLOEXEC) != 0)
         die_setup("pipe2: %s", strerror(errno));
 
     holder = fork();
@@ -396,9 +403,17 @@ static int cmd_setup(int argc, char **argv)
         (void)close(fan);
         (void)close(SHOURNAL_FD_SOCKET);
         (void)close(pipefd[1]);
-        run_holder(pipefd[0], grp);
+        (void)close(readyfd[0]);
+        run_holder(pipefd[0], readyfd[1], grp);
     }
     (void)close(pipefd[0]);
+    (void)close(readyfd[1]);
+    do
+        got = read(readyfd[0], &ready, 1);
+    while (got < 0 && errno == EINTR);
+    if (got != 1)
+        die_setup("namespace holder failed to start");
+    (void)close(readyfd[0]);
 
     if (drop_privileges() != 0)
         die_setup("cannot drop privileges: %s", strerror(errno));

@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from fixtures_shell import Shell, journal_url, wait_stored, write_config
 
 from shournal.query import find_commands
 from shournal.store import Store
+from shournal.store.models import Content
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -29,7 +31,7 @@ def query(home: Path, **criteria):
 
 def only_command(home: Path, **criteria):
     found = query(home, **criteria)
-    assert len(found) == 1, [c.command for c in found]
+    assert len(found) == 1, [c.text for c in found]
     return found[0]
 
 
@@ -63,8 +65,8 @@ def test_redirections_find_exactly_the_command(kind, install, user_home):
     sh.exit()
     for i, line in enumerate(typed):
         cmd = only_command(user_home, wfile=work / f"f{i}")
-        assert cmd.command == line
-        assert cmd.returnValue == 0 if hasattr(cmd, "returnValue") else True
+        assert cmd.text == line
+        assert cmd.return_value == 0 if hasattr(cmd, "returnValue") else True
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -90,12 +92,11 @@ def test_path_spellings_resolve_to_the_same_file(kind, install, user_home):
         time.sleep(0.01)
     sh.exit()
     cmd = only_command(user_home, wfile=work / "d" / "f1")
-    assert cmd.command == lines[-1]
-    texts = {c.command for c in query(user_home, command_text="%> %f1")}
+    assert cmd.text == lines[-1]
+    texts = {c.text for c in query(user_home, command_text="%> %f1")}
     assert texts == set(lines)
     for c in query(user_home, command_text="%> %f1"):
-        assert [os.fsdecode(e.path) if isinstance(e.path, bytes) else e.path
-                for e in c.fileWriteEvents] == [str(work / "d" / "f1")]
+        assert [e.path for e in c.writes] == [os.fsencode(work / "d" / "f1")]
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -111,7 +112,7 @@ def test_cat_of_various_sizes_found_by_content(kind, install, user_home):
     sh.exit()
     for size in sizes:
         cmd = only_command(user_home, wfile=work / f"out{size}")
-        assert cmd.command == f"cat src{size} > out{size}"
+        assert cmd.text == f"cat src{size} > out{size}"
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -130,11 +131,11 @@ def test_read_events_and_executables(kind, install, user_home):
     sh.run(f"env {work}/echo exec_trace_test2")
     sh.exit()
     cat = only_command(user_home, command_text=f"cat {work}/foo1")
-    assert [(e.path, e.size) for e in cat.fileReadEvents] == [(str(work / "foo1"), 0)]
-    assert not cat.fileReadEvents[0].isStoredToDisk
+    assert [(e.path, e.size) for e in cat.reads] == [(os.fsencode(work / "foo1"), 0)]
+    assert cat.reads[0].content_id is None
     for text in (f"{work}/echo exec_trace_test", f"env {work}/echo exec_trace_test2"):
         cmd = only_command(user_home, command_text=text)
-        assert [e.path for e in cmd.fileReadEvents] == [str(work / "echo")]
+        assert [e.path for e in cmd.reads] == [os.fsencode(work / "echo")]
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -150,11 +151,12 @@ def test_script_archived_once(kind, install, user_home):
     cmds = query(user_home, command_text=f"cat {script}%")
     assert len(cmds) == 2
     for cmd in cmds:
-        (ev,) = cmd.fileReadEvents
-        assert ev.isStoredToDisk
+        (ev,) = cmd.reads
+        assert ev.content_id is not None
     store = Store(journal_url(user_home))
     try:
-        contents = store.archived_contents()
+        with store.reading() as conn:
+            contents = [bytes(r[0]) for r in conn.execute(select(Content.data))]
     finally:
         store.close()
     assert contents == [b"abcdefg"]
@@ -199,7 +201,7 @@ def test_workloads(kind, install, user_home):
                 else:
                     out = out.format(uid=uid)
                     path = Path(out) if out.startswith("/") else work / out
-                found = [c.command for c in query(user_home, wfile=path)]
+                found = [c.text for c in query(user_home, wfile=path)]
                 assert typed in found, (name, path, found)
     finally:
         Path(f"/dev/shm/shournal_test_{uid}").unlink(missing_ok=True)
@@ -214,8 +216,8 @@ def test_exit_status_false_and_ctrl_c(kind, install, user_home):
     sh.proc.sendintr()
     sh.proc.expect("__SHOURNAL_PROMPT__")
     sh.exit()
-    assert only_command(user_home, command_text="false").returnValue == 1
-    assert only_command(user_home, command_text="sleep 30").returnValue == 130
+    assert only_command(user_home, command_text="false").return_value == 1
+    assert only_command(user_home, command_text="sleep 30").return_value == 130
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -233,10 +235,10 @@ def test_two_shells_at_once(kind, install, user_home):
     for who, sh in (("a", a), ("b", b)):
         for i in range(5):
             cmd = only_command(user_home, wfile=work / f"{who}_{i}_2")
-            assert cmd.command.startswith(f"for j in 1 2 3; do echo {who}{i}")
-            paths = sorted(e.path for e in cmd.fileWriteEvents)
-            assert paths == [str(work / f"{who}_{i}_{j}") for j in (1, 2, 3)]
-    sessions = {c.sessionUuid for c in query(user_home, command_text="for j in%")}
+            assert cmd.text.startswith(f"for j in 1 2 3; do echo {who}{i}")
+            paths = sorted(e.path for e in cmd.writes)
+            assert paths == [os.fsencode(work / f"{who}_{i}_{j}") for j in (1, 2, 3)]
+    sessions = {c.session_uuid for c in query(user_home, command_text="for j in%")}
     assert len(sessions) == 2
 
 
@@ -247,8 +249,8 @@ def test_event_cap_counts_what_was_dropped(kind, install, user_home):
     sh.run("mkdir many && cd many && seq 1 20000 | xargs touch && cd ..", timeout=300)
     sh.exit()
     cmd = only_command(user_home, command_text="mkdir many%")
-    assert len(cmd.fileWriteEvents) == 5000
-    assert cmd.droppedWriteEvents == 15000
+    assert len(cmd.writes) == 5000
+    assert cmd.dropped_writes == 15000
 
 
 @pytest.mark.parametrize("kind", SHELLS)
