@@ -61,6 +61,7 @@ static enum state g_state = ST_DISABLED;
 static pid_t g_shell_pid = -1;
 static int g_sock = -1, g_rootfd = -1;
 static pid_t g_holder = -1, g_listener = -1;
+static pid_t g_prev_listener = -1; /* listener of the previous command line */
 static int64_t g_start_ns;
 static uint8_t g_session[16];
 static char g_seq[32];
@@ -271,6 +272,22 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, c
     return -1;
 }
 
+/* Metadata and hashes are read after a file's close: a command that
+ * overwrites what the previous one wrote must not start before the
+ * previous listener has caught up (pasted lines, fast typists).  Bounded,
+ * so a hung listener never holds the prompt. */
+static void wait_previous_listener(void)
+{
+    char path[PATH_MAX + 32];
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    if (g_prev_listener <= 0 || !g_rundir[0])
+        return;
+    marker_path(path, sizeof path, g_prev_listener, "end");
+    for (int i = 0; i < 125 && access(path, F_OK) == 0 && kill(g_prev_listener, 0) == 0; i++)
+        nanosleep(&ts, NULL);
+    g_prev_listener = -1;
+}
+
 static void do_prepare(void)
 {
     struct shournal_setup_done done;
@@ -279,6 +296,7 @@ static void do_prepare(void)
     sigset_t block, old;
     pid_t pid;
 
+    wait_previous_listener();
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         warn_once("not recording: socketpair: %s", strerror(errno));
         return;
@@ -385,7 +403,7 @@ static char *take_text(void)
         if (*p == ' ')
             p++;
         n = (ssize_t)strlen(p);
-        if (n > 0 && p[n - 1] == '\n')
+        while (n > 0 && p[n - 1] == '\n') /* here-documents end in "\n\n" */
             p[--n] = '\0';
     }
     memmove(buf, p, strlen(p) + 1);
@@ -420,6 +438,7 @@ static void do_cleanup(const char *text, int retval)
         marker_path(from, sizeof from, g_listener, "run");
         marker_path(to, sizeof to, g_listener, "end");
         (void)rename(from, to);
+        g_prev_listener = g_listener;
     }
 }
 

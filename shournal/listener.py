@@ -194,9 +194,20 @@ def _warn(message: str) -> None:
         pass
 
 
+def _mark_drained() -> None:
+    """`<pid>.end` -> `<pid>.store`: every event is read, the next command
+    line may start (the shell waits for this); storing follows."""
+    rundir = _paths.runtime_dir()
+    pid = os.getpid()
+    try:
+        os.rename(rundir / f"{pid}.end", rundir / f"{pid}.store")
+    except OSError:
+        pass
+
+
 def _remove_markers() -> None:
     rundir = _paths.runtime_dir()
-    for suffix in ("run", "end"):
+    for suffix in ("run", "end", "store"):
         try:
             os.unlink(rundir / f"{os.getpid()}.{suffix}")
         except OSError:
@@ -299,6 +310,7 @@ def run(sock: socket.socket, fan: int) -> int:
     command = listen(sock, fan, collector)
     os.close(fan)  # nothing we do from here may produce events for us
     sock.close()
+    _mark_drained()
     if command is None or not command.text.strip():
         _remove_markers()
         return 0

@@ -146,7 +146,7 @@ def wait_stored(home: Path, timeout: float = 60.0) -> None:
     rundir = home / "run" / "shournal"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        markers = [p for p in rundir.glob("*.*") if p.suffix in (".run", ".end")]
+        markers = [p for p in rundir.glob("*.*") if p.suffix in (".run", ".end", ".store")]
         alive = []
         for m in markers:
             try:

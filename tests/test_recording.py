@@ -118,7 +118,7 @@ def test_cat_of_various_sizes_found_by_content(kind, install, user_home):
 @pytest.mark.parametrize("kind", SHELLS)
 def test_read_events_and_executables(kind, install, user_home):
     work = user_home / "work"
-    (work / "foo1").write_text("")
+    as_user(install, "touch", str(work / "foo1"))
     as_user(install, "cp", "/bin/echo", str(work / "echo"))
     write_config(
         user_home,

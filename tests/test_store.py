@@ -304,8 +304,8 @@ def _concurrent_writer(url: str, worker: int, barrier: multiprocessing.synchroni
             )
 
 
-def test_concurrent_writers_sqlite(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path / "j.sqlite")
+def test_concurrent_writers(db_url: str) -> None:
+    url = db_url
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_concurrent_writer, args=(url, w, barrier)) for w in (1, 2)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -31,6 +32,9 @@ _PG_SCHEMA_LOCK = 0x73686F75726E616C
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
+
+# How long to wait for another process's lock, as the original does.
+_BUSY_SECONDS = 15
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
@@ -60,6 +64,23 @@ def _fs_type(path: Path) -> str | None:
         if inside and len(mount) >= len(best):
             best, best_type = mount, right.split()[0]
     return best_type
+
+
+def _set_journal_mode(cur: sqlite3.Cursor, mode: str) -> None:
+    """Switch the journal mode unless it is already set (it persists in the
+    file).  Switching ignores busy_timeout: when two shells open a new
+    journal at once, one gets "database is locked" at once, so retry."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    while True:
+        if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == mode:
+            return
+        try:
+            cur.execute(f"PRAGMA journal_mode={mode}")
+            return
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -121,12 +142,12 @@ class Store:
     # -- connection setup ---------------------------------------------------
 
     def _setup_sqlite(self, database: str | None) -> None:
-        journal_mode = "WAL"
+        journal_mode: str | None = None
         if database and database != ":memory:":
+            journal_mode = "wal"
             # WAL needs shared memory that network file systems cannot provide.
-            fs = _fs_type(Path(database).parent)
-            if fs in _NETWORK_FS:
-                journal_mode = "DELETE"
+            if _fs_type(Path(database).parent) in _NETWORK_FS:
+                journal_mode = "delete"
 
         @event.listens_for(self.engine, "connect")
         def _pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -135,9 +156,10 @@ class Store:
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             try:
-                cur.execute("PRAGMA busy_timeout=15000")
+                cur.execute(f"PRAGMA busy_timeout={_BUSY_SECONDS * 1000}")
                 cur.execute("PRAGMA foreign_keys=ON")
-                cur.execute(f"PRAGMA journal_mode={journal_mode}")
+                if journal_mode is not None:
+                    _set_journal_mode(cur, journal_mode)
                 cur.execute("PRAGMA synchronous=NORMAL")
             finally:
                 cur.close()
