@@ -59,7 +59,7 @@ enum state { ST_DISABLED, ST_IDLE, ST_WITHIN };
 
 static enum state g_state = ST_DISABLED;
 static pid_t g_shell_pid = -1;
-static int g_sock = -1, g_rootfd = -1;
+static int g_sock = -1, g_rootfd = -1, g_nsfd = -1;
 static pid_t g_holder = -1, g_listener = -1;
 static pid_t g_prev_listener = -1; /* listener of the previous command line */
 static int64_t g_start_ns;
@@ -69,6 +69,10 @@ static char g_suid[PATH_MAX] = SHOURNAL_SUID_PATH;
 static char g_listener_path[PATH_MAX] = SHOURNAL_LISTENER_PATH;
 static char g_rundir[PATH_MAX];
 static char g_last_warning[256];
+/* Inside a trigger the shell has stderr redirected to /dev/null: warnings
+ * travel back in the response and the hook prints them. */
+static int g_in_trigger = 0;
+static char g_pending[512];
 static int g_textfd = -1;          /* command text written by the hook */
 static int g_text_is_history = 0;  /* bash: "  123  text" from `history 1` */
 
@@ -111,7 +115,12 @@ static void warn_once(const char *fmt, ...)
     va_end(ap);
     if (strcmp(buf, g_last_warning) != 0) {
         memcpy(g_last_warning, buf, sizeof buf);
-        dprintf(STDERR_FILENO, "shournal: %s\n", buf);
+        if (g_in_trigger) {
+            size_t used = strlen(g_pending);
+            snprintf(g_pending + used, sizeof g_pending - used, "shournal: %s\n", buf);
+        } else {
+            dprintf(STDERR_FILENO, "shournal: %s\n", buf);
+        }
     }
     errno = saved;
 }
@@ -211,12 +220,13 @@ static void spawn_helper(int sock_child)
     _exit(127);
 }
 
-static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, char *why,
-                      size_t whylen)
+static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, int *nsfd,
+                      char *why, size_t whylen)
 {
+    int fds[2] = {-1, -1};
     char buf[sizeof(struct shournal_setup_fail) + SHOURNAL_MAX_FAIL_LEN + 1];
     union {
-        char b[CMSG_SPACE(sizeof(int))];
+        char b[CMSG_SPACE(sizeof fds)];
         struct cmsghdr align;
     } u;
     struct iovec iov = {buf, sizeof buf - 1};
@@ -251,15 +261,18 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, c
     while (n < 0 && errno == EINTR);
     for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(rootfd, CMSG_DATA(c), sizeof(int));
+            c->cmsg_len == CMSG_LEN(sizeof fds))
+            memcpy(fds, CMSG_DATA(c), sizeof fds);
+    *rootfd = fds[0];
+    *nsfd = fds[1];
     if (n >= (ssize_t)sizeof *done && ((struct shournal_setup_done *)buf)->type ==
-                                          SHOURNAL_MSG_SETUP_DONE && *rootfd >= 0) {
+                                          SHOURNAL_MSG_SETUP_DONE && fds[0] >= 0 && fds[1] >= 0) {
         memcpy(done, buf, sizeof *done);
         return 0;
     }
-    if (*rootfd >= 0)
-        close(*rootfd);
+    for (int k = 0; k < 2; k++)
+        if (fds[k] >= 0)
+            close(fds[k]);
     if (n >= (ssize_t)sizeof(struct shournal_setup_fail) &&
         ((struct shournal_setup_fail *)buf)->type == SHOURNAL_MSG_SETUP_FAIL) {
         buf[n] = '\0';
@@ -292,7 +305,7 @@ static void do_prepare(void)
 {
     struct shournal_setup_done done;
     char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
-    int sv[2], rootfd, status, fd;
+    int sv[2], rootfd, nsfd, status, fd;
     sigset_t block, old;
     pid_t pid;
 
@@ -321,13 +334,14 @@ static void do_prepare(void)
         warn_once("not recording: fork: %s", strerror(errno));
         return;
     }
-    if (recv_setup(sv[0], &done, &rootfd, why, sizeof why) != 0) {
+    if (recv_setup(sv[0], &done, &rootfd, &nsfd, why, sizeof why) != 0) {
         close(sv[0]);
         warn_once("not recording: %s", why);
         return;
     }
     g_sock = move_high(sv[0], 1024, 0);
     g_rootfd = move_high(rootfd, g_sock, 1);
+    g_nsfd = move_high(nsfd, g_rootfd, 1);
     g_holder = done.holder_pid;
     g_listener = done.listener_pid;
     g_start_ns = now_ns();
@@ -365,7 +379,11 @@ static void show_listener_warnings(void)
             nl = strchr(buf, '\n');
             if (nl)
                 *nl = '\0';
-            dprintf(STDERR_FILENO, "shournal: %s\n", buf);
+            if (strcmp(buf, g_last_warning) != 0) {
+                size_t used = strlen(g_pending);
+                snprintf(g_last_warning, sizeof g_last_warning, "%.250s", buf);
+                snprintf(g_pending + used, sizeof g_pending - used, "shournal: %.250s\n", buf);
+            }
         }
         close(fd);
     }
@@ -428,11 +446,13 @@ static void do_cleanup(const char *text, int retval)
     memcpy(buf, &m, sizeof m);
     if (text && len)
         memcpy(buf + sizeof m, text, len);
-    if (text)
-        (void)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (text && send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+        (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED))
+        warn_once("the recorder of this command died; it was not recorded");
     close(g_sock);
     close(g_rootfd);
-    g_sock = g_rootfd = -1;
+    close(g_nsfd);
+    g_sock = g_rootfd = g_nsfd = -1;
     g_state = ST_IDLE;
     if (g_rundir[0]) {
         marker_path(from, sizeof from, g_listener, "run");
@@ -489,13 +509,18 @@ static void do_enable(void)
     g_state = ST_IDLE;
 }
 
+/* "ok ...\n" and then any warnings, one per line */
 static int respond(const char *text)
 {
     int fd = memfd_create("shournal-trigger", MFD_CLOEXEC);
-    size_t len = strlen(text);
+    char out[sizeof g_pending + 160];
+    size_t len;
+    snprintf(out, sizeof out, "%.150s\n%s", text, g_pending);
+    g_pending[0] = '\0';
+    len = strlen(out);
     if (fd < 0)
         return -1;
-    if (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) != 0) {
+    if (write(fd, out, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) != 0) {
         close(fd);
         errno = EIO;
         return -1;
@@ -503,7 +528,18 @@ static int respond(const char *text)
     return fd;
 }
 
+static int handle_trigger_in(const char *action);
+
 static int handle_trigger(const char *action)
+{
+    int fd;
+    g_in_trigger = 1;
+    fd = handle_trigger_in(action);
+    g_in_trigger = 0;
+    return fd;
+}
+
+static int handle_trigger_in(const char *action)
 {
     char resp[128];
 

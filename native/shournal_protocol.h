@@ -23,7 +23,8 @@
 /* Flags in shournal_setup_done.flags */
 #define SHOURNAL_SETUP_FD_ERROR 1u /* FAN_REPORT_FD_ERROR is active */
 
-/* helper -> shell; carries the namespace's root directory as SCM_RIGHTS */
+/* helper -> shell; carries two fds as SCM_RIGHTS: the namespace's root
+ * directory (O_PATH) and its ns/mnt (keeps the namespace alive) */
 struct shournal_setup_done {
     uint32_t type;
     int32_t holder_pid;   /* process pinning the namespace, for `exec` */

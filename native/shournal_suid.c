@@ -294,13 +294,14 @@ static void run_holder(int pipe_rd, int ready_wr, gid_t grp)
     _exit(0);
 }
 
-static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd)
+static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, int nsfd)
 {
+    int fds[2] = {rootfd, nsfd};
     struct shournal_setup_done m = {SHOURNAL_MSG_SETUP_DONE, (int32_t)holder,
                                     (int32_t)getpid(), flags};
     struct iovec iov = {&m, sizeof m};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof fds)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {0};
@@ -314,8 +315,8 @@ static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd)
     c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &rootfd, sizeof rootfd);
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
     return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
 }
 
@@ -347,7 +348,7 @@ static void usage(void)
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, pipefd[2], readyfd[2], root_marked = 0;
+    int nexcl = 0, i, fan, rootfd, nsfd, pipefd[2], readyfd[2], root_marked = 0;
     char ready = 0;
     ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
@@ -415,6 +416,12 @@ static int cmd_setup(int argc, char **argv)
         die_setup("namespace holder failed to start");
     (void)close(readyfd[0]);
 
+    /* The shell keeps the namespace alive with this fd even if the
+     * holder and the listener die, so its opens through the root fd keep
+     * working; without CAP_SYS_ADMIN the fd cannot be used to join. */
+    nsfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0)
+        die_setup("open ns/mnt: %s", strerror(errno));
     if (drop_privileges() != 0)
         die_setup("cannot drop privileges: %s", strerror(errno));
     /* As the user from here on: the root directory of the namespace, opened
@@ -424,9 +431,10 @@ static int cmd_setup(int argc, char **argv)
         die_setup("open /: %s", strerror(errno));
     if (access(argv[i], X_OK) != 0)
         die_setup("listener %s: %s", argv[i], strerror(errno));
-    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd) != 0)
+    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd, nsfd) != 0)
         _exit(1); /* the shell is gone: nothing to observe */
     (void)close(rootfd);
+    (void)close(nsfd);
 
     /* fan and the pipe are above fd 5 unless fd numbers were low; move them
      * to high numbers first so the final dup2s cannot clobber each other. */
@@ -436,6 +444,10 @@ static int cmd_setup(int argc, char **argv)
         move_fd(fan, SHOURNAL_FD_FANOTIFY) != 0 || move_fd(pipefd[1], SHOURNAL_FD_HOLDER_PIPE) != 0)
         _exit(1);
     close_from(SHOURNAL_FD_HOLDER_PIPE + 1);
+    /* The listener leads an orphaned process group: if it is ever stopped,
+     * the kernel sends SIGHUP on continue, which must not lose a command.
+     * SIG_IGN survives the exec, so this covers the interpreter start too. */
+    signal(SIGHUP, SIG_IGN);
     execv(argv[i], argv + i);
     warn("exec %s: %s", argv[i], strerror(errno));
     _exit(127);
@@ -490,9 +502,11 @@ static int cmd_exec(int argc, char **argv)
     snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
     procfd = open(procpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (procfd < 0) {
+        /* The recorder of this command line is gone (it crashed or was
+         * killed); the shell reports that once at the prompt, so stay
+         * silent here: every exec of the command line would repeat it. */
         if (drop_privileges() != 0)
             _exit(1);
-        warn("not observed: recorder of this command line is gone");
         exec_user(filename, args, env);
     }
     /* procfd pins the process identity, so the check and the open of
@@ -505,10 +519,9 @@ static int cmd_exec(int argc, char **argv)
     }
     nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
     (void)close(procfd);
-    if (nsfd < 0) {
+    if (nsfd < 0) { /* the holder is exiting: as above, silently */
         if (drop_privileges() != 0)
             _exit(1);
-        warn("not observed: %s", strerror(errno));
         exec_user(filename, args, env);
     }
     have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';

@@ -14,7 +14,12 @@ _SHOURNAL_MAGIC='_///shournal///_'
 # Talk to the preload library: opening a magic path is handled in-process.
 _shournal_trigger() {
     _shournal_resp=
-    { IFS= read -r _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null
+    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null
+    # first line: the answer; further lines: warnings for the user
+    if [[ $_shournal_resp == *$'\n'?* ]]; then
+        printf '%s' "${_shournal_resp#*$'\n'}" >&2
+    fi
+    _shournal_resp=${_shournal_resp%%$'\n'*}
     [[ $_shournal_resp == ok* ]]
 }
 

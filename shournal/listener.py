@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -74,7 +75,12 @@ class Collector:
 
     # The hot path: called for every batch read from the fanotify fd.
     def handle_batch(self, buf: bytes) -> None:
-        from shournal.fanotify import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW, iter_events
+        from shournal.fanotify import (
+            FAN_CLOSE_NOWRITE,
+            FAN_CLOSE_WRITE,
+            FAN_Q_OVERFLOW,
+            iter_events,
+        )
 
         readlink, fstat, close = os.readlink, os.fstat, os.close
         for mask, fd, pid in iter_events(buf):
@@ -242,7 +248,8 @@ def listen(sock: socket.socket, fan: int, collector: Collector) -> protocol.Comm
             _drain(fan, collector)
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
-        command.end_ns = max(command.end_ns, time.time_ns() - int((time.monotonic() - eof_at) * 1e9))
+        eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
+        command.end_ns = max(command.end_ns, eof_ns)
     return command
 
 
@@ -333,6 +340,9 @@ def run(sock: socket.socket, fan: int) -> int:
 
 
 def main() -> int:
+    # We are a detached session of our own; a stop/continue of our orphaned
+    # process group makes the kernel send SIGHUP, which must not kill us.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         sock = socket.socket(fileno=protocol.FD_SOCKET)
         os.fstat(protocol.FD_FANOTIFY)

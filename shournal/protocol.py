@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ class SetupDone:
     holder_pid: int
     listener_pid: int
     flags: int
-    root_fd: int
+    root_fd: int  # the namespace's "/" (O_PATH)
+    ns_fd: int  # keeps the namespace alive; useless for joining without privilege
 
 
 @dataclass(slots=True)
@@ -47,13 +49,15 @@ class CommandMessage:
 
 def recv_setup(sock: socket.socket) -> SetupDone:
     """Wait for the helper's answer; raise ProtocolError with its reason."""
-    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 1)
-    if len(data) >= SETUP_DONE.size and SETUP_DONE.unpack_from(data)[0] == MSG_SETUP_DONE and fds:
+    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 2)
+    if (
+        len(data) >= SETUP_DONE.size
+        and SETUP_DONE.unpack_from(data)[0] == MSG_SETUP_DONE
+        and len(fds) == 2
+    ):
         _t, holder, listener, flags = SETUP_DONE.unpack_from(data)
-        return SetupDone(holder, listener, flags, fds[0])
+        return SetupDone(holder, listener, flags, fds[0], fds[1])
     for fd in fds:
-        import os
-
         os.close(fd)
     if len(data) >= SETUP_FAIL.size and SETUP_FAIL.unpack_from(data)[0] == MSG_SETUP_FAIL:
         raise ProtocolError(data[SETUP_FAIL.size :].decode(errors="replace"))

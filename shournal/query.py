@@ -119,10 +119,7 @@ def session_id_text(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, int]]) -> FileProbe:
-    """Stat ``path`` and hash it under every (chunk size, max reads) given."""
-    from shournal.hashing import partial_xxh64
-
+def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
     name = os.fsdecode(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -130,16 +127,36 @@ def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, 
         raise QueryFileError(f"cannot open {name}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise QueryFileError(f"{name} is not a regular file")
-        hashes: set[int] = set()
+    except OSError as e:
+        os.close(fd)
+        raise QueryFileError(f"cannot examine {name}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise QueryFileError(f"{name} is not a regular file")
+    return fd, st
+
+
+def check_file(path: str | os.PathLike[str]) -> None:
+    """Fail early (before the journal is opened) when ``path`` cannot be
+    used for --wfile/--rfile."""
+    fd, _ = _open_regular(path)
+    os.close(fd)
+
+
+def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, int]]) -> FileProbe:
+    """Stat ``path`` and hash it under every (chunk size, max reads) given."""
+    from shournal.hashing import partial_xxh64
+
+    fd, st = _open_regular(path)
+    hashes: set[int] = set()
+    try:
         if st.st_size > 0:
             for chunk, max_reads in set(hash_settings):
                 digest = partial_xxh64(fd, st.st_size, chunk, max_reads)
                 if digest is not None:
                     hashes.add(digest)
     except OSError as e:
-        raise QueryFileError(f"cannot read {name}: {e.strerror}") from None
+        raise QueryFileError(f"cannot read {os.fsdecode(path)}: {e.strerror}") from None
     finally:
         os.close(fd)
     return FileProbe(size=st.st_size, mtime_ns=st.st_mtime_ns, hashes=frozenset(hashes))
@@ -201,6 +218,12 @@ def find_commands(
 
 _POLL_SECONDS = 0.02
 
+# Listener markers in the runtime dir: <pid>.run while the command runs,
+# <pid>.end once the shell saw it finish, <pid>.store once every event is
+# read and the record is being written.  All are removed after the commit.
+_MARKERS = ("run", "end", "store")
+_PENDING = ("end", "store")
+
 
 def _alive(pid: int) -> bool:
     if pid <= 0:
@@ -222,23 +245,24 @@ def _count_pending(directory: str) -> int:
     pending = 0
     for name in names:
         stem, _, suffix = name.partition(".")
-        if suffix not in ("run", "end") or not stem.isdigit():
+        if suffix not in _MARKERS or not stem.isdigit():
             continue
         if not _alive(int(stem)):
             # A listener that died will never remove its marker.
             with suppress(OSError):
                 os.unlink(os.path.join(directory, name))
             continue
-        if suffix == "end":
+        if suffix in _PENDING:
             pending += 1
     return pending
 
 
 def wait_for_pending(timeout: float = 3.0) -> int:
     """Wait until no finished command is still being stored (``<pid>.end``
-    markers of live listeners in the runtime dir), at most ``timeout``
-    seconds; return how many are still pending.  Commands still running
-    (``<pid>.run``) are not waited for: the query itself may be one."""
+    or ``<pid>.store`` markers of live listeners in the runtime dir), at
+    most ``timeout`` seconds; return how many are still pending.  Commands
+    still running (``<pid>.run``) are not waited for: the query itself may
+    be one."""
     directory = str(_paths.runtime_dir())
     deadline = time.monotonic() + max(timeout, 0.0)
     while True:

@@ -84,6 +84,7 @@ def run_observed(argv: list[str]) -> int:
             parent.settimeout(10)
             setup = protocol.recv_setup(parent)
             os.close(setup.root_fd)  # the trampoline needs only the holder
+            os.close(setup.ns_fd)
         except (protocol.ProtocolError, OSError) as exc:
             _warn(f"not recording: {exc}")
             setup = None

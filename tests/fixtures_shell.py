@@ -164,7 +164,8 @@ def write_config(home: Path, text: str, install: Install) -> None:
     cfg = home / ".config" / "shournal"
     cfg.mkdir(parents=True, exist_ok=True)
     (cfg / "config.toml").write_text(text)
-    subprocess.run(["chown", "-R", f"{install.user.pw_uid}:{install.user.pw_gid}", str(home / ".config")])
+    owner = f"{install.user.pw_uid}:{install.user.pw_gid}"
+    subprocess.run(["chown", "-R", owner, str(home / ".config")])
 
 
 def journal_url(home: Path) -> str:

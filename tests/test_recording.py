@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures_shell import Shell, journal_url, write_config
 from sqlalchemy import select
-from fixtures_shell import Shell, journal_url, wait_stored, write_config
 
 from shournal.query import find_commands
 from shournal.store import Store
@@ -166,7 +166,10 @@ WORKLOADS = {
     "pipeline": ("cat in1 | tee pipe_out > /dev/null", ["pipe_out"]),
     "stderr": ("ls in1 nonexist > both_out 2>&1", ["both_out"]),
     "heredoc": ("cat > heredoc_out <<EOF\nline1\nEOF", ["heredoc_out"]),
-    "loop200": ("for i in $(seq 1 200); do echo $i > many_$i; done", [f"many_{i}" for i in (1, 77, 200)]),
+    "loop200": (
+        "for i in $(seq 1 200); do echo $i > many_$i; done",
+        [f"many_{i}" for i in (1, 77, 200)],
+    ),
     "xargs": ("echo xa1 xa2 | xargs touch", ["xa1", "xa2"]),
     "find_exec": ("find . -name in1 -exec cp {} find_out \\;", ["find_out"]),
     "python": ("python3 -c \"open('py_out','w').write('py')\"", ["py_out"]),
@@ -232,7 +235,7 @@ def test_two_shells_at_once(kind, install, user_home):
         b.proc.expect("__SHOURNAL_PROMPT__")
     a.exit()
     b.exit()
-    for who, sh in (("a", a), ("b", b)):
+    for who, _sh in (("a", a), ("b", b)):
         for i in range(5):
             cmd = only_command(user_home, wfile=work / f"{who}_{i}_2")
             assert cmd.text.startswith(f"for j in 1 2 3; do echo {who}{i}")

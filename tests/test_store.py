@@ -11,13 +11,21 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
 
 from shournal.query import find_commands
 from shournal.record import CommandRecord, FileEvent
-from shournal.store import SchemaTooNew, Store, StoreCorrupt, StoreError, StoreUnavailable
+from shournal.store import (
+    SchemaTooNew,
+    Store,
+    StoreCorrupt,
+    StoreError,
+    StoreMissing,
+    StoreUnavailable,
+)
 from shournal.store import models as m
 from shournal.store.db import _fs_type
 
@@ -58,7 +66,9 @@ def record(**overrides: object) -> CommandRecord:
     return CommandRecord(**values)  # type: ignore[arg-type]
 
 
-def event(path: bytes, *, size: int = 10, mtime_ns: int = T0, hash: int | None = 1, **kw: object):
+def event(
+    path: bytes, *, size: int = 10, mtime_ns: int = T0, hash: int | None = 1, **kw: object
+) -> FileEvent:
     return FileEvent(path=path, size=size, mtime_ns=mtime_ns, mode=0o100644, hash=hash, **kw)  # type: ignore[arg-type]
 
 
@@ -165,16 +175,14 @@ def test_deduplication(store: Store) -> None:
     assert algorithm == m.CONTENT_DIGEST_ALGORITHM
 
 
-def test_failed_insert_leaves_nothing_behind(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_insert_leaves_nothing_behind(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     store.add_command(record(text="before"))
     import shournal.store.db as db
 
     real_rows = db._event_rows
 
-    def failing_rows(*args: object):  # type: ignore[no-untyped-def]
-        yield from list(real_rows(*args))[:1]  # type: ignore[arg-type]
+    def failing_rows(*args: Any) -> Iterator[dict[str, Any]]:
+        yield from list(real_rows(*args))[:1]
         raise RuntimeError("disk went away")
 
     # Fails inside the transaction, after the command row, the directories
@@ -213,6 +221,16 @@ def test_reopen_is_idempotent(db_url: str) -> None:
 
 
 # -- schema version and damaged databases -------------------------------------
+
+
+def test_readers_do_not_create(db_url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreMissing):
+        Store(db_url, create=False)
+    assert list(tmp_path.iterdir()) == []  # no SQLite file appeared
+    with Store(db_url) as s:
+        s.add_command(record())
+    with Store(db_url, create=False) as s:
+        assert count(s, m.Command) == 1
 
 
 def test_schema_too_new(db_url: str) -> None:
@@ -282,9 +300,26 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         assert conn.execute(text("PRAGMA synchronous")).scalar_one() == 1  # NORMAL
 
 
-def test_fs_type_from_mountinfo() -> None:
+def test_fs_type_from_mountinfo(tmp_path: Path) -> None:
     assert _fs_type(Path("/proc/self")) == "proc"
     assert _fs_type(Path("/")) is not None
+    fake = tmp_path / "mountinfo"
+    fake.write_text(
+        "22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw\n"
+        "40 22 0:50 / /home rw,relatime shared:1 - nfs4 srv:/home rw,vers=4.2\n"
+        "41 40 0:51 / /home/u/my\\040disk rw - ext4 /dev/sdb1 rw\n"
+    )
+    assert _fs_type(Path("/home/u/.local/share"), str(fake)) == "nfs4"
+    assert _fs_type(Path("/homework"), str(fake)) == "ext4"
+    assert _fs_type(Path("/home/u/my disk/x"), str(fake)) == "ext4"
+
+
+def test_sqlite_on_nfs_avoids_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shournal.store.db as db
+
+    monkeypatch.setattr(db, "_fs_type", lambda path: "nfs4")
+    with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar_one() == "delete"
 
 
 # -- concurrency --------------------------------------------------------------
@@ -418,3 +453,22 @@ def test_os_error_message_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable) as info:
         Store(sqlite_url(blocked / "j.sqlite"))
     assert "\n" not in str(info.value)
+
+
+def test_paths_and_hashes_round_trip_property(tmp_path: Path) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    paths = st.binary(min_size=1, max_size=60).filter(lambda p: b"\x00" not in p)
+    hashes = st.none() | st.integers(min_value=0, max_value=2**64 - 1)
+    with Store(sqlite_url(tmp_path / "j.sqlite")) as s:
+
+        @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(st.lists(st.tuples(paths, hashes), min_size=1, max_size=8))
+        def check(items: list[tuple[bytes, int | None]]) -> None:
+            writes = [event(p, hash=h) for p, h in items]
+            cid = s.add_command(record(writes=writes))
+            [cmd] = find_commands(s, command_id=cid)
+            assert [(w.path, w.hash) for w in cmd.writes] == items
+
+        check()

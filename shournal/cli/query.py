@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -23,7 +23,7 @@ EXIT_STORE = 3
 HUMAN_MAX_FILES = 10
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     human = "human"
     json = "json"
 
@@ -116,14 +116,31 @@ def query(
     if history is None and all(f is None for f in filters):
         _fail("empty query: give a filter (e.g. --wfile FILE) or --history N", EXIT_USAGE)
 
-    from shournal.query import QueryError, find_commands, wait_for_pending
-    from shournal.store import Store, StoreError, db_url
+    from shournal.query import (
+        QueryError,
+        check_file,
+        find_commands,
+        session_id_bytes,
+        wait_for_pending,
+    )
+    from shournal.store import Store, StoreError, StoreMissing, db_url
+
+    try:
+        # Usage errors first: a failing query must not touch the journal.
+        for path in (wfile, rfile):
+            if path is not None:
+                check_file(path)
+        if session_id is not None:
+            session_id_bytes(session_id)
+    except QueryError as e:
+        _fail(str(e), EXIT_USAGE)
 
     # A command that just finished may still be on its way into the journal.
     pending = wait_for_pending()
     human = output_format is OutputFormat.human
+    missing = ""
     try:
-        with Store(db_url()) as store:
+        with Store(db_url(), create=False) as store:
             commands = find_commands(
                 store,
                 wfile=wfile,
@@ -138,6 +155,8 @@ def query(
             )
     except QueryError as e:
         _fail(str(e), EXIT_USAGE)
+    except StoreMissing as e:
+        commands, missing = [], str(e)
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
 
@@ -152,6 +171,8 @@ def query(
                 "Hint: --wfile/--rfile match a file's content (size, hash, mtime), not its "
                 "name; --history 10 lists the latest commands.",
             ]
+            if missing:
+                lines.append(f"Nothing has been recorded yet: {missing}.")
             if pending:
                 lines.append(
                     f"Note: {pending} finished command(s) were still being stored; "

@@ -168,4 +168,3 @@ def render_human(
         for cmd in commands
     ]
     return "\n\n".join(blocks) + "\n" if blocks else ""
-

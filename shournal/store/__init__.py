@@ -8,12 +8,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shournal.store.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreUnavailable
+from shournal.store.errors import (
+    SchemaTooNew,
+    StoreCorrupt,
+    StoreError,
+    StoreMissing,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
 
-__all__ = ["SchemaTooNew", "Store", "StoreCorrupt", "StoreError", "StoreUnavailable", "db_url"]
+__all__ = [
+    "SchemaTooNew",
+    "Store",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreMissing",
+    "StoreUnavailable",
+    "db_url",
+]
 
 
 def db_url() -> str | None:

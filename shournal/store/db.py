@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,7 +21,13 @@ from sqlalchemy.sql.dml import Insert
 from shournal import _paths
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import models as m
-from shournal.store.errors import SchemaTooNew, StoreCorrupt, StoreError, StoreUnavailable
+from shournal.store.errors import (
+    SchemaTooNew,
+    StoreCorrupt,
+    StoreError,
+    StoreMissing,
+    StoreUnavailable,
+)
 
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
@@ -38,17 +45,20 @@ _BUSY_SECONDS = 15
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
+# mountinfo writes blanks and backslashes in mount points as \ooo.
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
 
 def _ns_to_datetime(ns: int) -> datetime:
     seconds, rest = divmod(ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
 
 
-def _fs_type(path: Path) -> str | None:
-    """File-system type of the mount holding ``path`` (from mountinfo)."""
+def _fs_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """File-system type of the mount holding ``path``."""
     try:
         target = os.path.realpath(path)
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
             lines = f.readlines()
     except OSError:
         return None
@@ -58,8 +68,7 @@ def _fs_type(path: Path) -> str | None:
         fields = left.split()
         if len(fields) < 5 or not right:
             continue
-        # mountinfo escapes blanks in mount points as octal
-        mount = fields[4].encode().decode("unicode_escape")
+        mount = _OCTAL_ESCAPE.sub(lambda e: chr(int(e.group(1), 8)), fields[4])
         inside = target == mount or target.startswith(mount.rstrip("/") + "/")
         if inside and len(mount) >= len(best):
             best, best_type = mount, right.split()[0]
@@ -103,20 +112,29 @@ def _classify(exc: BaseException, where: str) -> StoreError:
 
 class Store:
     """The journal.  ``url`` is a SQLAlchemy URL; None means the default
-    SQLite file in the user's data directory."""
+    SQLite file in the user's data directory.
 
-    def __init__(self, url: str | None = None) -> None:
+    ``create=False`` (for readers) raises StoreMissing instead of creating
+    a journal that does not exist yet, so that a query changes nothing.
+
+    :raises StoreError: see :mod:`shournal.store.errors`.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+        self._create = create
         if url is None:
             path = _paths.default_db_path()
-            try:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except OSError as e:
-                raise StoreUnavailable(f"cannot create {path.parent}: {e.strerror}") from None
+            if create:
+                try:
+                    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                except OSError as e:
+                    raise StoreUnavailable(f"cannot create {path.parent}: {e.strerror}") from None
             url = f"sqlite:///{path}"
         try:
             parsed = make_url(url)
         except sa_exc.ArgumentError:
-            raise StoreUnavailable(f"invalid database URL {url!r}") from None
+            # Not echoed: a URL may carry a password.
+            raise StoreUnavailable("invalid database URL (check SHOURNAL_DB_URL)") from None
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise StoreUnavailable(
@@ -127,10 +145,16 @@ class Store:
             if self.dialect_name == "sqlite"
             else parsed.render_as_string(hide_password=True)
         )
+        database = parsed.database
+        if self.dialect_name == "sqlite" and not create and database and database != ":memory:":
+            if not os.path.exists(database):
+                raise StoreMissing(f"no journal at {database} yet")
         try:
             self.engine: Engine = create_engine(parsed)
         except (sa_exc.SQLAlchemyError, ImportError) as e:
-            raise StoreUnavailable(f"cannot use the journal {self._where}: {_one_line(e)}") from None
+            raise StoreUnavailable(
+                f"cannot use the journal {self._where}: {_one_line(e)}"
+            ) from None
         if self.dialect_name == "sqlite":
             self._setup_sqlite(parsed.database)
         try:
@@ -238,6 +262,8 @@ class Store:
             self._check_not_newer(version)
             if version == m.SCHEMA_VERSION:
                 return
+        elif not self._create:
+            raise StoreMissing(f"no journal in {self._where} yet")
         # Create or upgrade under the write lock, re-reading the version
         # there: another shell may have done the work meanwhile.
         with self.writing() as conn:
@@ -307,7 +333,9 @@ class Store:
         # Prepare everything in Python first: the write lock is held only
         # for the inserts.
         split = [m.split_path(ev.path) for _, ev in events]
-        dir_rows = [{"path": d} for d in dict.fromkeys(d for d, _ in split)]
+        # Sorted: concurrent PostgreSQL transactions then lock new unique
+        # keys in the same order and cannot deadlock.
+        dir_rows = [{"path": d} for d in sorted({d for d, _ in split})]
         digests: dict[int, bytes] = {}
         content_rows: dict[bytes, dict[str, Any]] = {}
         for i, (_, ev) in enumerate(events):
@@ -353,7 +381,7 @@ class Store:
                 conn,
                 m.Content.__table__,  # type: ignore[arg-type]
                 "digest",
-                list(content_rows.values()),
+                [content_rows[d] for d in sorted(content_rows)],
             )
             if events:
                 conn.execute(

@@ -20,3 +20,7 @@ class StoreCorrupt(StoreError):
 
 class SchemaTooNew(StoreError):
     """The journal was written by a newer shournal; refusing to touch it."""
+
+
+class StoreMissing(StoreUnavailable):
+    """No journal exists yet (and the caller asked not to create one)."""

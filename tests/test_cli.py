@@ -1,0 +1,65 @@
+"""Every command is documented; init prints the rc lines; errors are one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from shournal import _paths
+from shournal.cli import app
+
+runner = CliRunner()
+
+COMMANDS = sorted(c.name for c in app.registered_commands)
+
+
+def test_all_commands_registered():
+    assert {"query", "run", "init", "doctor", "version"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help(name):
+    res = runner.invoke(app, [name, "--help"])
+    assert res.exit_code == 0, res.output
+    assert "Usage:" in res.output
+    cmd = next(c for c in app.registered_commands if c.name == name)
+    assert cmd.help and len(cmd.help) > 10
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_is_in_the_readme(name):
+    readme = (_paths.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"shournal {name}" in readme
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_init_prints_the_two_rc_lines(shell):
+    res = runner.invoke(app, ["init", shell])
+    assert res.exit_code == 0
+    lines = res.output.splitlines()
+    assert lines == [f"source {_paths.shell_dir() / f'shournal.{shell}'}", "SHOURNAL_ENABLE"]
+    assert (_paths.shell_dir() / f"shournal.{shell}").exists()
+
+
+def test_init_unknown_shell_is_a_usage_error():
+    res = subprocess.run(
+        [sys.executable, "-m", "shournal", "init", "fish"], capture_output=True, text=True
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip() == "shournal: unsupported shell 'fish' (bash or zsh)"
+
+
+def test_query_missing_file_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOURNAL_DB_URL", f"sqlite:///{tmp_path}/j.sqlite")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    res = subprocess.run(
+        [sys.executable, "-m", "shournal", "query", "--wfile", str(tmp_path / "nope")],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith("shournal: ")
+    assert not (tmp_path / "j.sqlite").exists()  # nothing on disk changed

@@ -1,0 +1,59 @@
+"""`shournal run`: one command and its whole process tree, no shell hooks."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from fixtures_shell import journal_url
+
+from shournal.query import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.root]
+
+
+def run_as_user(install, home, *argv, **kw):
+    env = install.env(home)
+    return subprocess.run(
+        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
+         *[f"{k}={v}" for k, v in env.items()], str(install.cli), *argv],
+        cwd=home / "work", capture_output=True, text=True, timeout=120, **kw,
+    )
+
+
+def commands(home, **criteria):
+    store = Store(journal_url(home))
+    try:
+        return find_commands(store, **criteria)
+    finally:
+        store.close()
+
+
+def test_run_records_and_waits_for_background_descendants(install, user_home):
+    script = "echo parent > p_out; (sleep 1; echo child > c_out) & exit 7"
+    start = time.monotonic()
+    res = run_as_user(install, user_home, "run", "--", "sh", "-c", script)
+    elapsed = time.monotonic() - start
+    assert res.returncode == 7, res.stderr
+    assert elapsed >= 1.0  # the background child was awaited
+    (cmd,) = commands(user_home, wfile=user_home / "work" / "c_out")
+    assert cmd.text == f"sh -c '{script}'"
+    assert cmd.return_value == 7
+    assert sorted(e.path.rsplit(b"/", 1)[1] for e in cmd.writes) == [b"c_out", b"p_out"]
+
+
+def test_run_exit_status_of_signal_and_missing_command(install, user_home):
+    res = run_as_user(install, user_home, "run", "sh", "-c", "kill -TERM $$")
+    assert res.returncode == 128 + 15
+    res = run_as_user(install, user_home, "run", "no-such-command-xyz")
+    assert res.returncode == 127
+    assert res.stderr.strip() == "shournal: no-such-command-xyz: command not found"
+    assert "Traceback" not in res.stderr
+
+
+def test_run_options_after_the_command_belong_to_it(install, user_home):
+    res = run_as_user(install, user_home, "run", "ls", "-la", "--color=never")
+    assert res.returncode == 0, res.stderr
+    assert "total" in res.stdout
