@@ -43,11 +43,11 @@ dev: deps native
 	$(DEVVENV)/bin/pip install -q -e ".[test]"
 
 test: dev
-	$(DEVVENV)/bin/ruff check shournal tests bench scripts
+	$(DEVVENV)/bin/ruff check .
 	$(DEVVENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: dev
-	$(DEVVENV)/bin/ruff check shournal tests bench scripts
+	$(DEVVENV)/bin/ruff check .
 
 clean:
 	rm -rf build shournal/_fanotify_cffi*.so
