@@ -1093,7 +1093,9 @@ def _loot(out: Path) -> list[str]:
     return (out / "loot").read_text().splitlines()
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN CRITICAL BUG 1: user holds a root-created fanotify group (see issue note)")
+@pytest.mark.xfail(
+    strict=True, reason="KNOWN CRITICAL BUG 1: user holds a root-created fanotify group"
+)
 def test_own_listener_gets_nothing_of_setuid_programs_in_the_namespace(
         install, tools, scratch, recorders):
     """The user picks LISTENER; it gets fd 4.  A setuid program he runs in
@@ -1116,7 +1118,9 @@ def test_own_listener_gets_nothing_of_setuid_programs_in_the_namespace(
     recorders.wait(rec)
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN CRITICAL BUG 1: user holds a root-created fanotify group (see issue note)")
+@pytest.mark.xfail(
+    strict=True, reason="KNOWN CRITICAL BUG 1: user holds a root-created fanotify group"
+)
 def test_own_listener_cannot_watch_root_outside_the_namespace(
         install, tools, scratch, recorders):
     """With the fanotify fd the user may add marks of his own: an inode mark
