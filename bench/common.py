@@ -1,0 +1,693 @@
+"""Shared machinery of the benchmarks (see bench/README.md).
+
+Method (as in the paper): the same command is run unmonitored ("plain"),
+monitored by the full pipeline ("full": `shournal run` with the real
+listener, which hashes and stores every event) and monitored with the
+"floor" listener (bench/null_listener.c: the helper, namespace and mount
+marks are in place, but every event is read and its fd closed at once).
+The floor separates the kernel's price from ours.
+
+Each repetition runs the three variants once, in an order drawn at random
+(the paper's alternating pairs, with the floor as a third member); ratios
+are taken within a repetition (full/plain, floor/plain) and their median
+is reported.  Cold runs drop the page cache before every run; warm runs
+only `sync` and are preceded by one discarded warm-up run per variant.
+
+The timed part is the command itself, measured from inside the observed
+bash with $EPOCHREALTIME (no fork, no extra file events).  The wall time
+of the whole `shournal run` (helper set-up, listener start, storing the
+command) is recorded next to it as "total".
+
+Everything runs as an unprivileged user (default `shournal-bench`, created
+if missing) through `runuser`; the orchestration itself needs root (drop
+caches, loop mount, apt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import pwd
+import random
+import shlex
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("SHOURNAL_BENCH_CACHE", "/var/tmp/shournal-bench"))
+DEFAULT_USER = "shournal-bench"
+DEFAULT_RESULTS = BENCH_DIR / "results"
+SHOURNAL = os.environ.get("SHOURNAL_BIN", "/usr/local/bin/shournal")
+VENV_PYTHON = "/usr/local/lib/shournal/venv/bin/python"
+VARIANTS = ("plain", "full", "floor")
+# Optional: the floor listener reading every event as soon as it is queued
+# (see bench/null_listener.c); shows what eager reading costs the command.
+ALL_VARIANTS = (*VARIANTS, "eager")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sh(cmd: Sequence[str] | str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    if isinstance(cmd, str):
+        cmd = ["bash", "-c", cmd]
+    return subprocess.run(list(cmd), check=check, **kw)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        sys.exit("the benchmarks need root (drop_caches, loop mount, runuser, apt-get)")
+
+
+def sync() -> None:
+    os.sync()
+
+
+def drop_caches() -> None:
+    """`sync; echo 3 > /proc/sys/vm/drop_caches`"""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def loadavg() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def median(values: Sequence[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def pct(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def fmt_s(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+# -------------------------------------------------------------- bench user
+
+
+@dataclass
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+
+def ensure_user(name: str = DEFAULT_USER) -> User:
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        log(f"creating user {name}")
+        sh(["useradd", "-m", "-s", "/bin/bash", name])
+        pw = pwd.getpwnam(name)
+    return User(pw.pw_name, pw.pw_uid, pw.pw_gid, pw.pw_dir)
+
+
+def chown_tree(path: Path, user: User) -> None:
+    sh(["chown", "-R", f"{user.uid}:{user.gid}", str(path)])
+
+
+def user_dir(path: Path, user: User, mode: int = 0o755) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, user.uid, user.gid)
+    os.chmod(path, mode)
+    return path
+
+
+# --------------------------------------------------------------- workspace
+
+
+def _mounted(target: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(target) for line in f)
+
+
+def ensure_workspace(user: User, kind: str = "loop", size: str = "40G") -> Path:
+    """The directory the workloads live in.
+
+    kind "loop" (default): a journaled ext4 image mounted through a loop
+    device with direct I/O (no double caching, drop_caches reaches the
+    disk).  Why not the root file system of the benchmark VM: it is ext4
+    *without a journal*, where creating files right after deleting many
+    makes ext4's inode allocator skip every "recently deleted" inode
+    (recently_deleted() in find_inode_bit), which made `cp -a` of the tree
+    5-8x slower for a minute after each `rm -rf` -- an artefact that
+    would swamp what we measure.
+
+    kind "dir": a plain directory under the cache (for machines whose
+    file system is fine).
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    if kind == "dir":
+        return user_dir(CACHE / "work", user)
+    target = CACHE / "fs"
+    if _mounted(target):
+        return target
+    image = CACHE / "ext4.img"
+    if not image.exists():
+        log(f"creating {size} sparse ext4 image {image}")
+        sh(["truncate", "-s", size, str(image)])
+        sh(["mkfs.ext4", "-q", "-F", "-L", "shournal-bench", "-E", "nodiscard", str(image)])
+    target.mkdir(exist_ok=True)
+    loop = sh(
+        ["losetup", "--find", "--show", "--direct-io=on", str(image)],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    sh(["mount", "-o", "discard", loop, str(target)])
+    os.chown(target, user.uid, user.gid)
+    log(f"mounted {image} ({loop}) on {target}")
+    return target
+
+
+# ----------------------------------------------------------- floor listener
+
+
+def build_null_listener(user: User) -> Path:
+    src = BENCH_DIR / "null_listener.c"
+    out_dir = CACHE / "bin"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o755)
+    out = out_dir / "null_listener"
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        sh(["cc", "-O2", "-Wall", "-Wextra", "-o", str(out), str(src)])
+        os.chmod(out, 0o755)
+    return out
+
+
+def write_cpu_listener(out_path: Path) -> Path:
+    """A listener that runs the real one under /usr/bin/time: wall, user
+    and system seconds of the listener go to out_path."""
+    script = CACHE / "bin" / "cpu_listener"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'exec /usr/bin/time -o "$SHOURNAL_BENCH_CPU_OUT" -f "%e %U %S" {VENV_PYTHON} '
+        "-m shournal.listener\n"
+    )
+    os.chmod(script, 0o755)
+    return script
+
+
+def write_profile_listener(out_path: Path) -> Path:
+    """A listener that runs the real one under cProfile (diagnostics)."""
+    script = CACHE / "bin" / "profile_listener"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'exec {VENV_PYTHON} -m cProfile -o "{out_path}.$$" -m shournal.listener\n'
+    )
+    os.chmod(script, 0o755)
+    return script
+
+
+# ------------------------------------------------------------------ config
+
+CONFIG_TEMPLATE = """\
+# Written by bench/common.py: every event is processed and stored.
+[write_events]
+max_event_count = 0
+exclude_hidden = false
+exclude_paths = [{write_excludes}]
+
+[read_events]
+max_event_count = 0
+exclude_hidden = false
+include_paths = [{read_includes}]
+"""
+
+
+def _toml_list(paths: Sequence[str]) -> str:
+    return ", ".join(json.dumps(p) for p in paths)
+
+
+# ------------------------------------------------------------------ runner
+
+
+@dataclass
+class Bench:
+    """One benchmark setting: who runs what where."""
+
+    user: User
+    work: Path  # the workspace (loop-mounted ext4)
+    name: str
+    read_includes: Sequence[str] = ("$HOME",)
+    nofile: int | None = None  # soft RLIMIT_NOFILE for every variant; None: inherited
+    profile: bool = False  # run the full listener under cProfile
+    listener_cpu: bool = False  # record the full listener's CPU time
+    state: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = user_dir(self.work / "state" / self.name, self.user, 0o700)
+        self.cfg_home = user_dir(self.state / "config", self.user, 0o700)
+        self.runtime = user_dir(self.state / "run", self.user, 0o700)
+        # The listener leaves warnings here (shournal._paths.runtime_dir());
+        # `shournal run` does not create it, and without it they are lost.
+        user_dir(self.runtime / "shournal", self.user, 0o700)
+        self.tmp = user_dir(self.state / "tmp", self.user, 0o700)
+        self.null_listener = build_null_listener(self.user)
+        cfg_dir = user_dir(self.cfg_home / "shournal", self.user, 0o700)
+        (cfg_dir / "config.toml").write_text(
+            CONFIG_TEMPLATE.format(
+                write_excludes=_toml_list([str(self.tmp)]),
+                read_includes=_toml_list(list(self.read_includes)),
+            )
+        )
+        os.chown(cfg_dir / "config.toml", self.user.uid, self.user.gid)
+        self.counter = 0
+
+    # The environment of every variant: identical except for what makes the
+    # variant.
+    def base_env(self, data_home: Path) -> dict[str, str]:
+        return {
+            "HOME": self.user.home,
+            "USER": self.user.name,
+            "LOGNAME": self.user.name,
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "XDG_CONFIG_HOME": str(self.cfg_home),
+            "XDG_DATA_HOME": str(data_home),
+            "XDG_RUNTIME_DIR": str(self.runtime),
+        }
+
+    def as_user(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[str]:
+        cmd = ["runuser", "-u", self.user.name, "--", "env", "-i"]
+        cmd += [f"{k}={v}" for k, v in env.items()]
+        if self.nofile:
+            cmd += ["prlimit", f"--nofile={self.nofile}:"]
+        return cmd + ["sh", "-c", f"cd {shlex.quote(str(cwd))} && exec \"$@\"", "sh", *argv]
+
+    def user_run(self, argv: Sequence[str], cwd: Path, check: bool = True, **kw):
+        """Run a preparation step as the bench user (never observed)."""
+        env = self.base_env(self.state / "data-prep")
+        return sh(self.as_user(argv, env, cwd), check=check, **kw)
+
+    def run(self, variant: str, body: str, cwd: Path) -> dict:
+        """Run `body` (a bash snippet) once as `variant`; return the record."""
+        self.counter += 1
+        n = self.counter
+        timefile = self.tmp / f"time.{n}"
+        data_home = self.state / f"data.{n}"
+        if data_home.exists():
+            shutil.rmtree(data_home)
+        user_dir(data_home, self.user, 0o700)
+        env = self.base_env(data_home)
+        wrapped = (
+            f"__s=$EPOCHREALTIME; {body}\n__rc=$?; __e=$EPOCHREALTIME; "
+            f"printf '%s %s %s\\n' \"$__s\" \"$__e\" \"$__rc\" > {shlex.quote(str(timefile))}"
+        )
+        argv: list[str] = ["bash", "-c", wrapped]
+        stats = self.tmp / f"null.{n}"
+        prof = self.tmp / f"prof.{n}"
+        cpu_out = self.tmp / f"cpu.{n}"
+        if variant == "full" and self.profile:
+            env["SHOURNAL_LISTENER"] = str(write_profile_listener(prof))
+        elif variant == "full" and self.listener_cpu:
+            env["SHOURNAL_LISTENER"] = str(write_cpu_listener(cpu_out))
+            env["SHOURNAL_BENCH_CPU_OUT"] = str(cpu_out)
+        if variant in ("floor", "eager"):
+            env["SHOURNAL_LISTENER"] = str(self.null_listener)
+            env["SHOURNAL_NULL_STATS"] = str(stats)
+            if variant == "eager":
+                env["SHOURNAL_NULL_EAGER"] = "1"
+        if variant in ("full", "floor", "eager"):
+            argv = [SHOURNAL, "run", "--", *argv]
+        rec: dict = {"variant": variant, "run": n, "load_before": loadavg()}
+        t0 = time.perf_counter()
+        proc = sh(self.as_user(argv, env, cwd), check=False, capture_output=True, text=True)
+        rec["total_s"] = time.perf_counter() - t0
+        rec["exit"] = proc.returncode
+        if proc.stderr.strip():
+            rec["stderr"] = proc.stderr.strip()[-2000:]
+        try:
+            start, end, rc = timefile.read_text().split()
+            rec["inner_s"] = float(end) - float(start)
+            rec["rc"] = int(rc)
+            timefile.unlink()
+        except (OSError, ValueError):
+            rec["inner_s"] = None
+            rec["rc"] = None
+        warnings = self.runtime / "shournal" / "warnings"
+        if warnings.exists():
+            rec["listener_warnings"] = warnings.read_text().strip().splitlines()
+            warnings.unlink()
+        if variant in ("floor", "eager"):
+            try:
+                ev, ovf, err = stats.read_text().split()
+                rec["floor_events"], rec["floor_overflows"], rec["floor_fd_errors"] = (
+                    int(ev),
+                    int(ovf),
+                    int(err),
+                )
+                stats.unlink()
+            except (OSError, ValueError):
+                rec["floor_events"] = None
+        if variant == "full" and self.listener_cpu and cpu_out.exists():
+            try:
+                wall, user, system = cpu_out.read_text().split()[-3:]
+                rec["listener_wall_s"], rec["listener_user_s"], rec["listener_sys_s"] = (
+                    float(wall),
+                    float(user),
+                    float(system),
+                )
+                cpu_out.unlink()
+            except ValueError:
+                pass
+        if variant == "full":
+            rec["journal"] = data_home / "shournal" / "journal.sqlite"
+            if self.profile:
+                rec["profiles"] = sorted(str(p) for p in self.tmp.glob(f"prof.{n}.*"))
+        rec["data_home"] = data_home
+        return rec
+
+    def discard_data(self, rec: dict) -> None:
+        shutil.rmtree(rec.pop("data_home"), ignore_errors=True)
+        rec.pop("journal", None)
+
+
+# --------------------------------------------------------------- journal
+
+
+def journal_stats(db: Path, prefixes: dict[str, tuple[int, str]] | None = None) -> dict:
+    """Counts and size of a journal written by one `shournal run`.
+
+    prefixes: name -> (kind, directory prefix); counts events of that kind
+    below the prefix (0 = write, 1 = read).
+    """
+    out: dict = {"exists": db.exists()}
+    if not db.exists():
+        return out
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        out["commands"] = con.execute("SELECT count(*) FROM command").fetchone()[0]
+        row = con.execute(
+            "SELECT coalesce(sum(dropped_writes),0), coalesce(sum(dropped_reads),0), "
+            "coalesce(sum(lost_events),0) FROM command"
+        ).fetchone()
+        out["dropped_writes"], out["dropped_reads"], out["lost_events"] = row
+        kinds = dict(con.execute("SELECT kind, count(*) FROM file_event GROUP BY kind"))
+        out["writes"], out["reads"] = kinds.get(0, 0), kinds.get(1, 0)
+        out["file_events"] = out["writes"] + out["reads"]
+        for name, (kind, prefix) in (prefixes or {}).items():
+            pre = prefix.rstrip("/").encode() + b"/"
+            out[name] = con.execute(
+                "SELECT count(*) FROM file_event e JOIN directory d ON d.id = e.directory_id "
+                "WHERE e.kind = ? AND substr(d.path, 1, ?) = ?",
+                (kind, len(pre), pre),
+            ).fetchone()[0]
+        try:
+            out["bytes_by_object"] = dict(
+                con.execute(
+                    "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+                )
+            )
+        except sqlite3.Error:
+            pass
+    finally:
+        con.close()
+    # We are root: side files SQLite created must stay the user's.
+    st = db.stat()
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(str(db) + suffix)
+        if side.exists():
+            os.chown(side, st.st_uid, st.st_gid)
+    size = db.stat().st_size
+    for suffix in ("-wal", "-journal"):
+        extra = Path(str(db) + suffix)
+        if extra.exists():
+            size += extra.stat().st_size
+    out["bytes"] = size
+    out["bytes_per_event"] = size / out["file_events"] if out["file_events"] else None
+    return out
+
+
+# ------------------------------------------------------------- the method
+
+
+def run_groups(
+    bench: Bench,
+    *,
+    cache: str,
+    reps: int,
+    body: str,
+    cwd: Path,
+    prepare: Callable[[], None],
+    check_full: Callable[[dict], None],
+    rng: random.Random,
+    variants: Sequence[str] = VARIANTS,
+) -> list[dict]:
+    """Run `reps` repetitions of every variant in random order.
+
+    prepare(): restores the starting state before each run (untimed,
+    unobserved).  check_full(rec): adds journal checks to a full run's
+    record (it may keep or discard the journal).
+    """
+    assert cache in ("cold", "warm")
+    records: list[dict] = []
+
+    def one(variant: str, rep: int, pos: int) -> dict:
+        prepare()
+        if cache == "cold":
+            drop_caches()
+        else:
+            sync()
+        rec = bench.run(variant, body, cwd)
+        rec.update(cache=cache, rep=rep, position=pos)
+        if variant == "full":
+            check_full(rec)
+        if "data_home" in rec:
+            bench.discard_data(rec)
+        return rec
+
+    if cache == "warm":
+        for v in variants:
+            log(f"{bench.name} warm-up: {v}")
+            one(v, -1, 0)
+    for rep in range(reps):
+        order = list(variants)
+        rng.shuffle(order)
+        for pos, v in enumerate(order):
+            rec = one(v, rep, pos)
+            log(
+                f"{bench.name} {cache} rep {rep + 1}/{reps} {v:5}: inner {fmt_s(rec['inner_s'])} s"
+                f"  total {rec['total_s']:.3f} s  load {rec['load_before']:.2f}"
+                + (f"  {rec['valid_note']}" if rec.get("valid_note") else "")
+            )
+            records.append(rec)
+    return records
+
+
+def summarize(records: list[dict], cache: str) -> dict:
+    """Median times and median within-repetition ratios."""
+    recs = [r for r in records if r["cache"] == cache and r["rep"] >= 0]
+    by_rep: dict[int, dict[str, dict]] = {}
+    for r in recs:
+        by_rep.setdefault(r["rep"], {})[r["variant"]] = r
+    out: dict = {"cache": cache, "reps": len(by_rep)}
+    for v in ALL_VARIANTS:
+        vr = [r for r in recs if r["variant"] == v]
+        if not vr:
+            continue
+        out[f"{v}_inner_median_s"] = median([r["inner_s"] for r in vr])
+        out[f"{v}_total_median_s"] = median([r["total_s"] for r in vr])
+    for v in ALL_VARIANTS[1:]:
+        ratios, tratios = [], []
+        for runs in by_rep.values():
+            p, m = runs.get("plain"), runs.get(v)
+            if p and m and p["inner_s"] and m["inner_s"] is not None:
+                ratios.append(m["inner_s"] / p["inner_s"])
+                tratios.append(m["total_s"] / p["total_s"])
+        if ratios:
+            out[f"{v}_ratio_median"] = median(ratios)
+            out[f"{v}_ratios"] = ratios
+            out[f"{v}_total_ratio_median"] = median(tratios)
+    if "full_ratio_median" in out and "floor_ratio_median" in out:
+        out["full_minus_floor_pp"] = (out["full_ratio_median"] - out["floor_ratio_median"]) * 100
+    full = [r for r in recs if r["variant"] == "full"]
+    if full:
+        # What the caller of `shournal run` waits for after the command:
+        # listener drain + storing (+ CLI start-up, which plain pays less).
+        out["full_after_command_median_s"] = median(
+            [r["total_s"] - r["inner_s"] for r in full if r["inner_s"] is not None]
+        )
+        out["full_invalid_runs"] = sum(1 for r in full if not r.get("valid", False))
+        cpu = [r["listener_user_s"] + r["listener_sys_s"] for r in full if "listener_user_s" in r]
+        if cpu:
+            out["listener_cpu_median_s"] = median(cpu)
+    floor = [r for r in recs if r["variant"] in ("floor", "eager")]
+    if floor:
+        out["floor_after_command_median_s"] = median(
+            [r["total_s"] - r["inner_s"] for r in floor if r["inner_s"] is not None]
+        )
+        out["floor_lost_runs"] = sum(
+            1 for r in floor if r.get("floor_overflows") or r.get("floor_fd_errors")
+        )
+    return out
+
+
+def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
+    print(f"\n== {title} ==")
+    hdr = (
+        f"{'cache':5} {'reps':>4} {'plain s':>8} {'full s':>8} {'floor s':>8} "
+        f"{'full':>8} {'floor':>8} {'full-floor':>10} {'total full':>10} {'after cmd':>9} "
+        f"{'invalid':>7}"
+    )
+    print(hdr)
+    for s in summaries:
+        pp = s.get("full_minus_floor_pp")
+        print(
+            f"{s['cache']:5} {s['reps']:>4} {fmt_s(s.get('plain_inner_median_s')):>8} "
+            f"{fmt_s(s.get('full_inner_median_s')):>8} {fmt_s(s.get('floor_inner_median_s')):>8} "
+            f"{pct(s.get('full_ratio_median')):>8} {pct(s.get('floor_ratio_median')):>8} "
+            f"{'n/a' if pp is None else f'{pp:+.1f}pp':>10} "
+            f"{pct(s.get('full_total_ratio_median')):>10} "
+            f"{fmt_s(s.get('full_after_command_median_s')):>9} "
+            f"{s.get('full_invalid_runs', 0):>7}"
+            + (f"   eager {pct(s['eager_ratio_median'])}" if "eager_ratio_median" in s else "")
+        )
+    print(
+        "(times: medians of the command's own wall time; full/floor: median of the per-repetition"
+        " ratio to plain, as overhead; total full: whole `shournal run` incl. storing vs plain;"
+        " after cmd: median seconds `shournal run` needed after the command ended)"
+    )
+    for s in summaries:
+        if "listener_cpu_median_s" in s:
+            cpu = s["listener_cpu_median_s"]
+            print(f"{s['cache']}: listener CPU (user+sys) median {cpu:.2f} s")
+    if targets:
+        print(f"targets: {targets}")
+
+
+# ------------------------------------------------------------------- CLI
+
+
+def common_args(p: argparse.ArgumentParser, reps: int) -> None:
+    p.add_argument("--user", default=DEFAULT_USER, help="unprivileged user (created if missing)")
+    p.add_argument("--reps", type=int, default=reps, help="repetitions per cache mode")
+    p.add_argument(
+        "--cache",
+        default="cold,warm",
+        help="comma-separated cache modes to run: cold (drop caches before each run), warm",
+    )
+    p.add_argument("--seed", type=int, default=None, help="seed of the run order (default: random)")
+    p.add_argument(
+        "--nofile",
+        type=int,
+        default=None,
+        help="soft RLIMIT_NOFILE for all variants (default: inherited from runuser, 1024 on "
+        "Debian); see README: the listener needs more than 1024 for bursts",
+    )
+    p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
+    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--tag", default="", help="suffix of the result file name")
+    p.add_argument("--profile", action="store_true", help="run the full listener under cProfile")
+    p.add_argument(
+        "--listener-cpu",
+        action="store_true",
+        help="run the full listener under /usr/bin/time and report its CPU seconds",
+    )
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated subset of plain,full,floor,eager (plain is always run)",
+    )
+
+
+def variants_arg(text: str) -> tuple[str, ...]:
+    chosen = {v for v in text.split(",") if v}
+    unknown = chosen - set(ALL_VARIANTS)
+    if unknown:
+        sys.exit(f"unknown variants: {', '.join(sorted(unknown))}")
+    return tuple(v for v in ALL_VARIANTS if v in chosen or v == "plain")
+
+
+def machine_info() -> dict:
+    info = {
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    # What was measured is the installed copy, not the work tree.
+    for key, path in (
+        ("installed_listener_mtime", "/usr/local/lib/shournal/venv/lib/python3.11/site-packages/"
+         "shournal/listener.py"),
+        ("installed_helper_mtime", "/usr/local/libexec/shournal/shournal-suid"),
+    ):
+        try:
+            info[key] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(os.stat(path).st_mtime))
+        except OSError:
+            pass
+    try:
+        info["shournal"] = subprocess.run(
+            [SHOURNAL, "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        pass
+    try:
+        info["git_head"] = subprocess.run(
+            ["git", "-C", str(BENCH_DIR), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        info["git_dirty"] = bool(
+            subprocess.run(
+                ["git", "-C", str(BENCH_DIR), "status", "--porcelain", "--", "../shournal",
+                 "../native"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+        )
+    except OSError:
+        pass
+    return info
+
+
+def _jsonable(o):
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(type(o).__name__)
+
+
+def write_results(results_dir: Path, name: str, payload: dict, tag: str = "") -> Path:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{name}{'-' + tag if tag else ''}.json"
+    payload = {"benchmark": name, "machine": machine_info(), **payload}
+    path.write_text(json.dumps(payload, indent=1, default=_jsonable) + "\n")
+    print(f"\nresults: {path}")
+    return path
+
+
+def profile_report(paths: Sequence[str], top: int = 25) -> str:
+    """Top cumulative/internal costs of cProfile dumps."""
+    import io
+    import pstats
+
+    paths = [p for p in paths if Path(p).exists()]
+    if not paths:
+        return "(no profile written)"
+    buf = io.StringIO()
+    st = pstats.Stats(*paths, stream=buf)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
