@@ -28,6 +28,13 @@ import sys
 import time
 
 from shournal import _paths, protocol
+from shournal.fanotify import (
+    FAN_CLOSE_NOWRITE,
+    FAN_CLOSE_WRITE,
+    FAN_Q_OVERFLOW,
+    META_SIZE,
+    iter_events,
+)
 from shournal.record import CommandRecord, FileEvent
 
 # Batch like the original: after a short read, let more events queue up
@@ -75,13 +82,6 @@ class Collector:
 
     # The hot path: called for every batch read from the fanotify fd.
     def handle_batch(self, buf: bytes) -> None:
-        from shournal.fanotify import (
-            FAN_CLOSE_NOWRITE,
-            FAN_CLOSE_WRITE,
-            FAN_Q_OVERFLOW,
-            iter_events,
-        )
-
         readlink, fstat, close = os.readlink, os.fstat, os.close
         for mask, fd, pid in iter_events(buf):
             if fd < 0:
@@ -171,12 +171,32 @@ def _read_all(fd: int, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def _drain(fan: int, collector: Collector) -> int:
+def _read_size() -> int:
+    """The kernel opens one fd per event inside read(): a read must never
+    ask for more events than we have free descriptors, or the listener dies
+    with EMFILE (a login's soft limit is often 1024).  Raise the soft limit
+    to the hard one and size reads to it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return _READ_SIZE
+    # leave room for the descriptors we hold ourselves (sockets, store)
+    return max(META_SIZE, min(_READ_SIZE, (soft - 64) * META_SIZE))
+
+
+def _drain(fan: int, collector: Collector, read_size: int) -> int:
     """Read until the queue is empty; return the bytes read."""
     total = 0
     while True:
         try:
-            buf = os.read(fan, _READ_SIZE)
+            buf = os.read(fan, read_size)
         except BlockingIOError:
             return total
         except OSError:
@@ -228,10 +248,11 @@ def listen(sock: socket.socket, fan: int, collector: Collector) -> protocol.Comm
     command: protocol.CommandMessage | None = None
     command_seen = 0.0
     eof_at = 0.0
+    read_size = _read_size()
     while True:
         ready = dict(poller.poll())
         # Always drain fanotify first: the last events must not be lost.
-        got = _drain(fan, collector)
+        got = _drain(fan, collector, read_size)
         if sock.fileno() in ready:
             data = sock.recv(protocol.COMMAND.size + protocol.MAX_COMMAND_LEN + 1)
             if not data:
@@ -245,7 +266,7 @@ def listen(sock: socket.socket, fan: int, collector: Collector) -> protocol.Comm
             time.sleep(_BATCH_SLEEP)
     for _ in range(_GRACE_POLLS):
         if poller.poll(_GRACE_MS):
-            _drain(fan, collector)
+            _drain(fan, collector, read_size)
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)

@@ -85,11 +85,6 @@ def test_missing_listener_is_one_setup_warning(kind, install, user_home):
     assert "not recording" in line and "listener" in line
 
 
-@pytest.mark.xfail(
-    reason="under this harness the SIGSTOPped listener ends as a zombie without storing; "
-    "overflow counting itself was verified by hand (lostEvents 5417) - open in the issue note",
-    strict=False,
-)
 @pytest.mark.parametrize("kind", SHELLS)
 def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     sh = Shell(kind, install, user_home)
