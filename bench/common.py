@@ -189,7 +189,8 @@ def build_null_listener(user: User) -> Path:
     os.chmod(out_dir, 0o755)
     out = out_dir / "null_listener"
     if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-        sh(["cc", "-O2", "-Wall", "-Wextra", "-o", str(out), str(src)])
+        sh(["cc", "-O2", "-Wall", "-Wextra", "-I", str(BENCH_DIR.parent / "native"), "-o",
+            str(out), str(src)])
         os.chmod(out, 0o755)
     return out
 

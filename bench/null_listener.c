@@ -1,121 +1,127 @@
-/* The benchmark's floor: a listener that reads every fanotify event and
+/* The benchmark's floor: a listener that receives every relayed event and
  * closes its descriptor at once, storing nothing.  The setuid helper execs
  * it (via SHOURNAL_LISTENER) exactly like the real listener, with the
- * control socket on fd 3 (SOCK_SEQPACKET) and the non-blocking fanotify
- * group on fd 4 (see native/shournal_protocol.h).  It exits when fd 3
- * reaches EOF, i.e. when every process of the command has exited.
+ * control socket on fd 3 and the holder's event relay on fd 4 (both
+ * SOCK_SEQPACKET, see native/shournal_protocol.h).  It exits when fd 3
+ * reaches EOF, i.e. when every process of the command has exited, after
+ * the same flushes as shournal/listener.py.
  *
- * If SHOURNAL_NULL_STATS names a file, "events overflows errors" is
- * written there at exit, so the benchmark can check that the floor saw the
- * same events as the full pipeline.
+ * The floor therefore includes everything but Python: the kernel's
+ * fanotify work, the holder's permission check and the fd passing.
  *
- * Reading policy: by default the same as shournal/listener.py (drain the
- * queue with reads of 4096*24*4 bytes; when the drain got less than
- * 512*24 bytes, sleep 20 ms before polling again, so that events queue up
- * instead of waking us up one by one).  With SHOURNAL_NULL_EAGER=1 every
- * event is read as soon as poll() reports it: each queued event then wakes
- * the listener, and the command pays for that wake-up.
+ * If SHOURNAL_NULL_STATS names a file, "events lost truncated" is written
+ * there at exit, so the benchmark can check that the floor saw the same
+ * events as the full pipeline.
  *
- * SHOURNAL_NULL_START_DELAY_MS delays the first read (a diagnostic: it
- * imitates a listener that starts slowly, so that one read() returns a
- * large backlog and the kernel must open an fd for every event in it).
- *
- * Built by bench/common.py:  cc -O2 -o null_listener null_listener.c
+ * Built by bench/common.py:  cc -O2 -I native -o null_listener null_listener.c
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/fanotify.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#define FD_SOCKET 3
-#define FD_FANOTIFY 4
+#include "shournal_protocol.h"
 
-static unsigned long long g_events, g_overflows, g_errors;
-static char g_buf[4096 * 24 * 4] __attribute__((aligned(8)));
+static unsigned long long g_events, g_lost, g_truncated;
+static uint32_t g_flushed;
 
-#define SMALL_BATCH_BYTES (512 * 24)
-#define BATCH_SLEEP_NS (20 * 1000 * 1000L)
-
-/* Returns the bytes read. */
-static size_t drain(void)
+/* Handle every waiting message; returns -1 when the holder is gone. */
+static int pump(int flags)
 {
-    size_t total = 0;
     for (;;) {
-        ssize_t n = read(FD_FANOTIFY, g_buf, sizeof g_buf);
+        char data[sizeof(struct shournal_events) +
+                  SHOURNAL_MAX_EVENTS_PER_MSG * sizeof(struct shournal_event)];
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_EVENTS_PER_MSG)];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {data, sizeof data};
+        struct msghdr mh = {0};
+        struct shournal_events hdr;
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = u.buf;
+        mh.msg_controllen = sizeof u.buf;
+        ssize_t n = recvmsg(SHOURNAL_FD_EVENTS, &mh, flags | MSG_CMSG_CLOEXEC);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN)
-                return total;
-            g_errors++; /* an event we may not open (kernel without FD_ERROR) */
-            continue;
+            return errno == EAGAIN ? 0 : -1;
         }
         if (n == 0)
-            return total;
-        total += (size_t)n;
-        struct fanotify_event_metadata *m = (struct fanotify_event_metadata *)g_buf;
-        while (FAN_EVENT_OK(m, n)) {
-            if (m->fd >= 0)
-                close(m->fd);
-            else if (m->mask & FAN_Q_OVERFLOW)
-                g_overflows++;
-            else
-                g_errors++;
-            g_events++;
-            m = FAN_EVENT_NEXT(m, n);
+            return -1;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            int *fds = (int *)CMSG_DATA(c);
+            for (size_t i = 0; i < k; i++)
+                close(fds[i]);
         }
+        if ((size_t)n < sizeof hdr)
+            continue;
+        memcpy(&hdr, data, sizeof hdr);
+        g_lost += hdr.lost;
+        if (mh.msg_flags & MSG_CTRUNC)
+            g_truncated++;
+        if (hdr.type == SHOURNAL_MSG_EVENTS)
+            g_events += hdr.count;
+        else if (hdr.type == SHOURNAL_MSG_FLUSHED)
+            g_flushed = hdr.seq;
+        flags = MSG_DONTWAIT;
     }
+}
+
+static void flush(uint32_t seq)
+{
+    struct shournal_flush req = {SHOURNAL_MSG_FLUSH, seq};
+    if (send(SHOURNAL_FD_EVENTS, &req, sizeof req, MSG_NOSIGNAL) != (ssize_t)sizeof req)
+        return;
+    while (g_flushed != seq)
+        if (pump(0) < 0)
+            return;
 }
 
 int main(void)
 {
-    struct pollfd p[2] = {{FD_FANOTIFY, POLLIN, 0}, {FD_SOCKET, POLLIN, 0}};
-    char msg[96 * 1024 + 64];
+    struct pollfd p[2] = {{SHOURNAL_FD_EVENTS, POLLIN, 0}, {SHOURNAL_FD_SOCKET, POLLIN, 0}};
+    char msg[SHOURNAL_MAX_COMMAND_LEN + 64];
     const char *stats = getenv("SHOURNAL_NULL_STATS");
-
-    const char *delay = getenv("SHOURNAL_NULL_START_DELAY_MS");
-    const char *eager_env = getenv("SHOURNAL_NULL_EAGER");
-    int eager = eager_env && eager_env[0] == '1';
 
     if (chdir("/") != 0) /* never keep a mount busy */
         return 1;
-    if (delay && atoi(delay) > 0) {
-        struct timespec ts = {atoi(delay) / 1000, (atoi(delay) % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
     for (;;) {
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
-        size_t got = drain();
+        if (p[0].revents && pump(MSG_DONTWAIT) < 0)
+            p[0].fd = -1;
         if (p[1].revents) {
-            ssize_t n = recv(FD_SOCKET, msg, sizeof msg, MSG_DONTWAIT);
+            ssize_t n = recv(SHOURNAL_FD_SOCKET, msg, sizeof msg, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                 break;
-            continue;
-        }
-        if (!eager && got < SMALL_BATCH_BYTES) {
-            struct timespec ts = {0, BATCH_SLEEP_NS};
-            nanosleep(&ts, NULL);
         }
     }
-    /* Closes that raced the socket's release, as the real listener does. */
-    for (int i = 0; i < 3; i++) {
-        struct pollfd q = {FD_FANOTIFY, POLLIN, 0};
-        if (poll(&q, 1, 15) > 0)
-            (void)drain();
+    /* As the real listener: flush, then twice more after 10 ms for closes
+     * that raced the socket's release. */
+    flush(1);
+    for (uint32_t i = 2; i <= 3; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000L};
+        nanosleep(&ts, NULL);
+        flush(i);
     }
     if (stats && stats[0]) {
         FILE *f = fopen(stats, "w");
         if (f) {
-            fprintf(f, "%llu %llu %llu\n", g_events, g_overflows, g_errors);
+            fprintf(f, "%llu %llu %llu\n", g_events, g_lost, g_truncated);
             fclose(f);
         }
     }

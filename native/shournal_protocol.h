@@ -17,8 +17,7 @@
 
 /* Fixed descriptor numbers handed from helper to listener. */
 #define SHOURNAL_FD_SOCKET 3
-#define SHOURNAL_FD_FANOTIFY 4
-#define SHOURNAL_FD_HOLDER_PIPE 5
+#define SHOURNAL_FD_EVENTS 4 /* SEQPACKET socket to the holder (relay below) */
 
 /* Flags in shournal_setup_done.flags */
 #define SHOURNAL_SETUP_FD_ERROR 1u /* FAN_REPORT_FD_ERROR is active */
@@ -46,6 +45,38 @@ struct shournal_command {
     int64_t start_ns; /* CLOCK_REALTIME when the namespace was ready */
     int64_t end_ns;   /* CLOCK_REALTIME when the shell saw the prompt */
     uint8_t session[16];
+};
+
+/* The relay, holder <-> listener over the socket on SHOURNAL_FD_EVENTS.
+ * The fanotify group was made with CAP_SYS_ADMIN, so the kernel opens its
+ * event fds without any permission check: it never leaves the holder.  The
+ * holder forwards only events whose file the user may read (checked with
+ * the user's ids and groups), each fd as SCM_RIGHTS in event order. */
+#define SHOURNAL_MSG_EVENTS 4u  /* holder -> listener */
+#define SHOURNAL_MSG_FLUSH 5u   /* listener -> holder: forward all queued */
+#define SHOURNAL_MSG_FLUSHED 6u /* holder -> listener: done, same seq */
+
+/* At most SCM_MAX_FD (253) descriptors travel in one message. */
+#define SHOURNAL_MAX_EVENTS_PER_MSG 253
+
+/* EVENTS and FLUSHED (count 0) */
+struct shournal_events {
+    uint32_t type;
+    uint32_t count; /* records following, one fd each */
+    uint32_t lost;  /* queue overflows and fds the kernel failed to open */
+    uint32_t seq;   /* FLUSHED: the seq of the FLUSH answered */
+};
+
+struct shournal_event {
+    uint64_t mask; /* FAN_CLOSE_WRITE / FAN_CLOSE_NOWRITE */
+    int32_t pid;
+    uint32_t reserved;
+};
+
+/* FLUSH: forward everything queued, then answer FLUSHED with `seq` */
+struct shournal_flush {
+    uint32_t type;
+    uint32_t seq;
 };
 
 #define SHOURNAL_MAX_COMMAND_LEN (96 * 1024)

@@ -5,8 +5,9 @@
  *
  *   setup  - unshare a mount namespace, create a fanotify group and mark the
  *            namespace's copies of the mounts, fork a "holder" process that
- *            pins the namespace, then drop privileges for good and exec the
- *            user's listener with the fanotify descriptor.
+ *            pins the namespace and relays to the listener the events of
+ *            files the user may read, then drop privileges for good and
+ *            exec the user's listener with the relay socket.
  *   exec   - the exec trampoline: join a namespace made by `setup` for the
  *            same real user, drop privileges for good, exec the program.
  *   check  - report whether the above can work on this machine (doctor).
@@ -19,6 +20,13 @@
  *     this program can have created it;
  *   - setresgid/setresuid to the real ids, verified, before anything of the
  *     user's runs;
+ *   - the fanotify group never reaches user code: made with CAP_SYS_ADMIN,
+ *     its event fds are opened without permission checks and it could mark
+ *     anything.  The holder keeps it and forwards an event only if the user
+ *     may read the file (faccessat2 with the user's ids and groups);
+ *   - namespaces and fanotify groups are counted against the user, not
+ *     root, so a user can exhaust only his own limits;
+ *   - members of the shournal group are refused (they could forge holders);
  *   - every descriptor not handed on is closed.
  */
 #define _GNU_SOURCE
@@ -27,6 +35,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <mntent.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,7 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fanotify.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -56,6 +67,10 @@
 #define FAN_REPORT_FD_ERROR 0x00002000 /* Linux 6.13, backported to 6.6.66 */
 #endif
 
+#ifndef SECBIT_NO_SETUID_FIXUP
+#define SECBIT_NO_SETUID_FIXUP (1 << 2) /* <linux/securebits.h> */
+#endif
+
 #define MAX_EXCLUDES 64
 #define EXIT_USAGE 2
 
@@ -63,6 +78,7 @@ extern char **environ;
 
 static const char *g_prog = "shournal-suid";
 static int g_sock = -1; /* setup: report failures to the shell here */
+static mode_t g_umask = 022; /* the caller's, restored on every drop */
 
 static void die_setup(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -164,6 +180,24 @@ static int drop_privileges(void)
         return -1;
     if (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
         return -1;
+    /* with securebits left set, the uid change above would keep caps */
+    if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != 0)
+        return -1;
+    umask(g_umask);
+    return 0;
+}
+
+/* Is the real user a member of the shournal group?  Such a user could
+ * make a process with our credential himself. */
+static int user_in_group(gid_t grp)
+{
+    gid_t groups[NGROUPS_MAX];
+    int n = getgroups(NGROUPS_MAX, groups);
+    if (getgid() == grp || n < 0)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == grp)
+            return 1;
     return 0;
 }
 
@@ -265,33 +299,216 @@ static int fanotify_group(uint32_t *flags_out)
     return fanotify_init(base, evflags); /* kernel without FD_ERROR */
 }
 
-/* The holder only pins the namespace.  Its ids (real uid, shournal gid)
- * are its credential: no user can create such a process himself. */
-static void run_holder(int pipe_rd, int ready_wr, gid_t grp) __attribute__((noreturn));
-static void run_holder(int pipe_rd, int ready_wr, gid_t grp)
+/* ------------------------------------------------------------- holder */
+
+struct relay {
+    int fan, sock;
+    pid_t listener;
+    uint32_t lost;
+    uint32_t count;
+    struct shournal_event ev[SHOURNAL_MAX_EVENTS_PER_MSG];
+    int fds[SHOURNAL_MAX_EVENTS_PER_MSG];
+};
+
+static void relay_sleep_ms(long ms)
 {
-    uid_t ruid = getuid();
+    struct timespec ts = {0, ms * 1000 * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Send the pending batch; the socket blocks when the listener lags, and the
+ * kernel's fanotify queue (with its overflow count) takes up the slack. */
+static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
+{
+    struct shournal_events hdr = {type, r->count, r->lost, seq};
+    struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->ev, r->count * sizeof r->ev[0]}};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_EVENTS_PER_MSG)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {0};
+    ssize_t n;
+
+    mh.msg_iov = iov;
+    mh.msg_iovlen = r->count ? 2 : 1;
+    if (r->count) {
+        struct cmsghdr *c;
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * r->count);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * r->count);
+        memcpy(CMSG_DATA(c), r->fds, sizeof(int) * r->count);
+    }
+    for (;;) {
+        n = sendmsg(r->sock, &mh, MSG_NOSIGNAL);
+        if (n >= 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        /* too many fds in flight for this user, or no buffer: wait */
+        if (errno == ETOOMANYREFS || errno == ENOBUFS || errno == EAGAIN) {
+            relay_sleep_ms(1);
+            continue;
+        }
+        return -1; /* the listener is gone */
+    }
+    for (uint32_t i = 0; i < r->count; i++)
+        (void)close(r->fds[i]);
+    r->count = 0;
+    r->lost = 0;
+    return 0;
+}
+
+/* May the user read what fd refers to?  faccessat2 checks with our fs ids
+ * and groups, which are the user's (see run_holder); ACLs and LSMs count. */
+static int user_may_read(int fd)
+{
+    return syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
+}
+
+/* Read everything queued, forward what the user may see; returns the
+ * number of events read, -1 if the listener is gone. */
+static long relay_drain(struct relay *r)
+{
+    char buf[sizeof(struct fanotify_event_metadata) * SHOURNAL_MAX_EVENTS_PER_MSG]
+        __attribute__((aligned(8)));
+    long total = 0;
+
+    for (;;) {
+        ssize_t len = read(r->fan, buf, sizeof buf);
+        if (len < 0) {
+            if (errno == EAGAIN)
+                return total;
+            if (errno == EINTR)
+                continue;
+            /* without FAN_REPORT_FD_ERROR, an event whose fd could not be
+             * opened fails the read and is gone */
+            r->lost++;
+            if (++total > 1000000)
+                return total;
+            continue;
+        }
+        if (len == 0)
+            return total;
+        struct fanotify_event_metadata *m = (struct fanotify_event_metadata *)buf;
+        for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
+            total++;
+            if (m->vers != FANOTIFY_METADATA_VERSION) {
+                if (m->fd >= 0)
+                    (void)close(m->fd);
+                r->lost++;
+                continue;
+            }
+            if (m->fd < 0) { /* FAN_NOFD: overflow; else -errno (FD_ERROR) */
+                r->lost++;
+                continue;
+            }
+            if (m->pid == r->listener || !user_may_read(m->fd)) {
+                (void)close(m->fd);
+                continue;
+            }
+            r->ev[r->count] = (struct shournal_event){m->mask, m->pid, 0};
+            r->fds[r->count++] = m->fd;
+            if (r->count == SHOURNAL_MAX_EVENTS_PER_MSG && relay_send(r, SHOURNAL_MSG_EVENTS, 0))
+                return -1;
+        }
+        if ((r->count || r->lost) && relay_send(r, SHOURNAL_MSG_EVENTS, 0))
+            return -1;
+    }
+}
+
+/* Keep the user's supplementary groups and take his gid as the fs gid, so
+ * access checks are his; uid, euid and saved uid become his; gid, egid
+ * and saved gid become shournal: ptrace needs matching gids, and
+ * /proc/<pid> shows euid/egid, the trampoline's credential. */
+static int holder_ids(gid_t grp)
+{
+    uid_t ruid = getuid(), r, e, s;
+    gid_t rgid = getgid(), rg, eg, sg;
+
+    if (setresgid(grp, grp, grp) != 0)
+        return -1;
+    (void)setfsgid(rgid); /* returns the old value, never an error */
+    if (setresuid(ruid, ruid, ruid) != 0)
+        return -1;
+    if (getresuid(&r, &e, &s) != 0 || r != ruid || e != ruid || s != ruid)
+        return -1;
+    if (getresgid(&rg, &eg, &sg) != 0 || rg != grp || eg != grp || sg != grp)
+        return -1;
+    if ((gid_t)setfsgid((gid_t)-1) != rgid) /* -1 is invalid: a pure query */
+        return -1;
+    if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != 0)
+        return -1;
+    if (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
+        return -1;
+    return 0;
+}
+
+/* The holder pins the namespace (its ids -- real uid, shournal gid -- are
+ * the trampoline's credential: no user can create such a process) and is
+ * the only owner of the fanotify group. */
+static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener)
+    __attribute__((noreturn));
+static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener)
+{
+    struct relay *r = calloc(1, sizeof *r);
+    struct rlimit rl;
     char c = 1;
 
-    if (setgroups(0, NULL) != 0 || setresgid(grp, grp, grp) != 0 ||
-        setresuid(ruid, ruid, ruid) != 0)
+    if (r == NULL || holder_ids(grp) != 0)
         _exit(1);
-    /* Changing credentials made us non-dumpable, which would make
-     * /proc/<pid> root-owned; ptrace stays impossible for the user since
-     * our gids differ from his. */
-    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
-        _exit(1);
+    /* one read may open SHOURNAL_MAX_EVENTS_PER_MSG fds: make room */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
     /* Only now does /proc/<pid> show our credential: the trampoline must
      * not be pointed at us before. */
     if (write(ready_wr, &c, 1) != 1)
         _exit(1);
     (void)close(ready_wr);
-    while (read(pipe_rd, &c, 1) < 0 && errno == EINTR)
-        ;
-    _exit(0);
+
+    r->fan = fan;
+    r->sock = sock;
+    r->listener = listener;
+    for (;;) {
+        struct pollfd p[2] = {{fan, POLLIN, 0}, {sock, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
+        }
+        if (p[1].revents) {
+            struct shournal_flush req;
+            ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                _exit(0); /* the listener is done (or gone) */
+            if (n == (ssize_t)sizeof req && req.type == SHOURNAL_MSG_FLUSH) {
+                if (relay_drain(r) < 0 || relay_send(r, SHOURNAL_MSG_FLUSHED, req.seq) != 0)
+                    _exit(0);
+            }
+            continue;
+        }
+        if (p[0].revents & POLLIN) {
+            long n = relay_drain(r);
+            if (n < 0)
+                _exit(0);
+            /* Like the original: after a small batch let events queue up
+             * instead of waking up for each one. */
+            if (n < 512)
+                relay_sleep_ms(20);
+        } else if (p[0].revents) {
+            _exit(1);
+        }
+    }
 }
 
 static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, int nsfd)
@@ -345,16 +562,35 @@ static void usage(void)
 
 /* ---------------------------------------------------------------- setup */
 
+/* on: euid := real uid, keeping capabilities (SECBIT_NO_SETUID_FIXUP);
+ * off: euid 0 again and securebits cleared, so the final drop clears the
+ * capabilities as usual (drop_privileges verifies the bits). */
+static int charge_user(int on)
+{
+    uid_t ruid = getuid();
+    if (ruid == 0)
+        return 0;
+    if (on)
+        return prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0 ||
+                       setresuid((uid_t)-1, ruid, (uid_t)-1) != 0
+                   ? -1
+                   : 0;
+    return setresuid((uid_t)-1, 0, (uid_t)-1) != 0 ||
+                   prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0
+               ? -1
+               : 0;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, nsfd, pipefd[2], readyfd[2], root_marked = 0;
+    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], readyfd[2], root_marked = 0;
     char ready = 0;
     ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     uint32_t flags = 0;
     gid_t grp;
-    pid_t holder;
+    pid_t holder, listener;
 
     /* argv: setup [opts] -- LISTENER [ARG]... */
     for (i = 2; i < argc; i++) {
@@ -385,6 +621,14 @@ static int cmd_setup(int argc, char **argv)
     if (shournal_gid(&grp) != 0)
         die_setup("group '%s' does not exist (groupadd --system %s)", SHOURNAL_GROUP,
                   SHOURNAL_GROUP);
+    if (user_in_group(grp))
+        die_setup("refusing: you are a member of group '%s' (remove that membership)",
+                  SHOURNAL_GROUP);
+    /* The namespace and the fanotify group are counted (max_mnt_namespaces,
+     * max_fanotify_groups) against the effective uid: make it the user's,
+     * keeping our capabilities, so a user exhausts only his own limits. */
+    if (charge_user(1) != 0)
+        die_setup("cannot switch to the user's euid: %s", strerror(errno));
     if (unshare(CLONE_NEWNS) != 0)
         die_setup("unshare(CLONE_NEWNS): %s", strerror(errno));
     fan = fanotify_group(&flags);
@@ -394,20 +638,27 @@ static int cmd_setup(int argc, char **argv)
         die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
     if (!root_marked)
         die_setup("fanotify_mark on /: %s", strerror(errno));
-    if (pipe2(pipefd, O_CLOEXEC) != 0 || pipe2(readyfd, O_CLOEXEC) != 0)
-        die_setup("pipe2: %s", strerror(errno));
+    if (charge_user(0) != 0)
+        die_setup("cannot switch back to euid 0: %s", strerror(errno));
+    if (syscall(SYS_faccessat2, fan, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 && errno == ENOSYS)
+        die_setup("this kernel lacks faccessat2 (Linux >= 5.8 needed)");
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0 ||
+        pipe2(readyfd, O_CLOEXEC) != 0)
+        die_setup("socketpair: %s", strerror(errno));
 
+    listener = getpid(); /* we become the listener */
     holder = fork();
     if (holder < 0)
         die_setup("fork: %s", strerror(errno));
     if (holder == 0) {
-        (void)close(fan);
         (void)close(SHOURNAL_FD_SOCKET);
-        (void)close(pipefd[1]);
+        (void)close(relay[1]);
         (void)close(readyfd[0]);
-        run_holder(pipefd[0], readyfd[1], grp);
+        run_holder(fan, relay[0], readyfd[1], grp, listener);
     }
-    (void)close(pipefd[0]);
+    /* the group must never reach the listener: it is the user's code */
+    (void)close(fan);
+    (void)close(relay[0]);
     (void)close(readyfd[1]);
     do
         got = read(readyfd[0], &ready, 1);
@@ -436,14 +687,13 @@ static int cmd_setup(int argc, char **argv)
     (void)close(rootfd);
     (void)close(nsfd);
 
-    /* fan and the pipe are above fd 5 unless fd numbers were low; move them
-     * to high numbers first so the final dup2s cannot clobber each other. */
-    fan = fcntl(fan, F_DUPFD_CLOEXEC, 64);
-    pipefd[1] = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 64);
-    if (fan < 0 || pipefd[1] < 0 || move_fd(SHOURNAL_FD_SOCKET, SHOURNAL_FD_SOCKET) != 0 ||
-        move_fd(fan, SHOURNAL_FD_FANOTIFY) != 0 || move_fd(pipefd[1], SHOURNAL_FD_HOLDER_PIPE) != 0)
+    /* The relay end may sit on a low number: move it high first so the
+     * final dup2 cannot clobber the socket. */
+    relay[1] = fcntl(relay[1], F_DUPFD_CLOEXEC, 64);
+    if (relay[1] < 0 || move_fd(SHOURNAL_FD_SOCKET, SHOURNAL_FD_SOCKET) != 0 ||
+        move_fd(relay[1], SHOURNAL_FD_EVENTS) != 0)
         _exit(1);
-    close_from(SHOURNAL_FD_HOLDER_PIPE + 1);
+    close_from(SHOURNAL_FD_EVENTS + 1);
     /* The listener leads an orphaned process group: if it is ever stopped,
      * the kernel sends SIGHUP on continue, which must not lose a command.
      * SIG_IGN survives the exec, so this covers the interpreter start too. */
@@ -499,6 +749,12 @@ static int cmd_exec(int argc, char **argv)
         exec_user(filename, args, env);
     }
 
+    if (user_in_group(grp)) {
+        (void)drop_privileges();
+        warn("refusing: you are a member of group '%s' (remove that membership)",
+             SHOURNAL_GROUP);
+        _exit(1);
+    }
     snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
     procfd = open(procpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (procfd < 0) {
@@ -596,9 +852,9 @@ static int cmd_check(void)
 
 int main(int argc, char **argv)
 {
-    /* Never let a user's signal disposition or umask leak into what we
-     * create while privileged. */
-    umask(022);
+    /* Never let a user's umask shape what we create while privileged; it
+     * is given back on every drop (drop_privileges). */
+    g_umask = umask(022);
     if (argc < 2)
         usage();
     if (strcmp(argv[1], "setup") == 0)

@@ -2,8 +2,12 @@
 stores the finished command.
 
 The setuid helper execs this program after dropping privileges for good,
-with the control socket on fd 3, the fanotify group on fd 4 and the holder's
-lifetime pipe on fd 5 (see native/shournal_protocol.h).
+with the control socket on fd 3 and the event relay on fd 4 (see
+native/shournal_protocol.h).  The fanotify group itself stays in the
+helper's holder process: it was made with CAP_SYS_ADMIN, so its event fds
+are opened without permission checks, and this program is the user's code.
+The holder forwards only events of files the user may read (faccessat2 with
+his ids and groups), each with its fd.
 
 Why one listener per command line, and not a per-user daemon: the shell
 never waits for it (the helper answers the shell before exec'ing Python), a
@@ -12,10 +16,8 @@ wrong.  Its price -- a Python start-up per command line -- is paid on a core
 the prompt is not waiting for; bench/latency.py measures what the prompt
 does wait for.
 
-Event fds are opened by the kernel with *our* credentials when we read(),
-so files the user may not read never reach us; the permission rules in
-shournal.filters then apply the original's owner/group/other test against
-the real ids on top.
+The permission rules in shournal.filters then apply the original's
+owner/group/other test against the real ids on top.
 """
 
 from __future__ import annotations
@@ -28,23 +30,17 @@ import sys
 import time
 
 from shournal import _paths, protocol
-from shournal.fanotify import (
-    FAN_CLOSE_NOWRITE,
-    FAN_CLOSE_WRITE,
-    FAN_Q_OVERFLOW,
-    META_SIZE,
-    iter_events,
-)
+from shournal.fanotify import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.record import CommandRecord, FileEvent
 
-# Batch like the original: after a short read, let more events queue up
-# instead of waking up for each one.
-_READ_SIZE = 4096 * 24 * 4
-_SMALL_BATCH_BYTES = 512 * 24
-_BATCH_SLEEP = 0.02
+# (Batching like the original -- sleep after a small batch so events queue
+# up -- happens in the holder, which reads the fanotify group.)
 # After EOF, closes that raced the socket's release may still arrive.
-_GRACE_POLLS = 3
-_GRACE_MS = 15
+_GRACE_FLUSHES = 2
+_GRACE_SLEEP = 0.01
+# How long to wait for the holder to answer a flush.
+_FLUSH_TIMEOUT = 10.0
+_RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_PER_MSG * protocol.EVENT.size
 
 
 class Collector:
@@ -80,17 +76,13 @@ class Collector:
 
         self.hash = partial_xxh64
 
-    # The hot path: called for every batch read from the fanotify fd.
-    def handle_batch(self, buf: bytes) -> None:
+    # The hot path: called for every batch the holder relays.
+    def handle_events(self, records: bytes, fds: list[int]) -> None:
         readlink, fstat, close = os.readlink, os.fstat, os.close
-        for mask, fd, pid in iter_events(buf):
-            if fd < 0:
-                if mask & FAN_Q_OVERFLOW:
-                    self.overflows += 1
-                else:  # FAN_REPORT_FD_ERROR: -errno, a file we may not open
-                    self.unreadable += 1
-                continue
+        events = protocol.EVENT.iter_unpack(records)
+        for fd in fds:
             try:
+                mask, pid, _ = next(events, (0, 0, 0))
                 if pid == self.mypid:
                     continue
                 path = readlink(b"/proc/self/fd/%d" % fd)
@@ -171,43 +163,95 @@ def _read_all(fd: int, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def _read_size() -> int:
-    """The kernel opens one fd per event inside read(): a read must never
-    ask for more events than we have free descriptors, or the listener dies
-    with EMFILE (a login's soft limit is often 1024).  Raise the soft limit
-    to the hard one and size reads to it."""
+def _raise_nofile() -> None:
+    """Every relayed event arrives with an open fd (up to 253 per message):
+    a login's soft limit of 1024 is tight for a burst."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
         except (ValueError, OSError):
             pass
-    if soft == resource.RLIM_INFINITY:
-        return _READ_SIZE
-    # leave room for the descriptors we hold ourselves (sockets, store)
-    return max(META_SIZE, min(_READ_SIZE, (soft - 64) * META_SIZE))
 
 
-def _drain(fan: int, collector: Collector, read_size: int) -> int:
-    """Read until the queue is empty; return the bytes read."""
-    total = 0
-    while True:
+class Relay:
+    """Our end of the holder's event relay (fd 4)."""
+
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(fileno=fd)
+        self.sock.setblocking(False)
+        self.seq = 0
+        self.flushed = 0
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def pump(self, collector: Collector) -> int:
+        """Handle every message waiting; return the number of events."""
+        total = 0
+        while not self.closed:
+            try:
+                data, fds, _flags, _ = socket.recv_fds(
+                    self.sock, _RELAY_BUFSIZE, protocol.MAX_EVENTS_PER_MSG, socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                break
+            except InterruptedError:
+                continue
+            except OSError:
+                self.closed = True
+                break
+            if not data:
+                self.closed = True
+                break
+            total += self._handle(data, fds, collector)
+        return total
+
+    def _handle(self, data: bytes, fds: list[int], collector: Collector) -> int:
+        if len(data) < protocol.EVENTS.size:
+            for fd in fds:
+                os.close(fd)
+            return 0
+        mtype, count, lost, seq = protocol.EVENTS.unpack_from(data)
+        collector.overflows += lost
+        if mtype == protocol.MSG_FLUSHED:
+            self.flushed = seq
+        if mtype != protocol.MSG_EVENTS:
+            for fd in fds:
+                os.close(fd)
+            return 0
+        if len(fds) < count:  # MSG_CTRUNC: we ran out of descriptors
+            collector.unreadable += count - len(fds)
+        collector.handle_events(data[protocol.EVENTS.size :], fds)
+        return count
+
+    def flush(self, collector: Collector) -> bool:
+        """Make the holder forward everything queued so far; False if it is
+        gone or does not answer (events may be missing)."""
+        if self.closed:
+            return False
+        self.seq += 1
         try:
-            buf = os.read(fan, read_size)
-        except BlockingIOError:
-            return total
+            self.sock.send(protocol.FLUSH.pack(protocol.MSG_FLUSH, self.seq))
         except OSError:
-            # Without FAN_REPORT_FD_ERROR the kernel fails the read for an
-            # event whose file we may not open; that event is gone.
-            collector.unreadable += 1
-            continue
-        if not buf:
-            return total
-        total += len(buf)
-        collector.handle_batch(buf)
+            self.closed = True
+            return False
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        deadline = time.monotonic() + _FLUSH_TIMEOUT
+        while self.flushed != self.seq and not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if poller.poll(left * 1000):
+                self.pump(collector)
+        return self.flushed == self.seq
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def _warn(message: str) -> None:
@@ -240,19 +284,22 @@ def _remove_markers() -> None:
             pass
 
 
-def listen(sock: socket.socket, fan: int, collector: Collector) -> protocol.CommandMessage | None:
+def listen(
+    sock: socket.socket, relay: Relay, collector: Collector
+) -> protocol.CommandMessage | None:
     """Collect events until every process of the command line has exited."""
     poller = select.poll()
-    poller.register(fan, select.POLLIN)
+    poller.register(relay.fileno(), select.POLLIN)
     poller.register(sock.fileno(), select.POLLIN)
     command: protocol.CommandMessage | None = None
     command_seen = 0.0
     eof_at = 0.0
-    read_size = _read_size()
     while True:
         ready = dict(poller.poll())
-        # Always drain fanotify first: the last events must not be lost.
-        got = _drain(fan, collector, read_size)
+        # Always take events first: the last ones must not be lost.
+        relay.pump(collector)
+        if relay.closed and relay.fileno() in ready:
+            poller.unregister(relay.fileno())
         if sock.fileno() in ready:
             data = sock.recv(protocol.COMMAND.size + protocol.MAX_COMMAND_LEN + 1)
             if not data:
@@ -261,12 +308,14 @@ def listen(sock: socket.socket, fan: int, collector: Collector) -> protocol.Comm
             msg = protocol.unpack_command(data)
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
-            continue
-        if got < _SMALL_BATCH_BYTES:
-            time.sleep(_BATCH_SLEEP)
-    for _ in range(_GRACE_POLLS):
-        if poller.poll(_GRACE_MS):
-            _drain(fan, collector, read_size)
+    complete = relay.flush(collector)
+    for _ in range(_GRACE_FLUSHES):
+        time.sleep(_GRACE_SLEEP)
+        complete = relay.flush(collector) and complete
+    if not complete:
+        # the holder died (or was killed): we cannot know what we missed
+        collector.unreadable += 1
+        _warn("event relay ended early: file events of this command may be missing")
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
@@ -319,7 +368,7 @@ def store_record(rec: CommandRecord, cfg) -> int:
         store.close()
 
 
-def run(sock: socket.socket, fan: int) -> int:
+def run(sock: socket.socket, relay: Relay) -> int:
     try:
         cwd = os.getcwd()
     except OSError:
@@ -335,8 +384,8 @@ def run(sock: socket.socket, fan: int) -> int:
         cfg = load_config(path=None, create=False, defaults_only=True)
     gids = frozenset(os.getgroups()) | {os.getgid()}
     collector = Collector(cfg, os.getuid(), gids)
-    command = listen(sock, fan, collector)
-    os.close(fan)  # nothing we do from here may produce events for us
+    command = listen(sock, relay, collector)
+    relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()
     _mark_drained()
     if command is None or not command.text.strip():
@@ -366,12 +415,13 @@ def main() -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         sock = socket.socket(fileno=protocol.FD_SOCKET)
-        os.fstat(protocol.FD_FANOTIFY)
+        relay = Relay(protocol.FD_EVENTS)
     except OSError:
         print("shournal-listener: started by shournal-suid only", file=sys.stderr)
         return 2
+    _raise_nofile()
     try:
-        return run(sock, protocol.FD_FANOTIFY)
+        return run(sock, relay)
     except Exception as exc:  # noqa: BLE001
         _warn(f"listener failed: {exc}".splitlines()[0])
         _remove_markers()

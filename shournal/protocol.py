@@ -10,10 +10,14 @@ from dataclasses import dataclass
 MSG_SETUP_DONE = 1
 MSG_SETUP_FAIL = 2
 MSG_COMMAND = 3
+MSG_EVENTS = 4
+MSG_FLUSH = 5
+MSG_FLUSHED = 6
 
 FD_SOCKET = 3
-FD_FANOTIFY = 4
-FD_HOLDER_PIPE = 5
+FD_EVENTS = 4
+
+MAX_EVENTS_PER_MSG = 253
 
 SETUP_FD_ERROR = 1
 
@@ -23,6 +27,9 @@ MAX_FAIL_LEN = 512
 SETUP_DONE = struct.Struct("=IiiI")
 SETUP_FAIL = struct.Struct("=II")
 COMMAND = struct.Struct("=Iiqq16s")
+EVENTS = struct.Struct("=IIII")  # type, count, lost, seq
+EVENT = struct.Struct("=QiI")  # mask, pid, reserved
+FLUSH = struct.Struct("=II")  # type, seq
 
 
 class ProtocolError(RuntimeError):

@@ -115,3 +115,24 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     assert cmd.lost_events > 0
     # stored events stay consistent: every one of them is a file in ov/
     assert all(b"/ov/" in e.path for e in cmd.writes)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_home):
+    """The holder relays the events and runs as the user, who may kill it:
+    the command still runs and is stored, marked as missing events."""
+    sh = Shell(kind, install, user_home)
+    text = "pkill -KILL -G shournal -u $(id -u); /bin/echo after > out1"
+    out1 = sh.run(text)
+    wait_stored(user_home)
+    out2 = sh.run("true")
+    sh.exit()
+    assert (user_home / "work" / "out1").read_text() == "after\n"
+    assert len(warnings_in(out1 + out2)) == 1, (out1, out2)
+    assert "event relay ended early" in warnings_in(out1 + out2)[0]
+    store = Store(journal_url(user_home))
+    try:
+        (cmd,) = find_commands(store, command_text=text)
+    finally:
+        store.close()
+    assert cmd.lost_events >= 1

@@ -1,0 +1,58 @@
+"""native/shournal_protocol.h and shournal/protocol.py must agree: compile
+the header and compare every size and value."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from shournal import protocol
+
+NATIVE = Path(__file__).resolve().parent.parent / "native"
+
+PROGRAM = r"""
+#include <stdio.h>
+#include "shournal_protocol.h"
+#define V(x) printf(#x " %ld\n", (long)(x))
+int main(void) {
+    V(SHOURNAL_MSG_SETUP_DONE); V(SHOURNAL_MSG_SETUP_FAIL); V(SHOURNAL_MSG_COMMAND);
+    V(SHOURNAL_MSG_EVENTS); V(SHOURNAL_MSG_FLUSH); V(SHOURNAL_MSG_FLUSHED);
+    V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_EVENTS_PER_MSG);
+    V(SHOURNAL_SETUP_FD_ERROR); V(SHOURNAL_MAX_COMMAND_LEN); V(SHOURNAL_MAX_FAIL_LEN);
+    V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
+    V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
+    V(sizeof(struct shournal_event)); V(sizeof(struct shournal_flush));
+    return 0;
+}
+"""
+
+
+def test_header_and_python_agree(tmp_path):
+    src = tmp_path / "p.c"
+    src.write_text(PROGRAM)
+    exe = tmp_path / "p"
+    subprocess.run(["cc", "-Wall", "-Werror", "-I", str(NATIVE), "-o", str(exe), str(src)],
+                   check=True)
+    out = subprocess.check_output([str(exe)], text=True)
+    got = dict(line.rsplit(" ", 1) for line in out.splitlines())
+    want = {
+        "SHOURNAL_MSG_SETUP_DONE": protocol.MSG_SETUP_DONE,
+        "SHOURNAL_MSG_SETUP_FAIL": protocol.MSG_SETUP_FAIL,
+        "SHOURNAL_MSG_COMMAND": protocol.MSG_COMMAND,
+        "SHOURNAL_MSG_EVENTS": protocol.MSG_EVENTS,
+        "SHOURNAL_MSG_FLUSH": protocol.MSG_FLUSH,
+        "SHOURNAL_MSG_FLUSHED": protocol.MSG_FLUSHED,
+        "SHOURNAL_FD_SOCKET": protocol.FD_SOCKET,
+        "SHOURNAL_FD_EVENTS": protocol.FD_EVENTS,
+        "SHOURNAL_MAX_EVENTS_PER_MSG": protocol.MAX_EVENTS_PER_MSG,
+        "SHOURNAL_SETUP_FD_ERROR": protocol.SETUP_FD_ERROR,
+        "SHOURNAL_MAX_COMMAND_LEN": protocol.MAX_COMMAND_LEN,
+        "SHOURNAL_MAX_FAIL_LEN": protocol.MAX_FAIL_LEN,
+        "sizeof(struct shournal_setup_done)": protocol.SETUP_DONE.size,
+        "sizeof(struct shournal_setup_fail)": protocol.SETUP_FAIL.size,
+        "sizeof(struct shournal_command)": protocol.COMMAND.size,
+        "sizeof(struct shournal_events)": protocol.EVENTS.size,
+        "sizeof(struct shournal_event)": protocol.EVENT.size,
+        "sizeof(struct shournal_flush)": protocol.FLUSH.size,
+    }
+    assert {k: int(v) for k, v in got.items()} == want
