@@ -186,13 +186,60 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 
 /* ------------------------------------------------------------- prepare */
 
+#define SETUP_MAX_EXCLUDES 64 /* the helper's limit too */
+#define SETUP_ARGS_MAX 16384
+
+/* The listener, which reads the config, leaves the helper options derived
+ * from it in <rundir>/setup-args (NUL separated); a config change thus
+ * takes effect from the next command line on.  Anything unexpected is
+ * ignored: the helper validates its argv again anyway. */
+static int setup_args_from_config(char *buf, char **out, int max)
+{
+    char path[PATH_MAX + 32];
+    struct stat st;
+    ssize_t len;
+    int fd, n = 0, excludes = 0;
+
+    if (!g_rundir[0])
+        return 0;
+    snprintf(path, sizeof path, "%s/setup-args", g_rundir);
+    fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
+        close(fd);
+        return 0;
+    }
+    len = read(fd, buf, SETUP_ARGS_MAX);
+    close(fd);
+    if (len <= 0 || buf[len - 1] != '\0')
+        return 0;
+    for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
+        if (strcmp(p, "--no-read") == 0 && n < max) {
+            out[n++] = p;
+        } else if (strcmp(p, "--exclude-mount") == 0 && n + 2 <= max &&
+                   excludes < SETUP_MAX_EXCLUDES && p + strlen(p) + 1 < buf + len &&
+                   p[strlen(p) + 1] == '/') {
+            out[n++] = p;
+            p += strlen(p) + 1;
+            out[n++] = p;
+            excludes++;
+        } else {
+            return 0; /* not ours: use the defaults */
+        }
+    }
+    return n;
+}
+
 static void spawn_helper(int sock_child)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
-    char *args[] = {g_suid, "setup", "--", g_listener_path, NULL};
+    /* "setup" [--no-read] [--exclude-mount DIR]... "--" LISTENER */
+    char *args[2 + 1 + 2 * SETUP_MAX_EXCLUDES + 2 + 1];
+    static char extra[SETUP_ARGS_MAX + 1];
     sigset_t none;
-    int devnull;
+    int devnull, n = 0;
 
     setsid();
     if (real_fork() != 0)
@@ -216,6 +263,12 @@ static void spawn_helper(int sock_child)
     if (syscall(SYS_close_range, SHOURNAL_FD_SOCKET + 1u, ~0u, 0u) != 0)
         for (int fd = SHOURNAL_FD_SOCKET + 1; fd < 4096; fd++)
             close(fd);
+    args[n++] = g_suid;
+    args[n++] = "setup";
+    n += setup_args_from_config(extra, args + n, 1 + 2 * SETUP_MAX_EXCLUDES);
+    args[n++] = "--";
+    args[n++] = g_listener_path;
+    args[n] = NULL;
     real_execve(g_suid, args, environ);
     _exit(127);
 }

@@ -687,3 +687,15 @@ def load_config(
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError("invalid TOML: not UTF-8", file=path, line=line) from None
     return parse_config(text, path)
+
+
+def helper_options(cfg: Config) -> list[str]:
+    """The setup options of the setuid helper that follow from the config:
+    no read marks at all when nothing read is wanted, and excluded mounts
+    (never marked, so they cost nothing)."""
+    opts: list[str] = []
+    if not cfg.read_events.enable and not cfg.script_archive.enable:
+        opts.append("--no-read")
+    for path in cfg.mounts.exclude_paths[:64]:  # the helper's limit
+        opts += ["--exclude-mount", path]
+    return opts

@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import time
+from contextlib import suppress
 
 from shournal import _paths, protocol
 from shournal.fanotify import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
@@ -264,6 +265,29 @@ def _warn(message: str) -> None:
         pass
 
 
+def _write_setup_args(cfg) -> None:
+    """Leave the helper options for the shell's next command line (the
+    preload library reads <rundir>/setup-args; it cannot read TOML)."""
+    from shournal.config import helper_options
+
+    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg))
+    path = _paths.runtime_dir() / "setup-args"
+    try:
+        with open(path, "rb") as fh:
+            if fh.read() == data:
+                return
+    except OSError:
+        pass
+    tmp = path.with_name(f"setup-args.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(tmp)
+
+
 def _mark_drained() -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
     line may start (the shell waits for this); storing follows."""
@@ -382,6 +406,7 @@ def run(sock: socket.socket, relay: Relay) -> int:
     except ConfigError as exc:
         _warn(f"config error, using defaults: {exc}")
         cfg = load_config(path=None, create=False, defaults_only=True)
+    _write_setup_args(cfg)
     gids = frozenset(os.getgroups()) | {os.getgid()}
     collector = Collector(cfg, os.getuid(), gids)
     command = listen(sock, relay, collector)

@@ -39,6 +39,15 @@ def _warn(message: str) -> None:
     print(f"shournal: {message}", file=sys.stderr)
 
 
+def _helper_options() -> list[str]:
+    from shournal.config import ConfigError, helper_options, load_config
+
+    try:
+        return helper_options(load_config())
+    except ConfigError:
+        return []  # the listener reports it
+
+
 def _start_helper(sock_child: socket.socket) -> int:
     """Spawn the helper with the socket on fd 3; return its pid."""
     helper, listener = _paths.suid_helper(), _paths.listener()
@@ -47,7 +56,7 @@ def _start_helper(sock_child: socket.socket) -> int:
     try:
         return os.posix_spawn(
             str(helper),
-            [str(helper), "setup", "--", str(listener)],
+            [str(helper), "setup", *_helper_options(), "--", str(listener)],
             os.environ,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDWR, 0),

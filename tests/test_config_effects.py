@@ -1,0 +1,93 @@
+"""Config settings that reach the setuid helper (through <rundir>/setup-args,
+written by the listener, read by the preload library): excluded mounts are
+never marked, and without any read recording no read marks are set."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from fixtures_shell import Shell, journal_url, wait_stored, write_config
+
+from shournal.query import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+
+def _commands(home: Path) -> dict[str, object]:
+    store = Store(journal_url(home))
+    try:
+        return {c.text: c for c in find_commands(store)}
+    finally:
+        store.close()
+
+
+def test_excluded_mount_is_not_observed(install, user_home, tmp_path):
+    shm = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
+    shm.mkdir()
+    os.chown(shm, install.user.pw_uid, install.user.pw_gid)
+    write_config(user_home, '[mounts]\nexclude_paths = ["/dev/shm"]\n', install)
+    sh = Shell("bash", install, user_home)
+    try:
+        sh.run("true")  # the first listener writes the options
+        wait_stored(user_home)
+        args = (user_home / "run" / "shournal" / "setup-args").read_bytes()
+        assert args == b"--exclude-mount\0/dev/shm\0", args
+        sh.run(f"echo x > {shm}/excluded")
+        sh.run("echo y > here")
+        wait_stored(user_home)
+        sh.exit()
+    finally:
+        for f in shm.iterdir():
+            f.unlink()
+        shm.rmdir()
+    cmds = _commands(user_home)
+    assert cmds[f"echo x > {shm}/excluded"].writes == []
+    assert [e.path for e in cmds["echo y > here"].writes] == [
+        os.fsencode(user_home / "work" / "here")
+    ]
+
+
+def _holder_masks(user) -> set[int]:
+    """fanotify mark masks of the user's running holders (gid shournal)."""
+    masks: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            st = os.stat(f"/proc/{pid}")
+            if st.st_uid != user.pw_uid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+                with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                    for line in fh:
+                        if line.startswith("fanotify mnt_id:"):
+                            masks.add(int(line.split(" mask:")[1].split()[0], 16))
+        except OSError:
+            continue
+    return masks
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["reads", "no-reads"])
+def test_read_marks_follow_the_config(reads, install, user_home):
+    if not reads:
+        write_config(user_home, "[read_events]\nenable = false\n\n"
+                     "[script_archive]\nenable = false\n", install)
+    sh = Shell("bash", install, user_home)
+    try:
+        sh.run("true")
+        wait_stored(user_home)
+        sh.proc.sendline("sleep 3")
+        deadline = time.monotonic() + 3
+        masks: set[int] = set()
+        while not masks and time.monotonic() < deadline:
+            masks = _holder_masks(install.user)
+            time.sleep(0.05)
+        sh.proc.expect("__SHOURNAL_PROMPT__", timeout=30)
+        sh.exit()
+    except BaseException:
+        sh.proc.terminate(force=True)
+        raise
+    close_write, close_nowrite = 0x8, 0x10
+    assert masks == ({close_write | close_nowrite} if reads else {close_write}), masks
