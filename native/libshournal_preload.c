@@ -215,7 +215,7 @@ static int setup_args_from_config(char *buf, char **out, int max)
     if (len <= 0 || buf[len - 1] != '\0')
         return 0;
     for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
-        if (strcmp(p, "--no-read") == 0 && n < max) {
+        if ((strcmp(p, "--no-read") == 0 || strcmp(p, "--writable-reads") == 0) && n < max) {
             out[n++] = p;
         } else if (strcmp(p, "--exclude-mount") == 0 && n + 2 <= max &&
                    excludes < SETUP_MAX_EXCLUDES && p + strlen(p) + 1 < buf + len &&
@@ -235,8 +235,8 @@ static void spawn_helper(int sock_child)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
-    /* "setup" [--no-read] [--exclude-mount DIR]... "--" LISTENER */
-    char *args[2 + 1 + 2 * SETUP_MAX_EXCLUDES + 2 + 1];
+    /* "setup" [--no-read] [--writable-reads] [--exclude-mount DIR]... "--" LISTENER */
+    char *args[2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     sigset_t none;
     int devnull, n = 0;
@@ -265,7 +265,7 @@ static void spawn_helper(int sock_child)
             close(fd);
     args[n++] = g_suid;
     args[n++] = "setup";
-    n += setup_args_from_config(extra, args + n, 1 + 2 * SETUP_MAX_EXCLUDES);
+    n += setup_args_from_config(extra, args + n, 2 + 2 * SETUP_MAX_EXCLUDES);
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;

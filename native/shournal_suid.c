@@ -303,6 +303,7 @@ static int fanotify_group(uint32_t *flags_out)
 
 struct relay {
     int fan, sock;
+    int reads_need_write; /* --writable-reads */
     pid_t listener;
     uint32_t lost;
     uint32_t count;
@@ -363,11 +364,12 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
     return 0;
 }
 
-/* May the user read what fd refers to?  faccessat2 checks with our fs ids
- * and groups, which are the user's (see run_holder); ACLs and LSMs count. */
-static int user_may_read(int fd)
+/* May the user read (write) what fd refers to?  faccessat2 checks with our
+ * fs ids and groups, which are the user's (see run_holder); ACLs, LSMs and
+ * read-only mounts count. */
+static int user_may_access(int fd, int mode)
 {
-    return syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
+    return syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0;
 }
 
 /* Read everything queued, forward what the user may see; returns the
@@ -407,7 +409,9 @@ static long relay_drain(struct relay *r)
                 r->lost++;
                 continue;
             }
-            if (m->pid == r->listener || !user_may_read(m->fd)) {
+            if (m->pid == r->listener || !user_may_access(m->fd, R_OK) ||
+                (r->reads_need_write && !(m->mask & FAN_CLOSE_WRITE) &&
+                 !user_may_access(m->fd, W_OK))) {
                 (void)close(m->fd);
                 continue;
             }
@@ -451,9 +455,10 @@ static int holder_ids(gid_t grp)
 /* The holder pins the namespace (its ids -- real uid, shournal gid -- are
  * the trampoline's credential: no user can create such a process) and is
  * the only owner of the fanotify group. */
-static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener)
-    __attribute__((noreturn));
-static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener)
+static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener,
+                       int reads_need_write) __attribute__((noreturn));
+static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener,
+                       int reads_need_write)
 {
     struct relay *r = calloc(1, sizeof *r);
     struct rlimit rl;
@@ -479,6 +484,7 @@ static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listene
     r->fan = fan;
     r->sock = sock;
     r->listener = listener;
+    r->reads_need_write = reads_need_write;
     for (;;) {
         struct pollfd p[2] = {{fan, POLLIN, 0}, {sock, POLLIN, 0}};
         if (poll(p, 2, -1) < 0) {
@@ -553,7 +559,8 @@ static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
     dprintf(STDERR_FILENO,
-            "usage: %s setup [--no-read] [--exclude-mount DIR]... -- LISTENER [ARG]...\n"
+            "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]... -- "
+            "LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
             "       %s check | --version\n",
             g_prog, g_prog, g_prog);
@@ -585,6 +592,7 @@ static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
     int nexcl = 0, i, fan, rootfd, nsfd, relay[2], readyfd[2], root_marked = 0;
+    int reads_need_write = 0;
     char ready = 0;
     ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
@@ -599,6 +607,10 @@ static int cmd_setup(int argc, char **argv)
             break;
         } else if (strcmp(argv[i], "--no-read") == 0) {
             mask = FAN_CLOSE_WRITE;
+        } else if (strcmp(argv[i], "--writable-reads") == 0) {
+            /* the config wants read events only of files the user may
+             * write (the default): most reads (/usr) end here, in C */
+            reads_need_write = 1;
         } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
             const char *p = argv[++i];
             if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
@@ -654,7 +666,7 @@ static int cmd_setup(int argc, char **argv)
         (void)close(SHOURNAL_FD_SOCKET);
         (void)close(relay[1]);
         (void)close(readyfd[0]);
-        run_holder(fan, relay[0], readyfd[1], grp, listener);
+        run_holder(fan, relay[0], readyfd[1], grp, listener, reads_need_write);
     }
     /* the group must never reach the listener: it is the user's code */
     (void)close(fan);

@@ -691,11 +691,18 @@ def load_config(
 
 def helper_options(cfg: Config) -> list[str]:
     """The setup options of the setuid helper that follow from the config:
-    no read marks at all when nothing read is wanted, and excluded mounts
-    (never marked, so they cost nothing)."""
+    no read marks when nothing read is wanted, read events only of writable
+    files, excluded mounts (never marked, so they cost nothing)."""
     opts: list[str] = []
-    if not cfg.read_events.enable and not cfg.script_archive.enable:
+    reads, archive = cfg.read_events, cfg.script_archive
+    if not reads.enable and not archive.enable:
         opts.append("--no-read")
+    elif (not reads.enable or reads.only_writable) and (
+        not archive.enable or archive.only_writable
+    ):
+        # read events only of files the user may write: the helper drops
+        # the others before they cost the listener anything
+        opts.append("--writable-reads")
     for path in cfg.mounts.exclude_paths[:64]:  # the helper's limit
         opts += ["--exclude-mount", path]
     return opts

@@ -534,3 +534,25 @@ def test_extensions_invalid(raw: str) -> None:
 def test_empty_extension_list_is_allowed() -> None:
     cfg = parse("[script_archive]\ninclude_file_extensions = []\n")
     assert cfg.script_archive.include_file_extensions == ()
+
+
+def test_helper_options_follow_the_config():
+    from shournal.config import (
+        Config,
+        MountsConfig,
+        ReadEventsConfig,
+        ScriptArchiveConfig,
+        helper_options,
+    )
+
+    assert helper_options(Config()) == ["--writable-reads"]
+    off = Config(read_events=ReadEventsConfig(enable=False),
+                 script_archive=ScriptArchiveConfig(enable=False))
+    assert helper_options(off) == ["--no-read"]
+    any_read = Config(read_events=ReadEventsConfig(only_writable=False))
+    assert helper_options(any_read) == []
+    any_archive = Config(script_archive=ScriptArchiveConfig(only_writable=False))
+    assert helper_options(any_archive) == []
+    mounts = Config(mounts=MountsConfig(exclude_paths=("/mnt/a", "/mnt/b")))
+    assert helper_options(mounts) == ["--writable-reads", "--exclude-mount", "/mnt/a",
+                                      "--exclude-mount", "/mnt/b"]

@@ -35,7 +35,7 @@ def test_excluded_mount_is_not_observed(install, user_home, tmp_path):
         sh.run("true")  # the first listener writes the options
         wait_stored(user_home)
         args = (user_home / "run" / "shournal" / "setup-args").read_bytes()
-        assert args == b"--exclude-mount\0/dev/shm\0", args
+        assert args == b"--writable-reads\0--exclude-mount\0/dev/shm\0", args
         sh.run(f"echo x > {shm}/excluded")
         sh.run("echo y > here")
         wait_stored(user_home)
