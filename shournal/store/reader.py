@@ -7,7 +7,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, LargeBinary, Select, and_, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    LargeBinary,
+    Select,
+    Text,
+    and_,
+    cast,
+    func,
+    or_,
+    select,
+)
 
 from shournal.criteria import Condition, Period, ns_to_datetime
 from shournal.query import (
@@ -103,8 +114,13 @@ def _text_cond(
     if not case:
         return column.ilike(_like_pattern(cond.value), escape="\\")
     if dialect == "sqlite":
-        return column.op("GLOB")(val(_glob_pattern(cond.value)))
-    return column.like(val(_like_pattern(cond.value)), escape=val("\\"))
+        # GLOB (case-sensitive) matches text only: a BLOB operand never
+        # matches, so paths are compared as the text their bytes spell.
+        subject = cast(column, Text) if raw else column
+        return subject.op("GLOB")(_glob_pattern(cond.value))
+    # PostgreSQL: LIKE is case-sensitive and its default escape is the
+    # backslash, for text and bytea alike.
+    return column.op("LIKE")(val(_like_pattern(cond.value)))
 
 
 def _ordered_cond(column: Any, cond: Condition[Any], conv: Any = None) -> ColumnElement[bool]:
