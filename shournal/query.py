@@ -17,9 +17,9 @@ import time
 import uuid
 from collections.abc import Iterable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shournal import _paths
 
@@ -53,6 +53,9 @@ class FileEventView:
     content_id: int | None = None  # archived content, if any
     content_preview: bytes | None = None  # its first bytes (see PREVIEW_BYTES)
     content_size: int | None = None
+    # Set by --stat (shournal.filestat): "U" up to date, "M" modified,
+    # "N" missing, "ERROR"; None when not checked.
+    status: str | None = None
 
     @property
     def is_stored(self) -> bool:
@@ -162,8 +165,111 @@ def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, 
     return FileProbe(size=st.st_size, mtime_ns=st.st_mtime_ns, hashes=frozenset(hashes))
 
 
+@dataclass(slots=True)
+class FileCriteria:
+    """Conditions that must all hold for one and the same written (or read)
+    file event of a command."""
+
+    name: Any = None  # Condition[str] on the basename
+    path: Any = None  # Condition[str] on the directory
+    size: Any = None  # Condition[int]
+    hash: Any = None  # Condition[int]
+    mtime: Any = None  # Condition[Period]
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.name, self.path, self.size, self.hash, self.mtime))
+
+
+@dataclass(slots=True)
+class Criteria:
+    """Parsed, AND-combined query criteria (see :func:`parse_criteria`)."""
+
+    command_text: Any = None
+    cwd: Any = None
+    command_id: Any = None
+    exit_code: Any = None
+    host: Any = None
+    user: Any = None
+    since: Any = None  # Period: start time >= its start
+    until: Any = None  # Period: start time < its end
+    session_uuid: bytes | None = None
+    written: FileCriteria = field(default_factory=FileCriteria)
+    read: FileCriteria = field(default_factory=FileCriteria)
+
+    def is_empty(self) -> bool:
+        return not self.written and not self.read and all(
+            getattr(self, k) is None
+            for k in (
+                "command_text", "cwd", "command_id", "exit_code", "host", "user",
+                "since", "until", "session_uuid",
+            )
+        )  # fmt: skip
+
+
+def parse_criteria(
+    *,
+    command_text: str | None = None,
+    cwd: str | None = None,
+    command_id: str | int | None = None,
+    exit_code: str | int | None = None,
+    host: str | None = None,
+    user: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    session_id: str | bytes | None = None,
+    wname: str | None = None,
+    rname: str | None = None,
+    wpath: str | None = None,
+    rpath: str | None = None,
+    wsize: str | int | None = None,
+    rsize: str | int | None = None,
+    whash: str | int | None = None,
+    rhash: str | int | None = None,
+    wmtime: str | None = None,
+    rmtime: str | None = None,
+    now: datetime | None = None,
+) -> Criteria:
+    """Parse criteria given as the CLI takes them (see :mod:`shournal.criteria`
+    for the operator syntax).  Defaults: ``command_text`` LIKE
+    (case-insensitive, ``%`` wildcard); names, paths, cwd, host and user equal
+    unless the value contains ``%``.
+
+    :raises shournal.criteria.CriteriaError: a value cannot be parsed.
+    :raises BadSessionId: the session id is malformed.
+    """
+    from shournal import criteria as cr
+
+    def opt(parse: Any, name: str, value: Any, **kw: Any) -> Any:
+        return None if value is None else parse(name, str(value), **kw)
+
+    c = Criteria(
+        command_text=opt(cr.parse_text, "--command-text", command_text, default="like"),
+        cwd=opt(cr.parse_text, "--cwd", cwd),
+        command_id=opt(cr.parse_int, "--command-id", command_id),
+        exit_code=opt(cr.parse_int, "--exit-code", exit_code),
+        host=opt(cr.parse_text, "--host", host),
+        user=opt(cr.parse_text, "--user", user),
+        since=None if since is None else cr.parse_time_value("--since", since, now=now),
+        until=None if until is None else cr.parse_time_value("--until", until, now=now),
+        session_uuid=None if session_id is None else session_id_bytes(session_id),
+    )
+    for files, prefix, name, path, size, hash_, mtime in (
+        (c.written, "--w", wname, wpath, wsize, whash, wmtime),
+        (c.read, "--r", rname, rpath, rsize, rhash, rmtime),
+    ):
+        files.name = opt(cr.parse_text, f"{prefix}name", name)
+        files.path = opt(cr.parse_text, f"{prefix}path", path)
+        files.size = opt(cr.parse_size, f"{prefix}size", size)
+        files.hash = opt(cr.parse_hash, f"{prefix}hash", hash_)
+        files.mtime = opt(cr.parse_time, f"{prefix}mtime", mtime, now=now)
+    if c.since is not None and c.until is not None and c.until.end_ns <= c.since.start_ns:
+        raise cr.CriteriaError("--until lies before --since: nothing can match")
+    return c
+
+
 def find_commands(
     store: Store,
+    criteria: Criteria | None = None,
     *,
     wfile: str | os.PathLike[str] | None = None,
     rfile: str | os.PathLike[str] | None = None,
@@ -173,14 +279,18 @@ def find_commands(
     session_id: str | bytes | None = None,
     command_id: int | None = None,
     limit: int | None = None,
+    reverse: bool = False,
     max_files: int | None = None,
 ) -> list[CommandView]:
-    """Commands matching all given criteria, oldest first, with their files.
+    """Commands matching all given criteria, oldest first (newest first with
+    ``reverse``), with their files.
 
+    ``criteria``: from :func:`parse_criteria`; the keyword shortcuts
+    ``command_text``, ``cwd``, ``session_id`` and ``command_id`` are parsed
+    the same way and override it.
+    ``wfile``/``rfile``: commands that wrote/read this file's content.
     ``history``: only the last N matching commands by start time.
-    ``limit``: at most N commands (the oldest matching ones).
-    ``command_text``: SQL LIKE, ``%`` is the wildcard, case-insensitive.
-    ``cwd``: LIKE when it contains ``%``, otherwise exact.
+    ``limit``: at most N commands, taken in output order.
     ``max_files``: load at most N written and N read files per command
     (the stored totals are still reported); None loads all.
 
@@ -189,7 +299,18 @@ def find_commands(
     """
     from shournal.store import reader
 
-    sid = None if session_id is None else session_id_bytes(session_id)
+    crit = criteria if criteria is not None else Criteria()
+    if any(v is not None for v in (command_text, cwd, session_id, command_id)):
+        extra = parse_criteria(
+            command_text=command_text, cwd=cwd, session_id=session_id, command_id=command_id
+        )
+        crit = replace(
+            crit,
+            command_text=extra.command_text or crit.command_text,
+            cwd=extra.cwd or crit.cwd,
+            session_uuid=extra.session_uuid or crit.session_uuid,
+            command_id=extra.command_id or crit.command_id,
+        )
     for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
         if value is not None and value < 0:
             raise QueryError(f"{name} must not be negative")
@@ -204,12 +325,10 @@ def find_commands(
         return reader.select_commands(
             conn,
             probes=probes,
+            criteria=crit,
             history=history,
-            command_text=command_text,
-            cwd=cwd,
-            session_uuid=sid,
-            command_id=command_id,
             limit=limit,
+            reverse=reverse,
             max_files=max_files,
         )
 

@@ -194,13 +194,14 @@ def test_json_fields_and_types() -> None:
     assert datetime.fromisoformat(obj["endTime"]) == START + timedelta(seconds=20)
     assert (obj["droppedWriteEvents"], obj["droppedReadEvents"], obj["lostEvents"]) == (0, 0, 0)
     [w] = obj["fileWriteEvents"]
-    assert set(w) == {"id", "path", "size", "mtime", "mtimeNs", "hash"}
+    assert set(w) == {"id", "path", "size", "mtime", "mtimeNs", "hash", "status"}
+    assert w["status"] == "NA"  # --stat not asked for, as the original prints
     assert w["hash"] == "15349503233279147316" and isinstance(w["hash"], str)
     assert (w["id"], w["path"], w["size"]) == (7, "/home/user/out.log", 3)
     assert datetime.fromisoformat(w["mtime"]) == datetime(2022, 11, 8, 8, 46, 12, tzinfo=UTC)
     assert w["mtimeNs"] == 1667897172_000000000
     [r] = obj["fileReadEvents"]
-    assert set(r) == {"id", "path", "size", "mtime", "mtimeNs", "hash", "isStoredToDisk"}
+    assert set(r) == {"id", "path", "size", "mtime", "mtimeNs", "hash", "isStoredToDisk", "status"}
     assert r["isStoredToDisk"] is True and r["id"] == 1
     assert r["hash"] == "13559791986335963073"
 

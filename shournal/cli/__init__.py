@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from shournal.cli.query import query
+from shournal.cli.stats import stats
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -26,6 +27,9 @@ app = typer.Typer(
 
 app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
     query
+)
+app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
+    stats
 )
 
 

@@ -8,10 +8,11 @@ Registered by the CLI package with ``app.command("query")(query)``.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -26,6 +27,10 @@ HUMAN_MAX_FILES = 10
 class OutputFormat(StrEnum):
     human = "human"
     json = "json"
+    jsonl = "jsonl"
+    shournal_json = "shournal-json"
+    # Rendered by shournal.render.html.write_html(views, fp, stats=JournalStats).
+    html = "html"
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -42,6 +47,13 @@ def _write(text: str) -> None:
         # `shournal query ... | head`: the reader is gone; exit quietly
         # instead of failing again when Python flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _opt(flag: str, help: str, metavar: str = "VALUE") -> Any:
+    return typer.Option(flag, help=help, show_default=False, metavar=metavar)
+
+
+_OPS = "Operators: >, >=, <, <=, =, != or gt:, ge:, lt:, le:, eq:, ne:, and A..B (between)."
 
 
 def query(
@@ -62,6 +74,35 @@ def query(
             show_default=False,
         ),
     ] = None,
+    wname: Annotated[
+        str | None, _opt("--wname", "Wrote a file with this name (% wildcard, ne:NAME).", "NAME")
+    ] = None,
+    rname: Annotated[
+        str | None, _opt("--rname", "Read a file with this name (like --wname).", "NAME")
+    ] = None,
+    wpath: Annotated[
+        str | None,
+        _opt("--wpath", "Wrote a file in this directory ('/dir/%' for the whole tree).", "DIR"),
+    ] = None,
+    rpath: Annotated[
+        str | None, _opt("--rpath", "Read a file in this directory (like --wpath).", "DIR")
+    ] = None,
+    wsize: Annotated[
+        str | None,
+        _opt("--wsize", f"Wrote a file of this size, e.g. '>10KiB', '1M..2G'. {_OPS}", "SIZE"),
+    ] = None,
+    rsize: Annotated[str | None, _opt("--rsize", "Read a file of this size.", "SIZE")] = None,
+    whash: Annotated[
+        str | None, _opt("--whash", "Wrote a file with this partial hash (decimal).", "HASH")
+    ] = None,
+    rhash: Annotated[
+        str | None, _opt("--rhash", "Read a file with this partial hash.", "HASH")
+    ] = None,
+    wmtime: Annotated[
+        str | None,
+        _opt("--wmtime", "Wrote a file with this mtime, e.g. '>2024-05-01', '<3d'.", "TIME"),
+    ] = None,
+    rmtime: Annotated[str | None, _opt("--rmtime", "Read a file with this mtime.", "TIME")] = None,
     history: Annotated[
         int | None,
         typer.Option(
@@ -73,86 +114,138 @@ def query(
     ] = None,
     command_text: Annotated[
         str | None,
-        typer.Option(
+        _opt(
             "--command-text",
-            help="Command line matches this text; % is a wildcard (e.g. '%make%').",
-            show_default=False,
+            "Command line matches this (LIKE, case-insensitive, % is the wildcard, e.g. "
+            "'%make%'; eq:TEXT for exact).",
+            "TEXT",
         ),
     ] = None,
     cwd: Annotated[
         str | None,
-        typer.Option(
-            "--cwd",
-            help="Working directory equals this path, or matches it when it contains %.",
-            show_default=False,
+        _opt(
+            "--cwd", "Working directory equals this path, or matches it when it contains %.", "DIR"
         ),
     ] = None,
     session_id: Annotated[
         str | None,
-        typer.Option(
-            "--session-id",
-            help="Shell session id as printed (base64), or as a UUID.",
-            show_default=False,
-        ),
+        _opt("--session-id", "Shell session id as printed (base64), or as a UUID.", "ID"),
     ] = None,
     command_id: Annotated[
-        int | None,
-        typer.Option("--command-id", help="The command with this id.", show_default=False),
+        str | None, _opt("--command-id", "The command with this id (or '>100', '5..9').", "ID")
     ] = None,
-    output_format: Annotated[
-        OutputFormat,
-        typer.Option("--output-format", help="human or json (one JSON array)."),
-    ] = OutputFormat.human,
+    exit_code: Annotated[
+        str | None, _opt("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
+    ] = None,
+    host: Annotated[
+        str | None, _opt("--host", "Recorded on this host (% wildcard).", "NAME")
+    ] = None,
+    user: Annotated[str | None, _opt("--user", "Run by this user (% wildcard).", "NAME")] = None,
+    since: Annotated[
+        str | None,
+        _opt("--since", "Started at or after: ISO date/time or an age such as 2h, 3d, 1y.", "TIME"),
+    ] = None,
+    until: Annotated[
+        str | None,
+        _opt("--until", "Started before the end of: a date includes that whole day.", "TIME"),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", min=0, help="At most N commands (the oldest matches).", show_default=False
+            "--limit", min=0, help="At most N commands, in output order.", show_default=False
+        ),
+    ] = None,
+    reverse: Annotated[
+        bool, typer.Option("--reverse", help="Newest first (default: oldest first).")
+    ] = False,
+    stat: Annotated[
+        bool,
+        typer.Option(
+            "--stat",
+            help="Show whether each file is still up to date, modified or missing "
+            "(rehashed with the command's hash settings).",
+        ),
+    ] = False,
+    max_files: Annotated[
+        int,
+        typer.Option("--max-files", min=0, help="Files listed per command and kind (human)."),
+    ] = HUMAN_MAX_FILES,
+    stat_counts: Annotated[
+        str,
+        typer.Option(
+            "--stat-counts",
+            help="MIN,MAX: statistics sections need MIN entries and show MAX (human); "
+            "0,0 hides them.",
+            metavar="MIN,MAX",
+        ),
+    ] = "5,5",
+    output_format: Annotated[
+        OutputFormat,
+        typer.Option(
+            "--output-format",
+            help="human, json (one array), jsonl (one object per line), shournal-json "
+            "(the original's HEADER:/COMMAND:/FOOTER: lines), html (needs -o).",
+        ),
+    ] = OutputFormat.human,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write to this file instead of stdout.", show_default=False
         ),
     ] = None,
 ) -> None:
     """Find commands by the files they wrote or read, their text, directory,
-    session or id."""
-    filters = (wfile, rfile, command_text, cwd, session_id, command_id)
-    if history is None and all(f is None for f in filters):
-        _fail("empty query: give a filter (e.g. --wfile FILE) or --history N", EXIT_USAGE)
-
+    session, time, exit status or id.  All criteria must hold."""
     from shournal.query import (
         QueryError,
         check_file,
         find_commands,
-        session_id_bytes,
+        parse_criteria,
         wait_for_pending,
     )
     from shournal.store import Store, StoreError, StoreMissing, db_url
 
+    # Usage errors first: a failing query must not touch the journal.
     try:
-        # Usage errors first: a failing query must not touch the journal.
+        criteria = parse_criteria(
+            command_text=command_text, cwd=cwd, command_id=command_id, exit_code=exit_code,
+            host=host, user=user, since=since, until=until, session_id=session_id,
+            wname=wname, rname=rname, wpath=wpath, rpath=rpath, wsize=wsize, rsize=rsize,
+            whash=whash, rhash=rhash, wmtime=wmtime, rmtime=rmtime,
+        )  # fmt: skip
+        if history is None and wfile is None and rfile is None and criteria.is_empty():
+            raise QueryError("empty query: give a filter (e.g. --wfile FILE) or --history N")
         for path in (wfile, rfile):
             if path is not None:
                 check_file(path)
-        if session_id is not None:
-            session_id_bytes(session_id)
+        min_stats, max_stats = _stat_counts(stat_counts)
+        if output_format is OutputFormat.html and output is None:
+            raise QueryError("--output-format html needs -o FILE")
     except QueryError as e:
         _fail(str(e), EXIT_USAGE)
 
     # A command that just finished may still be on its way into the journal.
     pending = wait_for_pending()
     human = output_format is OutputFormat.human
+    html = output_format is OutputFormat.html
     missing = ""
+    stats = None
     try:
         with Store(db_url(), create=False) as store:
             commands = find_commands(
                 store,
+                criteria,
                 wfile=wfile,
                 rfile=rfile,
                 history=history,
-                command_text=command_text,
-                cwd=cwd,
-                session_id=session_id,
-                command_id=command_id,
                 limit=limit,
-                max_files=HUMAN_MAX_FILES if human else None,
+                reverse=reverse,
+                max_files=max_files if human else None,
             )
+            if commands and ((human and max_stats > 0) or html):
+                from shournal.stats import compute_stats
+
+                stats = compute_stats(store, command_ids=[c.id for c in commands])
     except QueryError as e:
         _fail(str(e), EXIT_USAGE)
     except StoreMissing as e:
@@ -160,27 +253,143 @@ def query(
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
 
-    if human:
-        from shournal.render.human import NO_RESULTS, render_human
+    if stat:
+        from shournal.filestat import stat_commands
 
-        if commands:
-            _write(render_human(commands, max_files=HUMAN_MAX_FILES))
-        else:
-            lines = [
-                NO_RESULTS,
-                "Hint: --wfile/--rfile match a file's content (size, hash, mtime), not its "
-                "name; --history 10 lists the latest commands.",
-            ]
-            if missing:
-                lines.append(f"Nothing has been recorded yet: {missing}.")
-            if pending:
-                lines.append(
-                    f"Note: {pending} finished command(s) were still being stored; "
-                    "try again in a moment."
-                )
-            _write("\n".join(lines) + "\n")
+        stat_commands(commands)
+
+    if html:
+        _write_html(commands, output, stats)  # type: ignore[arg-type]
+    elif human and not commands:
+        _write_text(_no_results(missing, pending, wfile, rfile), None)
     else:
+        _write_text(
+            _render(output_format, commands, stats, max_files, min_stats, max_stats, output),
+            output,
+        )
+    raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
+
+
+def _stat_counts(text: str) -> tuple[int, int]:
+    from shournal.query import QueryError
+
+    parts = text.split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 2 or min(values) < 0:
+        raise QueryError(f"--stat-counts: expected MIN,MAX such as 5,5, got {text!r}")
+    return values[0], values[1]
+
+
+def _render(
+    fmt: OutputFormat,
+    commands: list[Any],
+    stats: Any,
+    max_files: int,
+    min_stats: int,
+    max_stats: int,
+    output: Path | None,
+) -> str:
+    if fmt is OutputFormat.json:
         from shournal.render.json import render_json
 
-        _write(render_json(commands))
-    raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
+        return render_json(commands)
+    if fmt is OutputFormat.jsonl:
+        from shournal.render.json import render_jsonl
+
+        return render_jsonl(commands)
+    if fmt is OutputFormat.shournal_json:
+        from shournal.render.shournal_json import render_shournal_json
+
+        return render_shournal_json(commands)
+    from shournal.render.human import render_human, render_stats, use_color
+
+    tty = output is None and use_color(sys.stdout)
+    width = shutil.get_terminal_size().columns if output is None and sys.stdout.isatty() else None
+    text = render_human(commands, max_files=max_files, color=tty, width=width)
+    if stats is not None and max_stats > 0:
+        section = render_stats(
+            stats, min_count=min_stats, max_count=max_stats, color=tty, width=width
+        )
+        if section:
+            text += "\n" + section
+    return text
+
+
+def _no_results(missing: str, pending: int, wfile: Path | None, rfile: Path | None) -> str:
+    from shournal.render.human import NO_RESULTS
+
+    lines = [NO_RESULTS]
+    hints = _excluded_hints(wfile, rfile)
+    if missing:
+        hints.append(f"Nothing has been recorded yet: {missing}.")
+    if not os.environ.get("SHOURNAL_SESSION_ID"):
+        hints.append(
+            "Recording is off in this shell (no SHOURNAL_SESSION_ID): "
+            "`shournal init bash` prints the lines that enable it."
+        )
+    if pending:
+        hints.append(
+            f"{pending} finished command(s) were still being stored; try again in a moment."
+        )
+    if not hints:
+        hints.append(
+            "--wfile/--rfile match a file's content (size, hash, mtime), not its name; "
+            "--history 10 lists the latest commands."
+        )
+    lines += [f"Hint: {h}" for h in hints]
+    return "\n".join(lines) + "\n"
+
+
+def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
+    """Why a file given to --wfile/--rfile may never have been recorded."""
+    if wfile is None and rfile is None:
+        return []
+    from shournal.config import ConfigError, load_config
+    from shournal.filters import PathRule
+
+    try:
+        config = load_config(create=False)
+    except ConfigError:
+        return []
+    hints = []
+    for path, section, option, key in (
+        (wfile, config.write_events, "--wfile", "write_events"),
+        (rfile, config.read_events, "--rfile", "read_events"),
+    ):
+        if path is None:
+            continue
+        real = os.fsencode(os.path.realpath(path))
+        if not PathRule.from_config(section).match(real):
+            hints.append(
+                f"{os.fsdecode(real)} is not recorded by the configuration "
+                f"([{key}] include/exclude paths or hidden files), so {option} cannot find it."
+            )
+        elif key == "read_events" and not config.read_events.enable:
+            hints.append("read events are disabled in the configuration ([read_events] enable).")
+    return hints
+
+
+def _write_text(text: str, output: Path | None) -> None:
+    if output is None:
+        _write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+    except OSError as e:
+        _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
+
+
+def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+    try:
+        from shournal.render.html import write_html  # type: ignore[import-not-found]
+    except ImportError:
+        _fail("html report not available in this build", EXIT_USAGE)
+    try:
+        with open(output, "w", encoding="utf-8") as fp:
+            write_html(commands, fp, stats=stats)
+    except OSError as e:
+        _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)

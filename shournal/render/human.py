@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import base64
+import os
 import socket
+import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, TextIO
 
 from shournal.query import CommandView, FileEventView
+
+if TYPE_CHECKING:
+    from shournal.stats import JournalStats
 
 NO_RESULTS = "No results found matching the query."
 
@@ -55,10 +62,44 @@ def _path(ev: FileEventView) -> str:
     return printable(ev.path.decode("utf-8", "backslashreplace"))
 
 
+# --stat: the original's letters, spelled out for readers.
+STATUS_LABELS = {"U": "[up to date]", "M": "[modified]", "N": "[missing]", "ERROR": "[error]"}
+
+_RESET = "\x1b[0m"
+_STYLE = {
+    "header": "\x1b[1m",
+    "ok": "\x1b[32m",
+    "fail": "\x1b[31m",
+    "warn": "\x1b[33m",
+    "dim": "\x1b[2m",
+}
+_STATUS_STYLE = {"U": "ok", "M": "warn", "N": "fail", "ERROR": "fail"}
+
+
+def use_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set
+    (https://no-color.org: any non-empty value)."""
+    stream = stream if stream is not None else sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{_STYLE[style]}{text}{_RESET}" if color else text
+
+
 def _file_line(ev: FileEventView, with_id: bool) -> str:
     digest = "-" if ev.hash is None else str(ev.hash)
     line = f"{_INDENT_FILE}{_path(ev)} ({format_size(ev.size)}) Hash: {digest}"
-    return f"{line} id {ev.id}" if with_id else line
+    if with_id:
+        line += f" id {ev.id}"
+    if ev.status is not None:
+        line += f" {STATUS_LABELS.get(ev.status, ev.status)}"
+    return line
 
 
 def _content_lines(ev: FileEventView, max_lines: int) -> list[str]:
@@ -113,6 +154,37 @@ def _dropped(count: int, kind: str) -> list[str]:
     ]
 
 
+def _wrap(lines: list[str], width: int | None) -> list[str]:
+    """Lines longer than ``width`` continue on the next line, indented two
+    more than their own indent (paths break anywhere: they have no blanks)."""
+    if not width or width < 20:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=indent + "  ",
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+            or [line]
+        )
+    return out
+
+
+def _colorize(line: str) -> str:
+    for status, label in STATUS_LABELS.items():
+        if line.endswith(label):
+            return line[: -len(label)] + _paint(label, _STATUS_STYLE[status], True)
+    return line
+
+
 def render_command(
     cmd: CommandView,
     *,
@@ -120,12 +192,32 @@ def render_command(
     max_lines: int = 5,
     local_hostname: str | None = None,
     tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
 ) -> list[str]:
-    head = f"cmd-id {cmd.id} "
+    """The lines of one command.  ``width``: wrap every line but the header
+    (the command line is shown as typed) at this many columns."""
+    head = _paint(f"cmd-id {cmd.id}", "header", color) + " "
     if cmd.return_value_known:
-        head += f"$?={cmd.return_value} "
+        status = f"$?={cmd.return_value}"
+        head += _paint(status, "ok" if cmd.return_value == 0 else "fail", color) + " "
     # The command line is shown as typed, never escaped or wrapped.
     lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {cmd.text}"]
+    body = _command_body(cmd, max_files, max_lines, local_hostname, tz)
+    body = _wrap(body, width)
+    if color:
+        body = [_colorize(line) for line in body]
+    return lines + body
+
+
+def _command_body(
+    cmd: CommandView,
+    max_files: int,
+    max_lines: int,
+    local_hostname: str | None,
+    tz: tzinfo | None,
+) -> list[str]:
+    lines: list[str] = []
     lines.append(f"Working directory: {printable(cmd.working_dir)}")
     if cmd.session_uuid is not None:
         lines.append(f"session-uuid {base64.b64encode(cmd.session_uuid).decode('ascii')}")
@@ -150,9 +242,12 @@ def render_human(
     max_lines: int = 5,
     local_hostname: str | None = None,
     tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
 ) -> str:
     """All commands, separated by blank lines.  ``tz`` None means local
-    time; ``local_hostname`` None means this machine's name."""
+    time; ``local_hostname`` None means this machine's name; ``color``
+    adds ANSI colours (see :func:`use_color`); ``width`` wraps long lines."""
     if local_hostname is None:
         local_hostname = socket.gethostname()
     blocks = [
@@ -163,8 +258,83 @@ def render_human(
                 max_lines=max_lines,
                 local_hostname=local_hostname,
                 tz=tz,
+                color=color,
+                width=width,
             )
         )
         for cmd in commands
     ]
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+# -- statistics -----------------------------------------------------------------
+
+STATS_MIN = 5  # as the original's --stat-counts default: sections need 5 entries
+STATS_MAX = 5
+
+
+def _when(moment: datetime | None, tz: tzinfo | None) -> str:
+    return "-" if moment is None else moment.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+def render_stats(
+    stats: JournalStats,
+    *,
+    min_count: int = STATS_MIN,
+    max_count: int = STATS_MAX,
+    totals: bool = False,
+    tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
+) -> str:
+    """The original's four statistics sections; each is shown only when it
+    has at least ``min_count`` entries, with at most ``max_count`` of them.
+    ``totals`` adds a summary line first (``shournal stats``)."""
+    lines: list[str] = []
+    if totals:
+        lines.append(
+            f"{_plural(stats.commands, 'command')} in {_plural(stats.sessions, 'session')}, "
+            f"{stats.written_events} written and {stats.read_events} read file events, "
+            f"{_when(stats.first_start, tz)} to {_when(stats.last_start, tz)}"
+        )
+
+    def section(title: str, entries: list[str]) -> None:
+        if len(entries) < max(min_count, 1):
+            return
+        if lines:
+            lines.append("")
+        lines.append(_paint(title, "header", color))
+        lines.extend(_wrap([f"{_INDENT_SECTION}{e}" for e in entries[:max_count]], width))
+
+    section(
+        "Commands with most file modifications:",
+        [
+            f"cmd-id {e.command_id}: {_plural(e.written, 'written file')} $ {e.text}"
+            for e in stats.most_modifications
+        ],
+    )
+    section(
+        "Sessions with most commands:",
+        [
+            f"{base64.b64encode(e.session_uuid).decode('ascii')}: "
+            f"{_plural(e.commands, 'command')}, "
+            f"{_time_range(e.first_start, e.last_end, tz)}"
+            for e in stats.sessions_most_commands
+        ],
+    )
+    section(
+        "Working directories with most commands:",
+        [
+            f"{_plural(e.commands, 'command')} in {printable(e.path)}"
+            for e in stats.busiest_working_dirs
+        ],
+    )
+    section(
+        "Directories with most input/output-activity:",
+        [
+            f"Total {e.total} ({e.written} written, {e.read} read) files at "
+            f"{printable(e.path.decode('utf-8', 'backslashreplace'))}"
+            for e in stats.busiest_directories
+        ],
+    )
+    return "\n".join(lines) + "\n" if lines else ""

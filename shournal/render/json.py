@@ -1,4 +1,5 @@
-"""JSON output: one array of command objects with the original's field
+"""JSON output: one array of command objects (``json``), or one object per
+line (``jsonl``), with the original's field
 names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs).
 
 Paths are decoded with os.fsdecode and written with ensure_ascii, so
@@ -36,6 +37,8 @@ def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
         "mtime": _ns_iso(ev.mtime_ns),
         "mtimeNs": ev.mtime_ns,
         "hash": None if ev.hash is None else str(ev.hash),
+        # --stat result (U, M, N, ERROR); "NA" when not checked, as the original.
+        "status": ev.status or "NA",
     }
     if is_read:
         obj["isStoredToDisk"] = ev.is_stored
@@ -72,6 +75,22 @@ def write_json(commands: Iterable[CommandView], out: TextIO) -> None:
         out.write(",\n" if i else "\n")
         out.write(json.dumps(command_object(cmd), ensure_ascii=True, separators=(",", ":")))
     out.write("\n]\n")
+
+
+def write_jsonl(commands: Iterable[CommandView], out: TextIO) -> None:
+    """One command object per line and nothing else: streamable, and
+    ``jq -c`` / ``while read`` friendly.  No results: no output."""
+    for cmd in commands:
+        out.write(json.dumps(command_object(cmd), ensure_ascii=True, separators=(",", ":")))
+        out.write("\n")
+
+
+def render_jsonl(commands: Iterable[CommandView]) -> str:
+    import io
+
+    buf = io.StringIO()
+    write_jsonl(commands, buf)
+    return buf.getvalue()
 
 
 def render_json(commands: Iterable[CommandView]) -> str:

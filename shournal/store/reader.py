@@ -2,16 +2,44 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, Select, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    LargeBinary,
+    Select,
+    Text,
+    and_,
+    cast,
+    func,
+    or_,
+    select,
+)
 
-from shournal.query import CommandView, FileEventView, FileProbe
+from shournal.criteria import Condition, Period, ns_to_datetime
+from shournal.query import (
+    RETURN_VALUE_UNKNOWN,
+    CommandView,
+    Criteria,
+    FileCriteria,
+    FileEventView,
+    FileProbe,
+)
 from shournal.store import models as m
 from shournal.store.models import KIND_READ, KIND_WRITE
 
-__all__ = ["KIND_READ", "KIND_WRITE", "PREVIEW_BYTES", "hash_settings", "select_commands"]
+__all__ = [
+    "KIND_READ",
+    "KIND_WRITE",
+    "PREVIEW_BYTES",
+    "command_conditions",
+    "hash_settings",
+    "select_commands",
+]
 
 # Enough for the human output's first lines of an archived script.
 PREVIEW_BYTES = 4096
@@ -53,16 +81,120 @@ def _file_match(conn: Connection, kind: int, probe: FileProbe) -> Select[tuple[i
     return base.where(_FE.hash.in_(hashes))
 
 
+def _like_pattern(pattern: str) -> str:
+    return _escape_like(pattern)
+
+
+def _glob_pattern(pattern: str) -> str:
+    """A LIKE pattern whose only wildcard is ``%`` as a SQLite GLOB pattern
+    (GLOB is case-sensitive, unlike SQLite's LIKE)."""
+    out = []
+    for ch in pattern:
+        if ch == "%":
+            out.append("*")
+        elif ch in "*?[":
+            out.append(f"[{ch}]")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _text_cond(
+    dialect: str, column: Any, cond: Condition[str], *, case: bool, raw: bool = False
+) -> ColumnElement[bool]:
+    """``column`` compared with ``cond``; ``raw``: the column holds bytes."""
+
+    def val(v: str) -> Any:
+        return os.fsencode(v) if raw else v
+
+    if cond.op == "eq":
+        return column == val(cond.value) if case else func.lower(column) == cond.value.lower()
+    if cond.op == "ne":
+        return column != val(cond.value) if case else func.lower(column) != cond.value.lower()
+    if not case:
+        return column.ilike(_like_pattern(cond.value), escape="\\")
+    if dialect == "sqlite":
+        # GLOB (case-sensitive) matches text only: a BLOB operand never
+        # matches, so paths are compared as the text their bytes spell.
+        subject = cast(column, Text) if raw else column
+        return subject.op("GLOB")(_glob_pattern(cond.value))
+    # PostgreSQL: LIKE is case-sensitive and its default escape is the
+    # backslash, for text and bytea alike.
+    return column.op("LIKE")(val(_like_pattern(cond.value)))
+
+
+def _ordered_cond(column: Any, cond: Condition[Any], conv: Any = None) -> ColumnElement[bool]:
+    def c(v: Any) -> Any:
+        return v if conv is None else conv(v)
+
+    op = cond.op
+    if op == "between":
+        return and_(column >= c(cond.value), column <= c(cond.high))
+    return {
+        "eq": column.__eq__,
+        "ne": column.__ne__,
+        "lt": column.__lt__,
+        "le": column.__le__,
+        "gt": column.__gt__,
+        "ge": column.__ge__,
+    }[op](c(cond.value))
+
+
+def _period_cond(column: Any, cond: Condition[Period], conv: Any) -> ColumnElement[bool]:
+    """Times are periods: ``> 2024-05-01`` means after that whole day."""
+    low: Period = cond.value
+    op = cond.op
+    if op == "between":
+        high: Period = cond.high  # type: ignore[assignment]
+        return and_(column >= conv(low.start_ns), column < conv(high.end_ns))
+    if op == "eq":
+        return and_(column >= conv(low.start_ns), column < conv(low.end_ns))
+    if op == "ne":
+        return or_(column < conv(low.start_ns), column >= conv(low.end_ns))
+    return {
+        "lt": lambda: column < conv(low.start_ns),
+        "le": lambda: column < conv(low.end_ns),
+        "gt": lambda: column >= conv(low.end_ns),
+        "ge": lambda: column >= conv(low.start_ns),
+    }[op]()
+
+
+def _dir_value(path: str) -> str:
+    """Directories are stored with their trailing slash."""
+    return path if path.endswith("/") else path + "/"
+
+
+def _file_criteria(dialect: str, kind: int, fc: FileCriteria) -> Select[tuple[int]]:
+    """Command ids having one event of ``kind`` that meets every condition."""
+    fe = _FE
+    stmt = select(fe.command_id).where(fe.kind == kind)
+    if fc.path is not None:
+        cond = fc.path
+        if cond.op != "like" or not cond.value.endswith("%"):
+            cond = Condition(cond.op, _dir_value(cond.value))
+        dirs = select(m.Directory.id).where(
+            _text_cond(dialect, m.Directory.path, cond, case=True, raw=True)
+        )
+        stmt = stmt.where(fe.directory_id.in_(dirs))
+    if fc.name is not None:
+        stmt = stmt.where(_text_cond(dialect, fe.basename, fc.name, case=True, raw=True))
+    if fc.size is not None:
+        stmt = stmt.where(_ordered_cond(fe.size, fc.size))
+    if fc.hash is not None:
+        stmt = stmt.where(_ordered_cond(fe.hash, fc.hash, m.hash_to_bytes))
+    if fc.mtime is not None:
+        stmt = stmt.where(_period_cond(fe.mtime_ns, fc.mtime, int))
+    return stmt
+
+
 def select_commands(
     conn: Connection,
     *,
     probes: Sequence[tuple[int, FileProbe]],
+    criteria: Criteria,
     history: int | None,
-    command_text: str | None,
-    cwd: str | None,
-    session_uuid: bytes | None,
-    command_id: int | None,
     limit: int | None,
+    reverse: bool = False,
     max_files: int | None,
 ) -> list[CommandView]:
     c = m.Command
@@ -87,28 +219,20 @@ def select_commands(
         .outerjoin(m.ShellSession, m.ShellSession.id == c.session_id)
         .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
     )
-    if command_id is not None:
-        stmt = stmt.where(c.id == command_id)
-    if command_text is not None:
-        stmt = stmt.where(c.text.ilike(_escape_like(command_text), escape="\\"))
-    if cwd is not None:
-        if "%" in cwd:
-            stmt = stmt.where(c.working_dir.ilike(_escape_like(cwd), escape="\\"))
-        else:
-            stmt = stmt.where(c.working_dir == cwd)
-    if session_uuid is not None:
-        stmt = stmt.where(m.ShellSession.uuid == session_uuid)
-    for kind, probe in probes:
-        stmt = stmt.where(c.id.in_(_file_match(conn, kind, probe)))
-    if history is not None:
-        stmt = stmt.order_by(c.start_time.desc(), c.id.desc()).limit(history)
+    stmt = stmt.where(*command_conditions(conn, criteria, probes))
+    newest_first = history is not None or reverse
+    if newest_first:
+        stmt = stmt.order_by(c.start_time.desc(), c.id.desc())
     else:
         stmt = stmt.order_by(c.start_time, c.id)
-        if limit is not None:
-            stmt = stmt.limit(limit)
+    if history is not None:
+        stmt = stmt.limit(history)
+    elif limit is not None:
+        stmt = stmt.limit(limit)
     rows = conn.execute(stmt).all()
     if history is not None:
-        rows.reverse()
+        if not reverse:
+            rows.reverse()
         if limit is not None:
             rows = rows[:limit]
     commands = [
@@ -132,6 +256,45 @@ def select_commands(
     ]
     _attach_events(conn, commands, max_files)
     return commands
+
+
+def command_conditions(
+    conn: Connection, criteria: Criteria, probes: Sequence[tuple[int, FileProbe]] = ()
+) -> list[ColumnElement[bool]]:
+    """WHERE terms on ``command`` (joined with ``env`` and ``shell_session``)
+    for every criterion; shared by the query and the statistics."""
+    c = m.Command
+    dialect = conn.dialect.name
+    where: list[ColumnElement[bool]] = []
+    cr = criteria
+    if cr.command_id is not None:
+        where.append(_ordered_cond(c.id, cr.command_id))
+    if cr.command_text is not None:
+        # Text as typed: LIKE is case-insensitive, = and != are exact.
+        exact = cr.command_text.op != "like"
+        where.append(_text_cond(dialect, c.text, cr.command_text, case=exact))
+    if cr.cwd is not None:
+        where.append(_text_cond(dialect, c.working_dir, cr.cwd, case=True))
+    if cr.exit_code is not None:
+        where.append(c.return_value != RETURN_VALUE_UNKNOWN)
+        where.append(_ordered_cond(c.return_value, cr.exit_code))
+    if cr.host is not None:
+        where.append(_text_cond(dialect, m.Env.hostname, cr.host, case=False))
+    if cr.user is not None:
+        where.append(_text_cond(dialect, m.Env.username, cr.user, case=True))
+    if cr.since is not None:
+        where.append(c.start_time >= ns_to_datetime(cr.since.start_ns))
+    if cr.until is not None:
+        where.append(c.start_time < ns_to_datetime(cr.until.end_ns))
+    if cr.session_uuid is not None:
+        sessions = select(m.ShellSession.id).where(m.ShellSession.uuid == cr.session_uuid)
+        where.append(c.session_id.in_(sessions))
+    for kind, files in ((KIND_WRITE, cr.written), (KIND_READ, cr.read)):
+        if files:
+            where.append(c.id.in_(_file_criteria(dialect, kind, files)))
+    for kind, probe in probes:
+        where.append(c.id.in_(_file_match(conn, kind, probe)))
+    return where
 
 
 def _attach_events(conn: Connection, commands: list[CommandView], max_files: int | None) -> None:

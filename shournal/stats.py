@@ -1,0 +1,290 @@
+"""Statistics of the journal (the original's four sections, plus totals).
+
+:func:`compute_stats` is the library entry point; the human output of
+``shournal query``, ``shournal stats`` and the HTML report all render the
+same :class:`JournalStats`.  Everything is counted in SQL (GROUP BY), so the
+whole journal of 10^7 file events is summarised without loading it.
+
+Scope: the whole journal, the commands matching a
+:class:`shournal.query.Criteria`, or an explicit list of command ids (the
+commands a query found).  Ties are broken by the smaller id or path so the
+result is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from shournal.query import Criteria
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from shournal.store.db import Store
+
+DEFAULT_TOP = 5
+_IN_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class CommandModifications:
+    """A command and how many files it wrote."""
+
+    command_id: int
+    text: str
+    written: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCommands:
+    """A shell session and how many commands ran in it."""
+
+    session_uuid: bytes
+    commands: int
+    first_start: datetime
+    last_end: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingDirCommands:
+    """A working directory and how many commands ran in it."""
+
+    path: str
+    commands: int
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryActivity:
+    """A directory and how many file events (written + read) happened in it."""
+
+    path: bytes  # with its trailing slash, as stored
+    written: int
+    read: int
+
+    @property
+    def total(self) -> int:
+        return self.written + self.read
+
+
+@dataclass(slots=True)
+class JournalStats:
+    """Totals and the four top-N lists, each sorted by count descending."""
+
+    commands: int = 0
+    sessions: int = 0
+    written_events: int = 0
+    read_events: int = 0
+    first_start: datetime | None = None
+    last_start: datetime | None = None
+    most_modifications: list[CommandModifications] = field(default_factory=list)
+    sessions_most_commands: list[SessionCommands] = field(default_factory=list)
+    busiest_working_dirs: list[WorkingDirCommands] = field(default_factory=list)
+    busiest_directories: list[DirectoryActivity] = field(default_factory=list)
+
+
+def compute_stats(
+    store: Store,
+    *,
+    command_ids: Iterable[int] | None = None,
+    criteria: Criteria | None = None,
+    top: int = DEFAULT_TOP,
+) -> JournalStats:
+    """Statistics over the whole journal, the commands matching
+    ``criteria``, or only ``command_ids`` (both: their intersection).
+
+    :raises shournal.store.StoreError: the journal cannot be read.
+    """
+    with store.reading() as conn:
+        return compute_stats_conn(conn, command_ids=command_ids, criteria=criteria, top=top)
+
+
+def compute_stats_conn(
+    conn: Connection,
+    *,
+    command_ids: Iterable[int] | None = None,
+    criteria: Criteria | None = None,
+    top: int = DEFAULT_TOP,
+) -> JournalStats:
+    """:func:`compute_stats` inside an open read transaction."""
+    from sqlalchemy import select
+
+    from shournal.store import models as m
+    from shournal.store.reader import command_conditions
+
+    if top < 0:
+        raise ValueError("top must not be negative")
+    scope: Any = None
+    if criteria is not None and not criteria.is_empty():
+        c = m.Command
+        scope = (
+            select(c.id)
+            .join(m.Env, m.Env.id == c.env_id)
+            .where(*command_conditions(conn, criteria))
+            .scalar_subquery()
+        )
+    if command_ids is None:
+        return _stats(conn, [scope], top, limit_in_sql=True)
+    ids = sorted(set(command_ids))
+    batches: list[Any] = []
+    for start in range(0, len(ids), _IN_BATCH):
+        batches.append((ids[start : start + _IN_BATCH], scope))
+    if not batches:
+        return JournalStats()
+    return _stats(conn, batches, top, limit_in_sql=False)
+
+
+def _restrict(column: Any, part: Any) -> list[Any]:
+    """WHERE terms limiting ``column`` (a command id) to one scope part:
+    None (everything), a subquery, or (id batch, subquery or None)."""
+    if part is None:
+        return []
+    if isinstance(part, tuple):
+        batch, sub = part
+        terms = [column.in_(batch)]
+        if sub is not None:
+            terms.append(column.in_(sub))
+        return terms
+    return [column.in_(part)]
+
+
+def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bool) -> JournalStats:
+    from sqlalchemy import case, func, select
+
+    from shournal.store import models as m
+
+    c, fe = m.Command, m.FileEvent
+    out = JournalStats()
+    modifications: Counter[int] = Counter()
+    sessions: Counter[int] = Counter()
+    session_times: dict[int, tuple[datetime, datetime]] = {}
+    cwds: Counter[str] = Counter()
+    dirs_w: Counter[int] = Counter()
+    dirs_r: Counter[int] = Counter()
+    session_ids: set[int] = set()
+    limit = top if limit_in_sql else None
+    for part in parts:
+        where_c = _restrict(c.id, part)
+        where_e = _restrict(fe.command_id, part)
+        n, first, last, nsess = conn.execute(
+            select(
+                func.count(c.id),
+                func.min(c.start_time),
+                func.max(c.start_time),
+                func.count(func.distinct(c.session_id)),
+            ).where(*where_c)
+        ).one()
+        out.commands += n
+        if limit_in_sql:
+            out.sessions = nsess
+        if first is not None:
+            out.first_start = first if out.first_start is None else min(out.first_start, first)
+            out.last_start = last if out.last_start is None else max(out.last_start, last)
+        for kind, count in conn.execute(
+            select(fe.kind, func.count()).where(*where_e).group_by(fe.kind)
+        ):
+            if kind == m.KIND_WRITE:
+                out.written_events += count
+            else:
+                out.read_events += count
+
+        # Commands with most file modifications.
+        cnt = func.count().label("n")
+        q = (
+            select(fe.command_id, cnt)
+            .where(fe.kind == m.KIND_WRITE, *where_e)
+            .group_by(fe.command_id)
+            .order_by(cnt.desc(), fe.command_id)
+        )
+        q = q.limit(limit) if limit is not None else q
+        for cid, count in conn.execute(q):
+            modifications[cid] += count
+
+        # Sessions with most commands.
+        cnt = func.count().label("n")
+        q = (
+            select(c.session_id, cnt, func.min(c.start_time), func.max(c.end_time))
+            .where(c.session_id.is_not(None), *where_c)
+            .group_by(c.session_id)
+            .order_by(cnt.desc(), c.session_id)
+        )
+        if limit_in_sql:
+            q = q.limit(limit)
+        else:
+            session_ids.update(
+                conn.execute(
+                    select(c.session_id).where(c.session_id.is_not(None), *where_c).distinct()
+                ).scalars()
+            )
+        for sid, count, lo, hi in conn.execute(q):
+            sessions[sid] += count
+            old = session_times.get(sid)
+            session_times[sid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+        # Working directories with most commands.
+        cnt = func.count().label("n")
+        q = (
+            select(c.working_dir, cnt)
+            .where(*where_c)
+            .group_by(c.working_dir)
+            .order_by(cnt.desc(), c.working_dir)
+        )
+        q = q.limit(limit) if limit is not None else q
+        for path, count in conn.execute(q):
+            cwds[path] += count
+
+        # Directories with most input/output activity.
+        cnt = func.count().label("n")
+        written = func.sum(case((fe.kind == m.KIND_WRITE, 1), else_=0))
+        q = (
+            select(fe.directory_id, written, cnt)
+            .where(*where_e)
+            .group_by(fe.directory_id)
+            .order_by(cnt.desc(), fe.directory_id)
+        )
+        q = q.limit(limit) if limit is not None else q
+        for did, w, total in conn.execute(q):
+            dirs_w[did] += int(w or 0)
+            dirs_r[did] += int(total) - int(w or 0)
+    if not limit_in_sql:
+        out.sessions = len(session_ids)
+
+    def best(counter: Counter[Any], key: Any = None) -> list[Any]:
+        items = sorted(counter.items(), key=key or (lambda kv: (-kv[1], kv[0])))
+        return items[:top]
+
+    top_mods = best(modifications)
+    texts = dict(
+        conn.execute(select(c.id, c.text).where(c.id.in_([cid for cid, _ in top_mods]))).all()
+    )
+    out.most_modifications = [
+        CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
+    ]
+    top_sessions = best(sessions)
+    uuids = dict(
+        conn.execute(
+            select(m.ShellSession.id, m.ShellSession.uuid).where(
+                m.ShellSession.id.in_([sid for sid, _ in top_sessions])
+            )
+        ).all()
+    )
+    out.sessions_most_commands = [
+        SessionCommands(bytes(uuids[sid]), n, *session_times[sid]) for sid, n in top_sessions
+    ]
+    out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(cwds)]
+    totals = Counter({d: dirs_w[d] + dirs_r[d] for d in dirs_w})
+    top_dirs = best(totals)
+    paths = dict(
+        conn.execute(
+            select(m.Directory.id, m.Directory.path).where(
+                m.Directory.id.in_([d for d, _ in top_dirs])
+            )
+        ).all()
+    )
+    out.busiest_directories = [
+        DirectoryActivity(bytes(paths[d]), dirs_w[d], dirs_r[d]) for d, _ in top_dirs
+    ]
+    return out
