@@ -63,3 +63,18 @@ def test_query_missing_file_is_one_line(tmp_path, monkeypatch):
     assert len(res.stderr.strip().splitlines()) == 1
     assert res.stderr.startswith("shournal: ")
     assert not (tmp_path / "j.sqlite").exists()  # nothing on disk changed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["query", "--history", "x"], ["nosuchcmd"], ["query", "--nosuch"], ["query", "--history"]],
+)
+def test_usage_errors_from_the_parser_are_one_line(argv, tmp_path):
+    """Not click's framed box: one line, status 2 (the real process)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "shournal", *argv], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 2, r
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shournal: "), r.stderr

@@ -80,7 +80,26 @@ def version() -> None:
 
 
 def main() -> None:
+    try:  # typer >= 0.2x vendors click as typer._click
+        from typer._click import exceptions as click  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - older typer on plain click
+        from click import exceptions as click  # type: ignore[no-redef]
+
     try:
-        app()
+        rv = app(standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
+    except click.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else str(exc), file=sys.stderr)
+        sys.exit(2)
+    except click.UsageError as exc:
+        # click's framed multi-line box is not for scripts: one line, status 2
+        message = " ".join(exc.format_message().split())
+        print(f"shournal: {message}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        print(f"shournal: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(exc.exit_code or 1)
+    sys.exit(rv if isinstance(rv, int) else 0)
