@@ -299,14 +299,19 @@ class Page:
         self.mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=1)
 
     def center(self, selector: str) -> tuple[float, float]:
+        """Viewport coordinates of the element's centre, scrolled into view
+        first as a user would."""
         box = self.js(
-            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-            ".getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'nearest', inline: 'nearest'});"
+            " const r = e.getBoundingClientRect();"
+            " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
         )
         return box[0], box[1]
 
     def problems(self) -> list[str]:
-        """Console errors and warnings, uncaught exceptions, failed loads."""
+        """Uncaught exceptions, console.error/console.warn calls, and the
+        browser's own errors (failed loads, CSP violations)."""
         out = []
         for ev in self.events:
             p = ev["params"]
@@ -314,7 +319,7 @@ class Page:
                 out.append(f"exception: {p['exceptionDetails']}")
             elif ev["method"] == "Runtime.consoleAPICalled" and p["type"] in ("error", "warning"):
                 out.append(f"console.{p['type']}: {p['args']}")
-            elif ev["method"] == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+            elif ev["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":
                 out.append(f"log: {p['entry']}")
         return out
 
@@ -601,4 +606,36 @@ def test_filter_dims_timeline(browser: Page, tmp_path: Path) -> None:
     dimmed = browser.js("[...document.querySelectorAll('#timeline rect.cmd.dim')]"
                         ".map(r => +r.dataset.cmd).sort()")  # fmt: skip
     assert dimmed == [2, 4, 6, 8]
+    assert browser.problems() == []
+
+
+def test_thousand_commands_in_chromium(browser: Page, tmp_path: Path) -> None:
+    commands = [
+        view(
+            i,
+            f"make target{i}",
+            session_uuid=bytes([i % 20]) * 16,
+            start_time=T0 + timedelta(seconds=40 * i),
+            end_time=T0 + timedelta(seconds=40 * i + 30 + (i % 7) * 20),
+            return_value=i % 3,
+            writes=[fev(i * 100 + j, f"/p/{i % 13}/obj{j}.o".encode()) for j in range(10)],
+            reads=[fev(i * 100 + 50 + j, f"/p/{i % 13}/src{j}.c".encode()) for j in range(10)],
+            write_count=10,
+            read_count=12,
+        )
+        for i in range(1, 1001)
+    ]
+    report = tmp_path / "big.html"
+    with open(report, "w") as fp:
+        write_html(commands, fp, generated_at=T0)
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.body.dataset.ready") == "1"
+    assert browser.js("document.querySelectorAll('#timeline rect.lane-bg').length") == 20
+    assert browser.js("document.querySelectorAll('#timeline rect.cmd').length") == 1000
+    assert browser.js("document.querySelectorAll('#cmdlist tbody tr').length") == 1000
+    browser.click(*browser.center('#cmdlist tr[data-cmd="500"]'))
+    details = browser.js("document.getElementById('details').innerText")
+    assert "make target500" in details and "/p/6/obj9.o" in details
+    assert "and 2 more files" in details  # read_count 12, only 10 loaded
     assert browser.problems() == []
