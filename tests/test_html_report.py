@@ -639,3 +639,34 @@ def test_thousand_commands_in_chromium(browser: Page, tmp_path: Path) -> None:
     assert "make target500" in details and "/p/6/obj9.o" in details
     assert "and 2 more files" in details  # read_count 12, only 10 loaded
     assert browser.problems() == []
+
+
+def test_csp_blocks_injected_code(browser: Page, tmp_path: Path) -> None:
+    """Defence in depth: even markup that slipped past the escaping could not
+    run, because the policy admits only our own script by its hash."""
+    page = render_html([view(1, "true")], generated_at=T0)
+    injected = page.replace(
+        "<body>\n",
+        '<body>\n<img src="x" onerror="window.__xss=1">'
+        "<script>window.__xss=2</script>"
+        '<script src="data:text/javascript,window.__xss=3"></script>\n',
+        1,
+    )
+    report = tmp_path / "injected.html"
+    report.write_text(injected)
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.body.dataset.ready") == "1"  # our script still runs
+    assert browser.js("typeof window.__xss") == "undefined"
+    violations = [p for p in browser.problems() if "Content Security Policy" in p]
+    assert len(violations) >= 2, browser.problems()
+
+
+def test_browser_missing_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        _chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _chromium()
