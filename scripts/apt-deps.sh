@@ -3,6 +3,7 @@
 # Only missing packages are fetched, so a second run is fast.
 set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
+PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
 [ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev"
 missing=""
 for p in $PKGS; do

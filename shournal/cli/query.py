@@ -7,6 +7,7 @@ Registered by the CLI package with ``app.command("query")(query)``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -20,6 +21,8 @@ EXIT_FOUND = 0
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
+# files per command in an HTML report (the rest is counted, "... and N more")
+_HTML_MAX_FILES = 500
 
 HUMAN_MAX_FILES = 10
 
@@ -240,9 +243,10 @@ def query(
                 history=history,
                 limit=limit,
                 reverse=reverse,
-                max_files=max_files if human else None,
+                max_files=max_files if human else _HTML_MAX_FILES if html else None,
             )
-            if commands and ((human and max_stats > 0) or html):
+            # (the HTML report computes its charts from the commands shown)
+            if commands and human and max_stats > 0:
                 from shournal.stats import compute_stats
 
                 stats = compute_stats(store, command_ids=[c.id for c in commands])
@@ -384,12 +388,15 @@ def _write_text(text: str, output: Path | None) -> None:
 
 
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+    from shournal.render.html import write_html
+
+    # written beside the target and renamed: a failure leaves nothing behind
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        from shournal.render.html import write_html  # type: ignore[import-not-found]
-    except ImportError:
-        _fail("html report not available in this build", EXIT_USAGE)
-    try:
-        with open(output, "w", encoding="utf-8") as fp:
+        with open(tmp, "w", encoding="ascii") as fp:
             write_html(commands, fp, stats=stats)
+        os.replace(tmp, output)
     except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
