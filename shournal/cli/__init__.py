@@ -14,7 +14,9 @@ from typing import Annotated
 
 import typer
 
+from shournal.cli.delete import delete
 from shournal.cli.query import query
+from shournal.cli.restore import restore
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -26,6 +28,12 @@ app = typer.Typer(
 
 app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
     query
+)
+app.command("restore", help="Restore one archived read file (by its file id) into this directory.")(
+    restore
+)
+app.command("delete", help="Delete commands and what only they referenced from the journal.")(
+    delete
 )
 
 
