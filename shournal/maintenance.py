@@ -184,6 +184,9 @@ def make_criteria(
 
 _IN_BATCH = 500
 
+# Negative: KiB, as SQLite's cache_size pragma takes it (256 MiB).
+_SQLITE_BULK_CACHE_KIB = -262144
+
 # Temporary tables of one deletion (names are shournal's own; they live only
 # inside the transaction).
 _DOOMED = "shournal_gc_doomed"
@@ -282,6 +285,11 @@ def _bulk_writing(store: Store) -> Iterator[Connection]:
         dbapi = raw.connection.dbapi_connection
         assert dbapi is not None
         dbapi.execute("PRAGMA foreign_keys=OFF")
+        # Deleting 10^6 events updates the random-order hash index all over
+        # the file; with SQLite's default 2 MB page cache that is mostly
+        # cache misses (measured: 3x slower).
+        (default_cache,) = dbapi.execute("PRAGMA cache_size").fetchone()
+        dbapi.execute(f"PRAGMA cache_size={_SQLITE_BULK_CACHE_KIB}")
         try:
             conn = raw.execution_options(shournal_write=True)
             with conn.begin():
@@ -289,6 +297,7 @@ def _bulk_writing(store: Store) -> Iterator[Connection]:
         finally:
             try:
                 dbapi.execute("PRAGMA foreign_keys=ON")
+                dbapi.execute(f"PRAGMA cache_size={int(default_cache)}")
             except Exception:
                 # Never hand a connection without foreign keys back to the pool.
                 raw.invalidate()
