@@ -205,6 +205,11 @@ _COLLECTED = (
 # Locked on PostgreSQL in the listener's insertion order (see
 # Store.add_command), so that a concurrent store waits instead of
 # deadlocking or reusing a row that is about to disappear.
+# Above this many rows to collect from one table, a temporary index beats
+# one scan of the referencing table per row (PostgreSQL without the
+# privilege to skip foreign-key triggers).
+_PG_INDEX_FROM = 8
+
 _PG_LOCK_ORDER = "env, hash_setting, shell_session, directory, content"
 
 
@@ -304,7 +309,7 @@ def _bulk_writing(store: Store) -> Iterator[Connection]:
                 raise
 
 
-def _pg_prepare(conn: Connection) -> None:
+def _pg_prepare(conn: Connection) -> bool:
     from sqlalchemy import exc as sa_exc
     from sqlalchemy import text
 
@@ -319,8 +324,29 @@ def _pg_prepare(conn: Connection) -> None:
         conn.execute(text("SET LOCAL session_replication_role = replica"))
     except sa_exc.DBAPIError:
         savepoint.rollback()
-    else:
-        savepoint.commit()
+        return False
+    savepoint.commit()
+    return True
+
+
+def _pg_try_index(conn: Connection, child: str, col: str) -> str | None:
+    """Index ``child.col`` for this transaction only, so that the foreign-key
+    triggers look rows up instead of scanning (measured: 50k commands with
+    1000 directories and 2500 archived files took 180 s without).  Needs
+    ownership of the table; never visible to others (dropped before
+    commit)."""
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy import text
+
+    name = f"shournal_gc_ix_{child}_{col}"
+    savepoint = conn.begin_nested()
+    try:
+        conn.execute(text(f"CREATE INDEX {name} ON {child} ({col})"))
+    except sa_exc.DBAPIError:
+        savepoint.rollback()
+        return None
+    savepoint.commit()
+    return name
 
 
 def _temp_table(conn: Connection, name: str, fill: str | Select[Any] | None = None) -> int:
@@ -361,8 +387,8 @@ def delete_commands(
     result = DeleteResult()
     created: list[str] = []
     with _bulk_writing(store) as conn:
-        if conn.dialect.name == "postgresql":
-            _pg_prepare(conn)
+        triggers_off = conn.dialect.name != "postgresql" or _pg_prepare(conn)
+        indexes: list[str] = []
         stmt = _select_ids(criteria)
         if only_ids is not None:
             allowed = table(_ALLOWED, column("id"))
@@ -410,6 +436,10 @@ def delete_commands(
                 f"SELECT DISTINCT {col} FROM {child} WHERE {col} IN (SELECT id FROM {cand})",
             )
             created.append(live)
+            if not triggers_off and candidates[parent] > _PG_INDEX_FROM:
+                ix = _pg_try_index(conn, child, col)
+                if ix is not None:
+                    indexes.append(ix)
             result.collected[parent] = conn.execute(
                 text(
                     f"DELETE FROM {parent} WHERE id IN "
@@ -419,6 +449,8 @@ def delete_commands(
         # Temporary tables outlive the transaction on a pooled connection.
         for name in reversed(created):
             conn.execute(text(f"DROP TABLE {name}"))
+        for name in indexes:
+            conn.execute(text(f"DROP INDEX {name}"))
     return result
 
 
