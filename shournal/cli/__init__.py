@@ -14,7 +14,9 @@ from typing import Annotated
 
 import typer
 
+from shournal.cli.delete import delete
 from shournal.cli.query import query
+from shournal.cli.restore import restore
 from shournal.cli.stats import stats
 
 app = typer.Typer(
@@ -30,6 +32,12 @@ app.command("query", help="Find commands by the files they wrote or read, text, 
 )
 app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
     stats
+)
+app.command("restore", help="Restore one archived read file (by its file id) into this directory.")(
+    restore
+)
+app.command("delete", help="Delete commands and what only they referenced from the journal.")(
+    delete
 )
 
 

@@ -196,6 +196,22 @@ def query(
             "--output", "-o", help="Write to this file instead of stdout.", show_default=False
         ),
     ] = None,
+    restore_rfiles: Annotated[
+        bool,
+        typer.Option(
+            "--restore-rfiles",
+            help="Restore the archived read files of every found command into "
+            "DIR/command-<id>/<original path>, with their mode.",
+        ),
+    ] = False,
+    restore_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--restore-dir",
+            help="Where --restore-rfiles writes (default: $TMPDIR/shournal-restore-$USER).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Find commands by the files they wrote or read, their text, directory,
     session, time, exit status or id.  All criteria must hold."""
@@ -233,6 +249,7 @@ def query(
     html = output_format is OutputFormat.html
     missing = ""
     stats = None
+    restored: Any = None
     try:
         with Store(db_url(), create=False) as store:
             commands = find_commands(
@@ -245,6 +262,8 @@ def query(
                 reverse=reverse,
                 max_files=max_files if human else _HTML_MAX_FILES if html else None,
             )
+            if restore_rfiles and commands:
+                restored = _restore(store, commands, restore_dir)
             # (the HTML report computes its charts from the commands shown)
             if commands and human and max_stats > 0:
                 from shournal.stats import compute_stats
@@ -268,10 +287,34 @@ def query(
         _write_text(_no_results(missing, pending, wfile, rfile), None)
     else:
         _write_text(
-            _render(output_format, commands, stats, max_files, min_stats, max_stats, output),
+            _render(
+                output_format, commands, stats, max_files, min_stats, max_stats, output, restored
+            ),
             output,
         )
+    if restored is not None:
+        print(f"shournal: restored {restored.count} file(s) into {restored.dest}", file=sys.stderr)
+        for cmd_id, path, why in restored.skipped:
+            shown = os.fsdecode(path)
+            print(f"shournal: command {cmd_id}: {shown} not restored: {why}", file=sys.stderr)
     raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
+
+
+def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
+    from shournal.restore import RestoreError, restore_read_files
+
+    if restore_dir is None:
+        import getpass
+        import tempfile
+
+        restore_dir = Path(tempfile.gettempdir()) / f"shournal-restore-{getpass.getuser()}"
+    try:
+        restore_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return restore_read_files(store, commands, restore_dir)
+    except RestoreError as e:
+        _fail(str(e), EXIT_USAGE)
+    except OSError as e:
+        _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
 
 
 def _stat_counts(text: str) -> tuple[int, int]:
@@ -295,6 +338,7 @@ def _render(
     min_stats: int,
     max_stats: int,
     output: Path | None,
+    restored: Any = None,
 ) -> str:
     if fmt is OutputFormat.json:
         from shournal.render.json import render_json
@@ -307,7 +351,11 @@ def _render(
     if fmt is OutputFormat.shournal_json:
         from shournal.render.shournal_json import render_shournal_json
 
-        return render_shournal_json(commands)
+        if restored is None:
+            return render_shournal_json(commands)
+        return render_shournal_json(
+            commands, restore_path=os.fspath(restored.dest), restored_files=restored.count
+        )
     from shournal.render.human import render_human, render_stats, use_color
 
     tty = output is None and use_color(sys.stdout)

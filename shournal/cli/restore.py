@@ -1,0 +1,109 @@
+"""``shournal restore --file-id ID``: write one archived read file (a
+script the journal kept a copy of) back to disk.
+
+Exit codes: 0 restored; 1 no such file id, its content was not archived,
+no journal yet, or overwriting declined at the prompt; 2 usage error (the
+target exists and stdin is not a terminal, without --force; bad target);
+3 the journal cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def _target_for(name: bytes, output: Path | None) -> Path:
+    base = os.fsdecode(name)
+    if output is None:
+        return Path.cwd() / base
+    if output.is_dir():
+        return output / base
+    return output
+
+
+def _confirm_overwrite(target: Path) -> bool:
+    try:
+        return typer.confirm(f"{target} exists. Overwrite?", default=False, err=True)
+    except typer.Abort:  # Ctrl-D / Ctrl-C at the prompt
+        typer.echo("", err=True)
+        return False
+
+
+def restore(
+    file_id: Annotated[
+        int,
+        typer.Option(
+            "--file-id",
+            metavar="ID",
+            help="Id of the read file, as shown after 'id' in shournal query's output.",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="Write here (a file name, or an existing directory) instead of the "
+            "current directory under the file's original name.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", "-f", help="Overwrite an existing file without asking."),
+    ] = False,
+) -> None:
+    """Restore one archived read file into the current directory under its
+    original name, with its original permissions and mtime."""
+    from shournal.restore import (
+        NotArchived,
+        RestoreError,
+        TargetExists,
+        load_archived,
+        restore_file,
+    )
+    from shournal.store import Store, StoreError, StoreMissing, db_url
+
+    try:
+        with Store(db_url(), create=False) as store:
+            item = load_archived(store, file_id)
+    except NotArchived as e:
+        _fail(str(e), EXIT_NOT_FOUND)
+    except StoreMissing as e:
+        _fail(f"nothing to restore: {e}", EXIT_NOT_FOUND)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+
+    target = _target_for(item.name, output)
+    overwrite = force
+    if not force and os.path.lexists(target):
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            _fail(f"{target} exists (use --force to overwrite)", EXIT_USAGE)
+        if not _confirm_overwrite(target):
+            _fail(f"not overwriting {target}", EXIT_NOT_FOUND)
+        overwrite = True
+    try:
+        restored = restore_file(item, target, overwrite=overwrite)
+    except TargetExists as e:  # appeared meanwhile
+        _fail(str(e), EXIT_USAGE)
+    except RestoreError as e:
+        _fail(str(e), EXIT_USAGE)
+    typer.echo(f"Restored {os.fsdecode(item.path)} (file id {file_id}) to {restored.target}")
+    raise typer.Exit(EXIT_OK)
