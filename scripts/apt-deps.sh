@@ -5,6 +5,9 @@ set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
 PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
 [ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev"
+# Building the .deb, linting it, and testing it and the container image from
+# a fresh debootstrap root filesystem (packaging/test-fresh-system.sh).
+[ "${1-}" = "--packaging" ] && PKGS="$PKGS debhelper dpkg-dev lintian debootstrap podman rsync"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
