@@ -52,6 +52,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -787,9 +788,16 @@ static int cmd_exec(int argc, char **argv)
     }
     nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
     (void)close(procfd);
-    if (nsfd < 0) { /* the holder is exiting: as above, silently */
+    if (nsfd < 0) {
+        int err = errno;
         if (drop_privileges() != 0)
             _exit(1);
+        /* ENOENT: the holder is exiting -- as above, silently.  Anything
+         * else is a missing privilege (a container without SYS_PTRACE):
+         * say so, never lose events quietly. */
+        if (err != ENOENT && err != ESRCH)
+            warn("not observed: cannot join the namespace: %s (in a container: "
+                 "--cap-add SYS_PTRACE)", strerror(err));
         exec_user(filename, args, env);
     }
     have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';
@@ -819,6 +827,45 @@ static int cmd_exec(int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------- check */
+
+/* Can we open the namespace of a process of another uid, as `exec` must
+ * for a holder?  Containers without CAP_SYS_PTRACE cannot. */
+static int check_join(void)
+{
+    uid_t uid = getuid() ? getuid() : 65534;
+    char path[64];
+    int fd, err = 0, ready[2];
+    char c;
+    pid_t child;
+
+    if (pipe2(ready, O_CLOEXEC) != 0)
+        return errno;
+    child = fork();
+    if (child < 0)
+        return errno;
+    if (child == 0) {
+        if (setresuid(uid, uid, uid) != 0)
+            _exit(1);
+        (void)close(ready[0]);
+        (void)close(ready[1]); /* EOF: our ids are set */
+        pause();
+        _exit(0);
+    }
+    (void)close(ready[1]);
+    while (read(ready[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    (void)close(ready[0]);
+    snprintf(path, sizeof path, "/proc/%d/ns/mnt", (int)child);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        err = errno;
+    else
+        (void)close(fd);
+    (void)kill(child, SIGKILL);
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return err;
+}
 
 static int cmd_check(void)
 {
@@ -855,6 +902,11 @@ static int cmd_check(void)
         }
     } else {
         ok = 0;
+    }
+    if (geteuid() == 0) {
+        int err = check_join();
+        printf("join %s%s\n", err ? "FAIL " : "ok", err ? strerror(err) : "");
+        ok &= !err;
     }
     if (drop_privileges() != 0)
         _exit(1);

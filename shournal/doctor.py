@@ -68,6 +68,15 @@ def _helper_checks() -> list[Check]:
             "and a kernel with fanotify",
         )
     )
+    join = results.get("join", "FAIL not checked")
+    checks.append(
+        Check(
+            "programs can join a command's namespace",
+            join == "ok",
+            join,
+            "needs CAP_SYS_PTRACE for the helper (in containers: --cap-add SYS_PTRACE)",
+        )
+    )
     return checks
 
 

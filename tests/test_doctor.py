@@ -1,0 +1,53 @@
+"""`shournal doctor` against the real setuid helper, as the test user."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = [pytest.mark.root]
+
+
+def doctor(install, home, **extra_env):
+    env = {**install.env(home), **extra_env}
+    return subprocess.run(
+        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
+         *[f"{k}={v}" for k, v in env.items()], str(install.cli), "doctor"],
+        cwd=home / "work", capture_output=True, text=True, timeout=120,
+    )
+
+
+def lines(out: str) -> dict[str, str]:
+    """check name -> 'ok'/'FAIL'"""
+    res = {}
+    for line in out.splitlines():
+        if line.startswith(("ok ", "FAIL ")):
+            status, rest = line.split(None, 1)
+            res[rest.split(":", 1)[0]] = status
+    return res
+
+
+def test_doctor_on_a_working_install(install, user_home):
+    r = doctor(install, user_home)
+    got = lines(r.stdout)
+    for name in ("setuid helper", "mount namespace + fanotify mount marks",
+                 "programs can join a command's namespace", "group", "preload library",
+                 "listener", "config", "store"):
+        assert got.get(name) == "ok", (name, r.stdout)
+    # not run from a recording shell: exactly that is reported, with its fix
+    assert got["recording in this shell"] == "FAIL", r.stdout
+    assert "shournal init bash" in r.stdout
+    assert r.returncode == 1
+
+
+def test_doctor_names_a_helper_without_setuid_bit(install, user_home, tmp_path):
+    plain = tmp_path / "shournal-suid"
+    shutil.copy(install.helper, plain)
+    plain.chmod(0o755)
+    tmp_path.chmod(0o755)
+    r = doctor(install, user_home, SHOURNAL_SUID_PATH=str(plain))
+    got = lines(r.stdout)
+    assert got["setuid helper"] == "FAIL", r.stdout
+    assert "fix:" in r.stdout and r.returncode == 1
