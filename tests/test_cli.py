@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -78,3 +79,17 @@ def test_usage_errors_from_the_parser_are_one_line(argv, tmp_path):
     assert r.stdout == ""
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("shournal: "), r.stderr
+
+
+def test_closed_stdout_is_not_a_traceback(tmp_path):
+    """`shournal ... | head` : the reader went away before we wrote."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run([sys.executable, "-m", "shournal", "--help"], stdout=w_fd,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    finally:
+        os.close(w_fd)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode != 0

@@ -9,6 +9,7 @@ Exit statuses (documented in the README):
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -87,27 +88,40 @@ def version() -> None:
     print(f"shournal {__version__}")
 
 
+def _one_line(exc: BaseException) -> str:
+    fmt = getattr(exc, "format_message", None)
+    return " ".join((fmt() if fmt else str(exc)).split())
+
+
 def main() -> None:
     try:  # typer >= 0.2x vendors click as typer._click
         from typer._click import exceptions as click  # type: ignore[import-not-found]
     except ImportError:  # pragma: no cover - older typer on plain click
         from click import exceptions as click  # type: ignore[no-redef]
-
+    usage = click.UsageError
+    no_args = getattr(click, "NoArgsIsHelpError", ())
+    abort = getattr(click, "Abort", ())
     try:
         rv = app(standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
-    except click.NoArgsIsHelpError as exc:
-        print(exc.ctx.get_help() if exc.ctx else str(exc), file=sys.stderr)
-        sys.exit(2)
-    except click.UsageError as exc:
-        # click's framed multi-line box is not for scripts: one line, status 2
-        message = " ".join(exc.format_message().split())
-        print(f"shournal: {message}", file=sys.stderr)
-        sys.exit(2)
-    except click.Abort:
-        sys.exit(130)
-    except click.ClickException as exc:
-        print(f"shournal: {' '.join(exc.format_message().split())}", file=sys.stderr)
-        sys.exit(exc.exit_code or 1)
+    except BrokenPipeError:
+        # `shournal query | head`: the reader is gone; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except Exception as exc:
+        if no_args and isinstance(exc, no_args):
+            ctx = getattr(exc, "ctx", None)
+            print(ctx.get_help() if ctx else str(exc), file=sys.stderr)
+            sys.exit(2)
+        if isinstance(exc, usage):
+            # click's framed multi-line box is not for scripts: one line, status 2
+            print(f"shournal: {_one_line(exc)}", file=sys.stderr)
+            sys.exit(2)
+        if abort and isinstance(exc, abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            print(f"shournal: {_one_line(exc)}", file=sys.stderr)
+            sys.exit(getattr(exc, "exit_code", 1) or 1)
+        raise
     sys.exit(rv if isinstance(rv, int) else 0)
