@@ -1,1 +1,1 @@
-pytest_plugins = ["fixtures_pg", "fixtures_shell"]
+pytest_plugins = ["fixtures_pg", "fixtures_shell", "fixtures_store"]

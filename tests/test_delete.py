@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -43,16 +42,6 @@ TABLES = (
     m.Env,
     m.HashSetting,
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_fresh_url")
-    with Store(url) as s:
-        yield s
 
 
 def ev(path: bytes, size: int = 10, h: int | None = 7, content: bytes | None = None) -> FileEvent:

@@ -34,16 +34,6 @@ T0 = 1_700_000_000_000_000_000
 MINUTE = 60 * 10**9
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_fresh_url")
-    with Store(url) as s:
-        yield s
-
-
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
     with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as s:

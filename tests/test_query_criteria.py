@@ -4,7 +4,6 @@ on real SQLite and PostgreSQL journals."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -133,16 +132,6 @@ def test_until_before_since_is_an_error() -> None:
 
 
 # -- SQL ------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_fresh_url")
-    with Store(url) as s:
-        yield s
 
 
 def ev(path: str, size: int, mtime_ns: int = T0, digest: int | None = 7) -> FileEvent:

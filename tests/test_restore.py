@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -35,16 +34,6 @@ MTIME = 1_600_000_000_123_456_789
 V1 = b"#!/bin/sh\necho version 1\n"
 V2 = b"#!/bin/sh\necho version 2 is longer\n"
 HELPER = b"export X=1\n"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_fresh_url")
-    with Store(url) as s:
-        yield s
 
 
 def read(path: bytes, data: bytes | None, mode: int = 0o100755, h: int = 5) -> FileEvent:
