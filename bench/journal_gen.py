@@ -553,6 +553,7 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
              log: Callable[[str], None] = print) -> dict:  # fmt: skip
     """Write a fresh journal to ``db`` and its description to ``<db>.json``."""
     t0 = time.perf_counter()
+    fingerprint = schema_fingerprint()  # of the schema the rows are written for
     rng = random.Random(seed)
     for suffix in ("", "-wal", "-shm", ".json"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -587,7 +588,8 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
         "SELECT id FROM hash_setting WHERE chunk_size = ? AND max_reads = ?",
         (CHUNK_SIZE, MAX_READS),
     ).fetchone()[0]
-    next_session_row = con.execute("SELECT coalesce(max(id), 0) FROM shell_session").fetchone()[0] + 1
+    last_session = con.execute("SELECT coalesce(max(id), 0) FROM shell_session").fetchone()[0]
+    next_session_row = last_session + 1
 
     gen = Generator(con, rng, probe_dir)
     gen.next_dir_id = con.execute("SELECT coalesce(max(id), 0) FROM directory").fetchone()[0] + 1
@@ -684,7 +686,7 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
     con.close()
     meta = {
         "generator_version": GENERATOR_VERSION,
-        "schema_fingerprint": schema_fingerprint(),
+        "schema_fingerprint": fingerprint,
         "schema_version": m.SCHEMA_VERSION,
         "seed": seed,
         "commands": total_commands,
