@@ -33,12 +33,15 @@ import json
 import os
 import platform
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +218,127 @@ def time_cli(exe: str, args: list[str], env: dict[str, str], expect: int = 0) ->
     return elapsed
 
 
+
+# --------------------------------------------------------------- PostgreSQL
+
+PG_BIN = Path(os.environ.get("SHOURNAL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+# Copied in this order (foreign keys); schema_version is written by Store.
+PG_TABLES = ("env", "hash_setting", "shell_session", "directory", "content", "command",
+             "file_event")  # fmt: skip
+
+
+@contextmanager
+def private_pg() -> Iterator[str]:
+    """A throw-away PostgreSQL server on a unix socket (as in
+    tests/fixtures_pg.py; under root it runs as ``nobody``)."""
+    import pwd
+
+    def as_server(argv: list[str]) -> list[str]:
+        return ["runuser", "-u", "nobody", "--", *argv] if os.geteuid() == 0 else argv
+
+    base = Path(tempfile.mkdtemp(prefix="shq-pg-", dir="/var/tmp"))
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        os.chown(base, nobody.pw_uid, nobody.pw_gid)
+    data, logfile = base / "data", base / "server.log"
+    pg_ctl = str(PG_BIN / "pg_ctl")
+    try:
+        subprocess.run(as_server([str(PG_BIN / "initdb"), "-D", str(data), "-U", "shournal",
+                                  "--auth=trust", "--no-sync"]),
+                       check=True, capture_output=True)  # fmt: skip
+        options = f"-c listen_addresses='' -c unix_socket_directories='{base}' -c fsync=off"
+        subprocess.run(as_server([pg_ctl, "-D", str(data), "-l", str(logfile), "-o", options,
+                                  "-w", "start"]), check=True, capture_output=True)  # fmt: skip
+        import psycopg
+
+        with psycopg.connect(host=str(base), user="shournal", dbname="postgres",
+                             autocommit=True) as conn:  # fmt: skip
+            conn.execute("CREATE DATABASE journal")
+        yield f"postgresql+psycopg://shournal@/journal?host={base}"
+    finally:
+        subprocess.run(as_server([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                       capture_output=True, check=False)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def copy_to_pg(db: Path, url: str) -> float:
+    """Copy every row of the SQLite journal into a fresh PostgreSQL journal
+    (schema by Store, rows by COPY); return the seconds it took."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    t0 = time.perf_counter()
+    Store(url).close()  # the real schema, schema_version included
+    parsed = make_url(url)
+    src = sqlite3.connect(db)
+    with psycopg.connect(host=parsed.query["host"], user=parsed.username,
+                         dbname=parsed.database) as dst:  # fmt: skip
+        for table in PG_TABLES:
+            cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+            times = {i for i, c in enumerate(cols) if c in ("start_time", "end_time")}
+            with dst.cursor().copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
+                for row in src.execute(f"SELECT {', '.join(cols)} FROM {table}"):
+                    if times:
+                        row = tuple(v + "+00" if i in times else v for i, v in enumerate(row))
+                    copy.write_row(row)
+            # Ids were copied explicitly: move the sequences past them.
+            dst.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                f"(SELECT coalesce(max(id), 1) FROM {table}))"
+            )
+            log(f"PostgreSQL: {table} copied")
+        dst.commit()
+        dst.autocommit = True
+        dst.execute("VACUUM ANALYZE")
+    src.close()
+    return time.perf_counter() - t0
+
+
+def pg_explain(store: Store, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    with store.engine.connect() as conn:
+        for sql, params in statements:
+            if not sql.lstrip().upper().startswith("SELECT") or "pg_catalog" in sql:
+                continue
+            rows = conn.exec_driver_sql("EXPLAIN " + sql, params).fetchall()
+            out.append({"sql": " ".join(sql.split())[:400], "plan": [r[0] for r in rows]})
+    return out
+
+
+def measure_pg(db: Path, meta: dict, reps: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    probes = meta["probes"]
+    exact = [p for p in probes if p["kind"] == "write" and p["mtime_matches"]]
+    fallback = [p for p in probes if p["kind"] == "write" and not p["mtime_matches"]]
+    out: dict[str, Any] = {}
+    with private_pg() as url:
+        out["copy_s"] = copy_to_pg(db, url)
+        with Store(url, create=False) as store:
+            with store.reading() as conn:
+                from sqlalchemy import text
+
+                out["database_bytes"] = conn.execute(
+                    text("SELECT pg_database_size(current_database())")
+                ).scalar_one()
+                out["server_version"] = conn.execute(text("SHOW server_version")).scalar_one()
+            out["bytes_per_event"] = out["database_bytes"] / meta["file_events"]
+            cap = Capture(store)
+            time_library(store, exact[:3], "write")
+            time_history(store, 100, 2)
+            cap.on = True
+            time_library(store, exact[:1], "write")
+            time_history(store, 100, 1)
+            cap.on = False
+            out["plans"] = pg_explain(store, cap.statements)
+            sample = rng.sample(exact, min(reps, len(exact)))
+            t, miss = time_library(store, sample, "write")
+            out["wfile"] = summary(t) | {"misses": miss}
+            t, miss = time_library(store, fallback[:reps], "write")
+            out["wfile_fallback"] = summary(t) | {"misses": miss}
+            out["history100"] = summary(time_history(store, 100, reps))
+    return out
+
+
 # -------------------------------------------------------------------- main
 
 
@@ -321,6 +445,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 cold["cli_wfile"] = summary(wf)
                 cold["cli_history100"] = summary(hist)
     result["cli"] = cli
+    if args.pg:
+        log("PostgreSQL: copying the journal into a private server")
+        result["postgresql"] = measure_pg(db, meta, args.reps, args.seed)
     result["cold"] = cold
     result["load_after"] = os.getloadavg()[0]
     return result
@@ -355,6 +482,14 @@ def report(r: dict[str, Any]) -> str:
         )
     else:
         lines.append(f"HTML of 1,000 commands: {html['status']}")
+    pg = r.get("postgresql")
+    if pg:
+        lines.append(
+            f"PostgreSQL {pg['server_version']}: --wfile median {ms(pg['wfile'])} ms "
+            f"(p95 {ms(pg['wfile'], 'p95')}), fallback {ms(pg['wfile_fallback'])} ms, "
+            f"--history 100 {ms(pg['history100'])} ms (p95 {ms(pg['history100'], 'p95')}); "
+            f"{pg['bytes_per_event']:.1f} bytes/event; copy {pg['copy_s']:.0f} s"
+        )
     misses = sum(v.get("misses", 0) for v in lib.values())
     lines.append(f"probes not found: {misses}; spot-check failures: {r['validation_failures']}")
     return "\n".join(lines)
@@ -373,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shournal", default=str(Path(sys.executable).with_name("shournal")),
                    help="the shournal executable for the CLI runs")  # fmt: skip
     p.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
+    p.add_argument("--pg", action="store_true",
+                   help="also copy the journal into a private PostgreSQL server and query it")
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)
     os.nice(10)  # the machine is shared
