@@ -173,13 +173,25 @@ def time_html(store: Store, n: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     commands = find_commands(store, history=n)  # every file, as a report needs
     t_query = time.perf_counter() - t0
-    with tempfile.NamedTemporaryFile("w", suffix=".html", encoding="utf-8", delete=False) as fp:
-        t1 = time.perf_counter()
-        write_html(commands, fp)
-        t_write = time.perf_counter() - t1
-        name = fp.name
-    size = os.path.getsize(name)
-    os.unlink(name)
+    # The signature is the other engineer's: a text file, or else binary.
+    t_write, size, error = None, 0, ""
+    for mode in ("w", "wb"):
+        with tempfile.NamedTemporaryFile(mode, suffix=".html", delete=False) as fp:
+            name = fp.name
+            t1 = time.perf_counter()
+            try:
+                write_html(commands, fp)
+            except TypeError as e:
+                error = f"{type(e).__name__}: {e}"
+                continue
+            finally:
+                fp.flush()
+                size = os.path.getsize(name)
+                os.unlink(name)
+            t_write = time.perf_counter() - t1
+            break
+    if t_write is None:
+        return {"status": f"write_html failed ({error})"}
     return {
         "status": "measured",
         "commands": len(commands),
