@@ -420,12 +420,46 @@ def test_large_command_round_trip_counts(store: Store) -> None:
 
 
 def test_hash_index_exists(tmp_path: Path) -> None:
-    # Only the indexes the queries need: (hash), (command_id), start time.
+    # Only the indexes the queries need: (hash, size), (command_id), start time.
     with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
         rows = conn.execute(
             text("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='file_event'")
         )
-        assert {r[0] for r in rows} == {"ix_file_event_hash", "ix_file_event_command_id"}
+        assert {r[0] for r in rows} == {"ix_file_event_hash_size", "ix_file_event_command_id"}
+
+
+def _file_event_indexes(s: Store) -> dict[str, list[str]]:
+    from sqlalchemy import inspect
+
+    with s.reading() as conn:
+        return {ix["name"]: ix["column_names"] for ix in inspect(conn).get_indexes("file_event")}
+
+
+def test_upgrade_from_version_1(db_url: str, tmp_path: Path) -> None:
+    """A journal of schema 1 (content index on hash alone) is upgraded on
+    open: the index becomes (hash, size), the data stays."""
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"x" * 1000)
+    st = target.stat()
+    from shournal.hashing import partial_xxh64_bytes
+
+    h = partial_xxh64_bytes(target.read_bytes())
+    with Store(db_url) as s:
+        cid = s.add_command(record(writes=[event(b"/w/out.bin", size=1000, hash=h,
+                                                 mtime_ns=st.st_mtime_ns)]))  # fmt: skip
+        with s.writing() as conn:
+            conn.execute(text("DROP INDEX ix_file_event_hash_size"))
+            conn.execute(text("CREATE INDEX ix_file_event_hash ON file_event (hash)"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=1))
+        assert "ix_file_event_hash" in _file_event_indexes(s)
+    with Store(db_url, create=False) as s:
+        indexes = _file_event_indexes(s)
+        assert indexes["ix_file_event_hash_size"] == ["hash", "size"]
+        assert "ix_file_event_hash" not in indexes
+        with s.reading() as conn:
+            version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
+        assert version == m.SCHEMA_VERSION == 2
+        assert [c.id for c in find_commands(s, wfile=target)] == [cid]
 
 
 def test_store_paths_are_exact(store: Store) -> None:

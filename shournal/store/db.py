@@ -29,9 +29,19 @@ from shournal.store.errors import (
     StoreUnavailable,
 )
 
+
+def _v1_content_index(conn: Connection) -> None:
+    # (hash) -> (hash, size): see the note in models.py.  Same statements on
+    # SQLite and PostgreSQL.
+    conn.execute(text("DROP INDEX IF EXISTS ix_file_event_hash"))
+    conn.execute(
+        text("CREATE INDEX IF NOT EXISTS ix_file_event_hash_size ON file_event (hash, size)")
+    )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_content_index}
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
 # constant that only shournal uses: "shournal" in ASCII).
