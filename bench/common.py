@@ -496,6 +496,29 @@ def run_groups(
     return records
 
 
+def run_caches(
+    bench: Bench,
+    args: argparse.Namespace,
+    *,
+    body: str,
+    cwd: Path,
+    prepare: Callable[[], None],
+    check_full: Callable[[dict], None],
+) -> tuple[list[dict], list[dict]]:
+    """run_groups() for every cache mode of --cache in turn, with one rng
+    seeded by --seed; returns all records and one summary per mode."""
+    rng = random.Random(args.seed)
+    records: list[dict] = []
+    summaries = []
+    for cache in [m for m in args.cache.split(",") if m]:
+        records += run_groups(
+            bench, cache=cache, reps=args.reps, body=body, cwd=cwd, prepare=prepare,
+            check_full=check_full, rng=rng, variants=variants_arg(args.variants),
+        )
+        summaries.append(summarize(records, cache))
+    return records, summaries
+
+
 def summarize(records: list[dict], cache: str) -> dict:
     """Median times and median within-repetition ratios."""
     recs = [r for r in records if r["cache"] == cache and r["rep"] >= 0]

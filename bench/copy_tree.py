@@ -14,7 +14,6 @@ most 10%; storage at most 100 bytes per file event.
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
 import subprocess
 import sys
@@ -114,15 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile and rec.get("profiles"):
             rec["profile_top"] = c.profile_report(rec["profiles"])
 
-    rng = random.Random(args.seed)
-    records: list[dict] = []
-    summaries = []
-    for cache in [m for m in args.cache.split(",") if m]:
-        records += c.run_groups(
-            bench, cache=cache, reps=args.reps, body=body, cwd=work, prepare=prepare,
-            check_full=check_full, rng=rng, variants=c.variants_arg(args.variants),
-        )
-        summaries.append(c.summarize(records, cache))
+    records, summaries = c.run_caches(
+        bench, args, body=body, cwd=work, prepare=prepare, check_full=check_full
+    )
     prepare()
 
     full_ok = [r for r in records if r["variant"] == "full" and r.get("valid") and r["rep"] >= 0]

@@ -131,15 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile and rec.get("profiles"):
             rec["profile_top"] = c.profile_report(rec["profiles"])
 
-    rng = random.Random(args.seed)
-    records: list[dict] = []
-    summaries = []
-    for cache in [m for m in args.cache.split(",") if m]:
-        records += c.run_groups(
-            bench, cache=cache, reps=args.reps, body=body, cwd=repo, prepare=prepare,
-            check_full=check_full, rng=rng, variants=c.variants_arg(args.variants),
-        )
-        summaries.append(c.summarize(records, cache))
+    records, summaries = c.run_caches(
+        bench, args, body=body, cwd=repo, prepare=prepare, check_full=check_full
+    )
 
     c.print_table(
         f"git_checkout: bench-b -> bench-a ({changed} files differ), "
