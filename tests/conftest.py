@@ -1,1 +1,1 @@
-pytest_plugins = ["fixtures_pg", "fixtures_shell", "fixtures_store"]
+pytest_plugins = ["fixtures_pg", "fixtures_shell", "fixtures_store", "fixtures_cli"]

@@ -3,14 +3,13 @@ and the CLI (including its prompt on a real pty), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pexpect
 import pytest
+from fixtures_cli import run_shournal as shournal
 from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
@@ -370,29 +369,6 @@ def test_make_criteria_errors():
 
 
 # -- the CLI ---------------------------------------------------------------------------
-
-
-def shournal(args: list[str], env: dict[str, str], cwd: Path | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "shournal", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
-
-
-@pytest.fixture
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["SHOURNAL_DB_URL"] = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    env["XDG_RUNTIME_DIR"] = str(tmp_path)
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["TZ"] = "UTC"
-    return env
 
 
 @pytest.fixture

@@ -4,14 +4,13 @@ and PostgreSQL, hostile stored paths and symlinks, and `shournal restore`
 
 from __future__ import annotations
 
-import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
+from fixtures_cli import run_shournal as shournal
 from typer.testing import CliRunner
 
 from shournal.cli import app
@@ -215,16 +214,6 @@ def test_load_archived_and_restore_file(store, two_versions, tmp_path):
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["SHOURNAL_DB_URL"] = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    env["XDG_RUNTIME_DIR"] = str(tmp_path)
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    return env
-
-
-@pytest.fixture
 def cli_journal(tmp_path: Path) -> tuple[Path, list[int]]:
     path = tmp_path / "journal.sqlite"
     with Store(f"sqlite:///{path}") as s:
@@ -237,18 +226,6 @@ def cli_journal(tmp_path: Path) -> tuple[Path, list[int]]:
         )
         ids = event_ids(s, cid)
     return path, ids  # ids: write, archived read, plain read
-
-
-def shournal(args: list[str], env: dict[str, str], cwd: Path):
-    return subprocess.run(
-        [sys.executable, "-m", "shournal", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
 
 
 def test_cli_restores_into_cwd_and_refuses_to_overwrite(tmp_path, cli_env, cli_journal):

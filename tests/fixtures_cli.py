@@ -1,0 +1,36 @@
+"""The real `shournal` process for CLI tests: `cli_env` points it at a
+private SQLite journal and private XDG directories, `run_shournal` runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SHOURNAL_DB_URL"] = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["TZ"] = "UTC"
+    return env
+
+
+def run_shournal(
+    args: list[str], env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shournal", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
