@@ -1,13 +1,16 @@
 """Shared machinery of the benchmarks (see bench/README.md).
 
 Method (as in the paper): the same command is run unmonitored ("plain"),
-monitored by the full pipeline ("full": `shournal run` with the real
-listener, which hashes and stores every event) and monitored with the
-"floor" listener (bench/null_listener.c: the helper, namespace and mount
-marks are in place, but every event is read and its fd closed at once).
-The floor separates the kernel's price from ours.
+monitored by the full pipeline ("full": `shournal run`; the holder takes
+stat, path and partial hash of every event, the real listener filters and
+stores) and the "floor" (the helper, namespace and mount marks are in
+place, but the holder discards every event right after reading it:
+SHOURNAL_BENCH_FLOOR=1, and bench/null_listener.c as the listener).  The
+floor separates the kernel's price from ours.  Optionally "relay": the
+holder does all its work and bench/null_listener.c receives the records
+(full minus Python).
 
-Each repetition runs the three variants once, in an order drawn at random
+Each repetition runs the variants once, in an order drawn at random
 (the paper's alternating pairs, with the floor as a third member); ratios
 are taken within a repetition (full/plain, floor/plain) and their median
 is reported.  Cold runs drop the page cache before every run; warm runs
@@ -49,9 +52,9 @@ DEFAULT_RESULTS = BENCH_DIR / "results"
 SHOURNAL = os.environ.get("SHOURNAL_BIN", "/usr/local/bin/shournal")
 VENV_PYTHON = "/usr/local/lib/shournal/venv/bin/python"
 VARIANTS = ("plain", "full", "floor")
-# Optional: the floor listener reading every event as soon as it is queued
-# (see bench/null_listener.c); shows what eager reading costs the command.
-ALL_VARIANTS = (*VARIANTS, "eager")
+# Optional: the holder's work without Python (bench/null_listener.c receives
+# the records): how the price of "full" splits between C and Python.
+ALL_VARIANTS = (*VARIANTS, "relay")
 
 
 # ------------------------------------------------------------------ helpers
@@ -323,12 +326,12 @@ class Bench:
         elif variant == "full" and self.listener_cpu:
             env["SHOURNAL_LISTENER"] = str(write_cpu_listener(cpu_out))
             env["SHOURNAL_BENCH_CPU_OUT"] = str(cpu_out)
-        if variant in ("floor", "eager"):
+        if variant in ("floor", "relay"):
             env["SHOURNAL_LISTENER"] = str(self.null_listener)
             env["SHOURNAL_NULL_STATS"] = str(stats)
-            if variant == "eager":
-                env["SHOURNAL_NULL_EAGER"] = "1"
-        if variant in ("full", "floor", "eager"):
+            if variant == "floor":
+                env["SHOURNAL_BENCH_FLOOR"] = "1"  # the holder discards every event
+        if variant in ("full", "floor", "relay"):
             argv = [SHOURNAL, "run", "--", *argv]
         rec: dict = {"variant": variant, "run": n, "load_before": loadavg()}
         t0 = time.perf_counter()
@@ -349,7 +352,7 @@ class Bench:
         if warnings.exists():
             rec["listener_warnings"] = warnings.read_text().strip().splitlines()
             warnings.unlink()
-        if variant in ("floor", "eager"):
+        if variant in ("floor", "relay"):
             try:
                 ev, ovf, err = stats.read_text().split()
                 rec["floor_events"], rec["floor_overflows"], rec["floor_fd_errors"] = (
@@ -556,7 +559,7 @@ def summarize(records: list[dict], cache: str) -> dict:
         cpu = [r["listener_user_s"] + r["listener_sys_s"] for r in full if "listener_user_s" in r]
         if cpu:
             out["listener_cpu_median_s"] = median(cpu)
-    floor = [r for r in recs if r["variant"] in ("floor", "eager")]
+    floor = [r for r in recs if r["variant"] in ("floor", "relay")]
     if floor:
         out["floor_after_command_median_s"] = median(
             [r["total_s"] - r["inner_s"] for r in floor if r["inner_s"] is not None]
@@ -585,7 +588,7 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
             f"{pct(s.get('full_total_ratio_median')):>10} "
             f"{fmt_s(s.get('full_after_command_median_s')):>9} "
             f"{s.get('full_invalid_runs', 0):>7}"
-            + (f"   eager {pct(s['eager_ratio_median'])}" if "eager_ratio_median" in s else "")
+            + (f"   relay {pct(s['relay_ratio_median'])}" if "relay_ratio_median" in s else "")
         )
     print(
         "(times: medians of the command's own wall time; full/floor: median of the per-repetition"
@@ -631,7 +634,7 @@ def common_args(p: argparse.ArgumentParser, reps: int) -> None:
     p.add_argument(
         "--variants",
         default=",".join(VARIANTS),
-        help="comma-separated subset of plain,full,floor,eager (plain is always run)",
+        help="comma-separated subset of plain,full,floor,relay (plain is always run)",
     )
 
 

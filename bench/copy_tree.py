@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         if r["variant"] == "full" and not r.get("valid"):
             print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
                   f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
-        if r["variant"] in ("floor", "eager") and (
+        if r["variant"] in ("floor", "relay") and (
             r.get("floor_overflows") or r.get("floor_fd_errors")
         ):
             print(f"  {r['variant']} lost events: {r['cache']} rep {r['rep']}: overflows "

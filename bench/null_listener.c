@@ -6,8 +6,11 @@
  * reaches EOF, i.e. when every process of the command has exited, after
  * the same flushes as shournal/listener.py.
  *
- * The floor therefore includes everything but Python: the kernel's
- * fanotify work, the holder's permission check and the fd passing.
+ * This floor ("relay floor") includes everything but Python: the
+ * kernel's fanotify work and the holder's (permission check, fstat, path,
+ * partial hash, sending records).  With SHOURNAL_BENCH_FLOOR=1, `shournal
+ * run` also makes the holder discard every event right after reading it
+ * (--discard-events): the kernel's price alone ("floor").
  *
  * If SHOURNAL_NULL_STATS names a file, "events lost truncated" is written
  * there at exit, so the benchmark can check that the floor saw the same
@@ -35,10 +38,9 @@ static uint32_t g_flushed;
 static int pump(int flags)
 {
     for (;;) {
-        char data[sizeof(struct shournal_events) +
-                  SHOURNAL_MAX_EVENTS_PER_MSG * sizeof(struct shournal_event)];
+        static char data[sizeof(struct shournal_events) + SHOURNAL_MAX_EVENTS_MSG];
         union {
-            char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_EVENTS_PER_MSG)];
+            char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
             struct cmsghdr align;
         } u;
         struct iovec iov = {data, sizeof data};

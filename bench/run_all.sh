@@ -7,7 +7,7 @@
 #   TAG=name        suffix of the result files in bench/results/
 #   REPS_COPY=6 REPS_GIT=6 REPS_MAKE=3 LATENCY_N=100   repetitions
 #   CACHE=cold,warm cache modes of the workloads
-#   VARIANTS=full,floor   add ",eager" for the eager-reading floor
+#   VARIANTS=full,floor   add ",relay" for the holder-only variant
 #   SKIP="git make" skip workloads (copy storage latency git make)
 #   PYTHON          interpreter (default: the repository's .venv)
 # Logs: ${SHOURNAL_BENCH_CACHE:-/var/tmp/shournal-bench}/logs/<workload>.log

@@ -59,9 +59,9 @@ enum state { ST_DISABLED, ST_IDLE, ST_WITHIN };
 
 static enum state g_state = ST_DISABLED;
 static pid_t g_shell_pid = -1;
-static int g_sock = -1, g_rootfd = -1, g_nsfd = -1;
+static int g_sock = -1, g_rootfd = -1, g_nsfd = -1, g_syncfd = -1;
+static int g_prev_sync = -1; /* sync socket to the previous command line's holder */
 static pid_t g_holder = -1, g_listener = -1;
-static pid_t g_prev_listener = -1; /* listener of the previous command line */
 static int64_t g_start_ns;
 static uint8_t g_session[16];
 static char g_seq[32];
@@ -187,7 +187,30 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 /* ------------------------------------------------------------- prepare */
 
 #define SETUP_MAX_EXCLUDES 64 /* the helper's limit too */
+#define SETUP_MAX_EXTS 32     /* the helper's limit too */
+/* flags, --hash, --archive-max-size, excludes and extensions with values */
+#define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 * SETUP_MAX_EXTS)
 #define SETUP_ARGS_MAX 16384
+
+static int is_flag_option(const char *p)
+{
+    static const char *const flags[] = {"--no-read", "--writable-reads", "--no-hash",
+                                        "--no-archive"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (strcmp(p, flags[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int is_valued_option(const char *p)
+{
+    static const char *const opts[] = {"--exclude-mount", "--hash", "--archive-max-size",
+                                       "--archive-ext"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (strcmp(p, opts[i]) == 0)
+            return 1;
+    return 0;
+}
 
 /* The listener, which reads the config, leaves the helper options derived
  * from it in <rundir>/setup-args (NUL separated); a config change thus
@@ -215,15 +238,15 @@ static int setup_args_from_config(char *buf, char **out, int max)
     if (len <= 0 || buf[len - 1] != '\0')
         return 0;
     for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
-        if ((strcmp(p, "--no-read") == 0 || strcmp(p, "--writable-reads") == 0) && n < max) {
+        int valued = is_valued_option(p);
+        if (is_flag_option(p) && n < max) {
             out[n++] = p;
-        } else if (strcmp(p, "--exclude-mount") == 0 && n + 2 <= max &&
-                   excludes < SETUP_MAX_EXCLUDES && p + strlen(p) + 1 < buf + len &&
-                   p[strlen(p) + 1] == '/') {
+        } else if (valued && n + 2 <= max && p + strlen(p) + 1 < buf + len &&
+                   (strcmp(p, "--exclude-mount") != 0 ||
+                    (excludes++ < SETUP_MAX_EXCLUDES && p[strlen(p) + 1] == '/'))) {
             out[n++] = p;
             p += strlen(p) + 1;
             out[n++] = p;
-            excludes++;
         } else {
             return 0; /* not ours: use the defaults */
         }
@@ -235,8 +258,8 @@ static void spawn_helper(int sock_child)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
-    /* "setup" [--no-read] [--writable-reads] [--exclude-mount DIR]... "--" LISTENER */
-    char *args[2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 + 1];
+    /* "setup" [OPTIONS from setup-args] "--" LISTENER */
+    char *args[2 + SETUP_MAX_OPTS + 2 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     sigset_t none;
     int devnull, n = 0;
@@ -265,7 +288,7 @@ static void spawn_helper(int sock_child)
             close(fd);
     args[n++] = g_suid;
     args[n++] = "setup";
-    n += setup_args_from_config(extra, args + n, 2 + 2 * SETUP_MAX_EXCLUDES);
+    n += setup_args_from_config(extra, args + n, SETUP_MAX_OPTS);
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;
@@ -274,9 +297,9 @@ static void spawn_helper(int sock_child)
 }
 
 static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, int *nsfd,
-                      char *why, size_t whylen)
+                      int *syncfd, char *why, size_t whylen)
 {
-    int fds[2] = {-1, -1};
+    int fds[3] = {-1, -1, -1};
     char buf[sizeof(struct shournal_setup_fail) + SHOURNAL_MAX_FAIL_LEN + 1];
     union {
         char b[CMSG_SPACE(sizeof fds)];
@@ -318,12 +341,14 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, i
             memcpy(fds, CMSG_DATA(c), sizeof fds);
     *rootfd = fds[0];
     *nsfd = fds[1];
+    *syncfd = fds[2];
     if (n >= (ssize_t)sizeof *done && ((struct shournal_setup_done *)buf)->type ==
-                                          SHOURNAL_MSG_SETUP_DONE && fds[0] >= 0 && fds[1] >= 0) {
+                                          SHOURNAL_MSG_SETUP_DONE && fds[0] >= 0 && fds[1] >= 0 &&
+        fds[2] >= 0) {
         memcpy(done, buf, sizeof *done);
         return 0;
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (fds[k] >= 0)
             close(fds[k]);
     if (n >= (ssize_t)sizeof(struct shournal_setup_fail) &&
@@ -338,31 +363,39 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, i
     return -1;
 }
 
-/* Metadata and hashes are read after a file's close: a command that
- * overwrites what the previous one wrote must not start before the
- * previous listener has caught up (pasted lines, fast typists).  Bounded,
- * so a hung listener never holds the prompt. */
-static void wait_previous_listener(void)
+/* The holder takes each file's metadata and hash when it reads the close
+ * event: a command line that overwrites what the previous one wrote must
+ * not start before the previous holder has read all its events (pasted
+ * lines, fast typists).  One round trip to C code, bounded, so a hung
+ * holder never holds the prompt. */
+static void sync_previous_holder(void)
 {
-    char path[PATH_MAX + 32];
-    struct timespec ts = {0, 2 * 1000 * 1000};
-    if (g_prev_listener <= 0 || !g_rundir[0])
+    struct pollfd pfd = {g_prev_sync, POLLIN, 0};
+    int64_t deadline = now_ns() + (int64_t)SHOURNAL_SYNC_TIMEOUT_MS * 1000000;
+    char c = 's';
+
+    if (g_prev_sync < 0)
         return;
-    marker_path(path, sizeof path, g_prev_listener, "end");
-    for (int i = 0; i < 125 && access(path, F_OK) == 0 && kill(g_prev_listener, 0) == 0; i++)
-        nanosleep(&ts, NULL);
-    g_prev_listener = -1;
+    if (send(g_prev_sync, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+        for (;;) {
+            int left = (int)((deadline - now_ns()) / 1000000);
+            if (left <= 0 || poll(&pfd, 1, left) > 0 || errno != EINTR)
+                break;
+        }
+    }
+    close(g_prev_sync);
+    g_prev_sync = -1;
 }
 
 static void do_prepare(void)
 {
     struct shournal_setup_done done;
     char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
-    int sv[2], rootfd, nsfd, status, fd;
+    int sv[2], rootfd, nsfd, syncfd, status, fd;
     sigset_t block, old;
     pid_t pid;
 
-    wait_previous_listener();
+    sync_previous_holder();
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         warn_once("not recording: socketpair: %s", strerror(errno));
         return;
@@ -387,7 +420,7 @@ static void do_prepare(void)
         warn_once("not recording: fork: %s", strerror(errno));
         return;
     }
-    if (recv_setup(sv[0], &done, &rootfd, &nsfd, why, sizeof why) != 0) {
+    if (recv_setup(sv[0], &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
         close(sv[0]);
         warn_once("not recording: %s", why);
         return;
@@ -395,6 +428,7 @@ static void do_prepare(void)
     g_sock = move_high(sv[0], 1024, 0);
     g_rootfd = move_high(rootfd, g_sock, 1);
     g_nsfd = move_high(nsfd, g_rootfd, 1);
+    g_syncfd = move_high(syncfd, g_nsfd, 1);
     g_holder = done.holder_pid;
     g_listener = done.listener_pid;
     g_start_ns = now_ns();
@@ -505,13 +539,15 @@ static void do_cleanup(const char *text, int retval)
     close(g_sock);
     close(g_rootfd);
     close(g_nsfd);
-    g_sock = g_rootfd = g_nsfd = -1;
+    if (g_prev_sync >= 0)
+        close(g_prev_sync);
+    g_prev_sync = g_syncfd;
+    g_sock = g_rootfd = g_nsfd = g_syncfd = -1;
     g_state = ST_IDLE;
     if (g_rundir[0]) {
         marker_path(from, sizeof from, g_listener, "run");
         marker_path(to, sizeof to, g_listener, "end");
         (void)rename(from, to);
-        g_prev_listener = g_listener;
     }
 }
 

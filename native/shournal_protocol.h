@@ -22,8 +22,9 @@
 /* Flags in shournal_setup_done.flags */
 #define SHOURNAL_SETUP_FD_ERROR 1u /* FAN_REPORT_FD_ERROR is active */
 
-/* helper -> shell; carries two fds as SCM_RIGHTS: the namespace's root
- * directory (O_PATH) and its ns/mnt (keeps the namespace alive) */
+/* helper -> shell; carries three fds as SCM_RIGHTS: the namespace's root
+ * directory (O_PATH), its ns/mnt (keeps the namespace alive) and the sync
+ * socket to the holder (see below) */
 struct shournal_setup_done {
     uint32_t type;
     int32_t holder_pid;   /* process pinning the namespace, for `exec` */
@@ -49,27 +50,53 @@ struct shournal_command {
 
 /* The relay, holder <-> listener over the socket on SHOURNAL_FD_EVENTS.
  * The fanotify group was made with CAP_SYS_ADMIN, so the kernel opens its
- * event fds without any permission check: it never leaves the holder.  The
- * holder forwards only events whose file the user may read (checked with
- * the user's ids and groups), each fd as SCM_RIGHTS in event order. */
+ * event fds without any permission check: they never leave the holder,
+ * except the fd of a script candidate (below).  For every event whose file
+ * the user may read (checked with the user's ids and groups) the holder
+ * sends a record: what fstat says, the path (readlink of the fd), and the
+ * partial hash (shournal_hash.h), all taken when the event is read. */
 #define SHOURNAL_MSG_EVENTS 4u  /* holder -> listener */
 #define SHOURNAL_MSG_FLUSH 5u   /* listener -> holder: forward all queued */
 #define SHOURNAL_MSG_FLUSHED 6u /* holder -> listener: done, same seq */
 
 /* At most SCM_MAX_FD (253) descriptors travel in one message. */
-#define SHOURNAL_MAX_EVENTS_PER_MSG 253
+#define SHOURNAL_MAX_FDS_PER_MSG 253
+/* An EVENTS message is at most this long (records are packed). */
+#define SHOURNAL_MAX_EVENTS_MSG (64 * 1024)
 
-/* EVENTS and FLUSHED (count 0) */
+/* EVENTS and FLUSHED */
 struct shournal_events {
     uint32_t type;
-    uint32_t count; /* records following, one fd each */
-    uint32_t lost;  /* queue overflows and fds the kernel failed to open */
-    uint32_t seq;   /* FLUSHED: the seq of the FLUSH answered */
+    uint32_t count;     /* records following */
+    uint32_t lost;      /* events lost since the last message: queue overflow,
+                           fds the kernel failed to open, fstat/readlink/read
+                           errors */
+    uint32_t seq;       /* FLUSHED: the seq of the FLUSH answered */
+    uint32_t forwarded; /* records sent so far, this message included (mod
+                           2^32): the listener checks it received them all */
+    uint32_t nfds;      /* fds attached (records with SHOURNAL_REC_FD) */
+    uint32_t hash_chunk; /* the partial hash settings the holder uses */
+    uint32_t hash_reads; /* (both 0: no hashing) */
 };
 
-struct shournal_event {
+/* flags of a record */
+#define SHOURNAL_REC_HASH 1u /* `hash` is set (not for empty files, or off) */
+#define SHOURNAL_REC_FD 2u   /* a read of a script candidate: its fd is
+                                attached, in record order */
+
+/* followed by path_len bytes of path (no NUL), padded with zeros to a
+ * multiple of 8 */
+struct shournal_record {
     uint64_t mask; /* FAN_CLOSE_WRITE / FAN_CLOSE_NOWRITE */
+    uint64_t size;
+    int64_t mtime_ns;
+    uint64_t hash;
+    uint32_t mode;
+    uint32_t uid;
+    uint32_t gid;
     int32_t pid;
+    uint16_t path_len;
+    uint16_t flags;
     uint32_t reserved;
 };
 
@@ -78,6 +105,13 @@ struct shournal_flush {
     uint32_t type;
     uint32_t seq;
 };
+
+/* The sync socket, shell <-> holder (the third fd of SETUP_DONE).  Before
+ * the next command line starts, the shell sends one byte; the holder reads
+ * and hashes every event queued so far and answers with one byte.  So a
+ * command line never overwrites a file before the previous one's event
+ * for it has been taken (no Python on this path). */
+#define SHOURNAL_SYNC_TIMEOUT_MS 250
 
 #define SHOURNAL_MAX_COMMAND_LEN (96 * 1024)
 #define SHOURNAL_MAX_FAIL_LEN 512

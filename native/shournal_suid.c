@@ -5,9 +5,10 @@
  *
  *   setup  - unshare a mount namespace, create a fanotify group and mark the
  *            namespace's copies of the mounts, fork a "holder" process that
- *            pins the namespace and relays to the listener the events of
- *            files the user may read, then drop privileges for good and
- *            exec the user's listener with the relay socket.
+ *            pins the namespace and relays to the listener records (stat,
+ *            path, partial hash) of the files the user may read, then drop
+ *            privileges for good and exec the user's listener with the
+ *            relay socket.
  *   exec   - the exec trampoline: join a namespace made by `setup` for the
  *            same real user, drop privileges for good, exec the program.
  *   check  - report whether the above can work on this machine (doctor).
@@ -22,7 +23,7 @@
  *     user's runs;
  *   - the fanotify group never reaches user code: made with CAP_SYS_ADMIN,
  *     its event fds are opened without permission checks and it could mark
- *     anything.  The holder keeps it and forwards an event only if the user
+ *     anything.  The holder keeps it and relays an event only if the user
  *     may read the file (faccessat2 with the user's ids and groups);
  *   - namespaces and fanotify groups are counted against the user, not
  *     root, so a user can exhaust only his own limits;
@@ -56,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shournal_hash.h"
 #include "shournal_protocol.h"
 
 #ifndef SHOURNAL_GROUP
@@ -151,6 +153,26 @@ static int parse_count(const char *s, long max, long *out)
     if (errno != 0 || *end != '\0' || v < 0 || v > max)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* CHUNK:READS, the partial hash settings (config: [hash]) */
+static int parse_hash(const char *s, uint32_t *chunk, uint32_t *reads)
+{
+    char buf[32], *colon;
+    long c, r;
+    if (strnlen(s, sizeof buf) >= sizeof buf)
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    colon = strchr(buf, ':');
+    if (colon == NULL)
+        return -1;
+    *colon = '\0';
+    if (parse_count(buf, 40 * 1024, &c) != 0 || c < 8 || parse_count(colon + 1, INT32_MAX, &r) != 0 ||
+        r < 1)
+        return -1;
+    *chunk = (uint32_t)c;
+    *reads = (uint32_t)r;
     return 0;
 }
 
@@ -302,14 +324,30 @@ static int fanotify_group(uint32_t *flags_out)
 
 /* ------------------------------------------------------------- holder */
 
-struct relay {
-    int fan, sock;
+#define MAX_ARCHIVE_EXT 32
+#define MAX_EXT_LEN 32
+
+/* What the holder does with each event (setup options). */
+struct holder_opts {
     int reads_need_write; /* --writable-reads */
+    int discard;          /* --discard-events: the benchmarks' floor */
+    int hash_on;          /* not --no-hash */
+    uint32_t chunk, reads;
+    int archive_on; /* --archive-max-size given */
+    uint64_t archive_max;
+    int next;
+    const char *ext[MAX_ARCHIVE_EXT];
+};
+
+struct relay {
+    int fan, sock, procfd;
     pid_t listener;
-    uint32_t lost;
-    uint32_t count;
-    struct shournal_event ev[SHOURNAL_MAX_EVENTS_PER_MSG];
-    int fds[SHOURNAL_MAX_EVENTS_PER_MSG];
+    const struct holder_opts *o;
+    uint32_t lost, count, nfds, forwarded;
+    size_t used;
+    uint8_t *hashbuf;
+    int fds[SHOURNAL_MAX_FDS_PER_MSG];
+    uint8_t msg[SHOURNAL_MAX_EVENTS_MSG] __attribute__((aligned(8)));
 };
 
 static void relay_sleep_ms(long ms)
@@ -319,31 +357,35 @@ static void relay_sleep_ms(long ms)
         ;
 }
 
-/* Send the pending batch; the socket blocks when the listener lags, and the
- * kernel's fanotify queue (with its overflow count) takes up the slack. */
+/* Send the pending records; the socket blocks when the listener lags, and
+ * the kernel's fanotify queue (with its overflow count) takes up the
+ * slack. */
 static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
 {
-    struct shournal_events hdr = {type, r->count, r->lost, seq};
-    struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->ev, r->count * sizeof r->ev[0]}};
+    struct shournal_events hdr = {type,     r->count, r->lost,
+                                  seq,      r->forwarded,
+                                  r->nfds,  r->o->hash_on ? r->o->chunk : 0,
+                                  r->o->hash_on ? r->o->reads : 0};
+    struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->msg, r->used}};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_EVENTS_PER_MSG)];
+        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {0};
     ssize_t n;
 
     mh.msg_iov = iov;
-    mh.msg_iovlen = r->count ? 2 : 1;
-    if (r->count) {
+    mh.msg_iovlen = r->used ? 2 : 1;
+    if (r->nfds) {
         struct cmsghdr *c;
         memset(&u, 0, sizeof u);
         mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * r->count);
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * r->nfds);
         c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * r->count);
-        memcpy(CMSG_DATA(c), r->fds, sizeof(int) * r->count);
+        c->cmsg_len = CMSG_LEN(sizeof(int) * r->nfds);
+        memcpy(CMSG_DATA(c), r->fds, sizeof(int) * r->nfds);
     }
     for (;;) {
         n = sendmsg(r->sock, &mh, MSG_NOSIGNAL);
@@ -358,45 +400,140 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
         }
         return -1; /* the listener is gone */
     }
-    for (uint32_t i = 0; i < r->count; i++)
+    for (uint32_t i = 0; i < r->nfds; i++)
         (void)close(r->fds[i]);
-    r->count = 0;
-    r->lost = 0;
+    r->count = r->nfds = r->lost = 0;
+    r->used = 0;
     return 0;
 }
 
 /* May the user read (write) what fd refers to?  faccessat2 checks with our
  * fs ids and groups, which are the user's (see run_holder); ACLs, LSMs and
- * read-only mounts count. */
+ * read-only mounts count.  1 yes, 0 no, -1 the check itself failed. */
 static int user_may_access(int fd, int mode)
 {
-    return syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0;
+    if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0)
+        return 1;
+    return errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY ? 0 : -1;
 }
 
-/* Read everything queued, forward what the user may see; returns the
+/* A read of a script the listener may archive: its fd travels along, so
+ * the content is the one the command read even if the file goes away.
+ * Only a pre-filter (size, extension); the listener applies the rest. */
+static int archive_candidate(const struct holder_opts *o, uint64_t mask, const struct stat *st,
+                             const char *path, size_t plen)
+{
+    if (!o->archive_on || !(mask & FAN_CLOSE_NOWRITE) || !S_ISREG(st->st_mode) ||
+        (uint64_t)st->st_size > o->archive_max)
+        return 0;
+    if (o->next == 0)
+        return 1;
+    for (int i = 0; i < o->next; i++) {
+        size_t el = strlen(o->ext[i]);
+        if (plen > el + 1 && path[plen - el - 1] == '.' &&
+            memcmp(path + plen - el, o->ext[i], el) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* One event: permission checks, then fstat, path and partial hash, taken
+ * now (the next command line may change the file soon).  Consumes m->fd. */
+static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
+{
+    const struct holder_opts *o = r->o;
+    struct shournal_record rec;
+    struct stat st;
+    char path[PATH_MAX], name[16];
+    ssize_t plen;
+    size_t need;
+    int ok, fdkeep = 0;
+
+    if (m->pid == r->listener || o->discard)
+        goto drop;
+    ok = user_may_access(m->fd, R_OK);
+    if (ok == 1 && o->reads_need_write && !(m->mask & FAN_CLOSE_WRITE))
+        ok = user_may_access(m->fd, W_OK);
+    if (ok < 0)
+        goto lost;
+    if (ok == 0)
+        goto drop;
+    if (fstat(m->fd, &st) != 0)
+        goto lost;
+    if (st.st_nlink == 0)
+        goto drop; /* deleted: nothing to find it by (as the original) */
+    snprintf(name, sizeof name, "%d", m->fd);
+    plen = readlinkat(r->procfd, name, path, sizeof path);
+    if (plen <= 0 || (size_t)plen >= sizeof path)
+        goto lost;
+    memset(&rec, 0, sizeof rec);
+    rec.mask = m->mask;
+    rec.size = (uint64_t)st.st_size;
+    rec.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    rec.mode = st.st_mode;
+    rec.uid = st.st_uid;
+    rec.gid = st.st_gid;
+    rec.pid = m->pid;
+    rec.path_len = (uint16_t)plen;
+    if (o->hash_on && st.st_size > 0) {
+        int h = shournal_partial_hash(m->fd, (uint64_t)st.st_size, o->chunk, o->reads, r->hashbuf,
+                                      &rec.hash);
+        if (h < 0)
+            goto lost;
+        if (h > 0)
+            rec.flags |= SHOURNAL_REC_HASH;
+    }
+    fdkeep = archive_candidate(o, m->mask, &st, path, (size_t)plen);
+    if (fdkeep)
+        rec.flags |= SHOURNAL_REC_FD;
+    need = sizeof rec + (((size_t)plen + 7) & ~(size_t)7);
+    if ((r->used + need > sizeof r->msg || (fdkeep && r->nfds == SHOURNAL_MAX_FDS_PER_MSG)) &&
+        relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0) {
+        (void)close(m->fd);
+        return -1;
+    }
+    memcpy(r->msg + r->used, &rec, sizeof rec);
+    memcpy(r->msg + r->used + sizeof rec, path, (size_t)plen);
+    memset(r->msg + r->used + sizeof rec + plen, 0, need - sizeof rec - (size_t)plen);
+    r->used += need;
+    r->count++;
+    r->forwarded++;
+    if (fdkeep) {
+        r->fds[r->nfds++] = m->fd;
+        return 0;
+    }
+    (void)close(m->fd);
+    return 0;
+lost:
+    r->lost++;
+drop:
+    (void)close(m->fd);
+    return 0;
+}
+
+/* Read everything queued and forward what the user may see; returns the
  * number of events read, -1 if the listener is gone. */
 static long relay_drain(struct relay *r)
 {
-    char buf[sizeof(struct fanotify_event_metadata) * SHOURNAL_MAX_EVENTS_PER_MSG]
-        __attribute__((aligned(8)));
+    char buf[sizeof(struct fanotify_event_metadata) * 256] __attribute__((aligned(8)));
     long total = 0;
 
     for (;;) {
         ssize_t len = read(r->fan, buf, sizeof buf);
         if (len < 0) {
             if (errno == EAGAIN)
-                return total;
+                break;
             if (errno == EINTR)
                 continue;
             /* without FAN_REPORT_FD_ERROR, an event whose fd could not be
              * opened fails the read and is gone */
             r->lost++;
             if (++total > 1000000)
-                return total;
+                break;
             continue;
         }
         if (len == 0)
-            return total;
+            break;
         struct fanotify_event_metadata *m = (struct fanotify_event_metadata *)buf;
         for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
             total++;
@@ -410,20 +547,13 @@ static long relay_drain(struct relay *r)
                 r->lost++;
                 continue;
             }
-            if (m->pid == r->listener || !user_may_access(m->fd, R_OK) ||
-                (r->reads_need_write && !(m->mask & FAN_CLOSE_WRITE) &&
-                 !user_may_access(m->fd, W_OK))) {
-                (void)close(m->fd);
-                continue;
-            }
-            r->ev[r->count] = (struct shournal_event){m->mask, m->pid, 0};
-            r->fds[r->count++] = m->fd;
-            if (r->count == SHOURNAL_MAX_EVENTS_PER_MSG && relay_send(r, SHOURNAL_MSG_EVENTS, 0))
+            if (relay_take(r, m) != 0)
                 return -1;
         }
-        if ((r->count || r->lost) && relay_send(r, SHOURNAL_MSG_EVENTS, 0))
-            return -1;
     }
+    if ((r->count || r->lost) && relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
+        return -1;
+    return total;
 }
 
 /* Keep the user's supplementary groups and take his gid as the fs gid, so
@@ -456,18 +586,25 @@ static int holder_ids(gid_t grp)
 /* The holder pins the namespace (its ids -- real uid, shournal gid -- are
  * the trampoline's credential: no user can create such a process) and is
  * the only owner of the fanotify group. */
-static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener,
-                       int reads_need_write) __attribute__((noreturn));
-static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listener,
-                       int reads_need_write)
+static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid_t listener,
+                       const struct holder_opts *o) __attribute__((noreturn));
+static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid_t listener,
+                       const struct holder_opts *o)
 {
     struct relay *r = calloc(1, sizeof *r);
     struct rlimit rl;
     char c = 1;
+    int batching = 0;
 
     if (r == NULL || holder_ids(grp) != 0)
         _exit(1);
-    /* one read may open SHOURNAL_MAX_EVENTS_PER_MSG fds: make room */
+    r->hashbuf = malloc(o->chunk);
+    /* our own fds, for their paths: relative lookups are cheaper */
+    r->procfd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (r->hashbuf == NULL || r->procfd < 0)
+        _exit(1);
+    /* one read may open 256 fds, and script candidates wait for their
+     * message: make room */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rl);
@@ -485,15 +622,19 @@ static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listene
     r->fan = fan;
     r->sock = sock;
     r->listener = listener;
-    r->reads_need_write = reads_need_write;
+    r->o = o;
     for (;;) {
-        struct pollfd p[2] = {{fan, POLLIN, 0}, {sock, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0) {
+        /* While batching, the fanotify group waits; the listener and the
+         * shell never do. */
+        struct pollfd p[3] = {{sock, POLLIN, 0}, {sync, POLLIN, 0}, {fan, POLLIN, 0}};
+        int np = batching ? 2 : 3, rc = poll(p, (nfds_t)np, batching ? 20 : -1);
+        if (rc < 0) {
             if (errno == EINTR)
                 continue;
             _exit(1);
         }
-        if (p[1].revents) {
+        batching = 0;
+        if (p[0].revents) {
             struct shournal_flush req;
             ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
@@ -504,23 +645,38 @@ static void run_holder(int fan, int sock, int ready_wr, gid_t grp, pid_t listene
             }
             continue;
         }
-        if (p[0].revents & POLLIN) {
+        if (p[1].revents) {
+            /* The shell is about to start its next command line. */
+            ssize_t n = recv(sync, &c, 1, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                (void)close(sync); /* the shell is done with us: fine */
+                sync = -1;
+                continue;
+            }
+            if (n == 1) {
+                if (relay_drain(r) < 0)
+                    _exit(0);
+                (void)send(sync, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            }
+            continue;
+        }
+        if (np == 3 && (p[2].revents & POLLIN)) {
             long n = relay_drain(r);
             if (n < 0)
                 _exit(0);
             /* Like the original: after a small batch let events queue up
              * instead of waking up for each one. */
-            if (n < 512)
-                relay_sleep_ms(20);
-        } else if (p[0].revents) {
+            batching = n < 512;
+        } else if (np == 3 && p[2].revents) {
             _exit(1);
         }
     }
 }
 
-static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, int nsfd)
+static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, int nsfd,
+                           int syncfd)
 {
-    int fds[2] = {rootfd, nsfd};
+    int fds[3] = {rootfd, nsfd, syncfd};
     struct shournal_setup_done m = {SHOURNAL_MSG_SETUP_DONE, (int32_t)holder,
                                     (int32_t)getpid(), flags};
     struct iovec iov = {&m, sizeof m};
@@ -560,8 +716,9 @@ static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
     dprintf(STDERR_FILENO,
-            "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]... -- "
-            "LISTENER [ARG]...\n"
+            "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
+            "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
+            "         [--archive-ext EXT]...] [--discard-events] -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
             "       %s check | --version\n",
             g_prog, g_prog, g_prog);
@@ -592,8 +749,12 @@ static int charge_user(int on)
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], readyfd[2], root_marked = 0;
-    int reads_need_write = 0;
+    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], root_marked = 0;
+    /* Without options (no config seen yet: the first command line of a
+     * fresh installation) the defaults are the config's; for archiving,
+     * any extension (the listener filters, with the fd it gets). */
+    static struct holder_opts o = {
+        .hash_on = 1, .chunk = 256, .reads = 3, .archive_on = 1, .archive_max = 500 * 1024};
     char ready = 0;
     ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
@@ -611,7 +772,29 @@ static int cmd_setup(int argc, char **argv)
         } else if (strcmp(argv[i], "--writable-reads") == 0) {
             /* the config wants read events only of files the user may
              * write (the default): most reads (/usr) end here, in C */
-            reads_need_write = 1;
+            o.reads_need_write = 1;
+        } else if (strcmp(argv[i], "--no-hash") == 0) {
+            o.hash_on = 0;
+        } else if (strcmp(argv[i], "--hash") == 0 && i + 1 < argc) {
+            if (parse_hash(argv[++i], &o.chunk, &o.reads) != 0)
+                usage();
+        } else if (strcmp(argv[i], "--archive-max-size") == 0 && i + 1 < argc) {
+            long v;
+            if (parse_count(argv[++i], LONG_MAX, &v) != 0)
+                usage();
+            o.archive_on = 1;
+            o.archive_max = (uint64_t)v;
+        } else if (strcmp(argv[i], "--archive-ext") == 0 && i + 1 < argc) {
+            const char *e = argv[++i];
+            size_t el = strnlen(e, MAX_EXT_LEN + 1);
+            if (el == 0 || el > MAX_EXT_LEN || strchr(e, '/') || strchr(e, '.') ||
+                o.next >= MAX_ARCHIVE_EXT)
+                usage();
+            o.ext[o.next++] = e;
+        } else if (strcmp(argv[i], "--no-archive") == 0) {
+            o.archive_on = 0;
+        } else if (strcmp(argv[i], "--discard-events") == 0) {
+            o.discard = 1;
         } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
             const char *p = argv[++i];
             if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
@@ -656,6 +839,7 @@ static int cmd_setup(int argc, char **argv)
     if (syscall(SYS_faccessat2, fan, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 && errno == ENOSYS)
         die_setup("this kernel lacks faccessat2 (Linux >= 5.8 needed)");
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) != 0 ||
         pipe2(readyfd, O_CLOEXEC) != 0)
         die_setup("socketpair: %s", strerror(errno));
 
@@ -666,12 +850,14 @@ static int cmd_setup(int argc, char **argv)
     if (holder == 0) {
         (void)close(SHOURNAL_FD_SOCKET);
         (void)close(relay[1]);
+        (void)close(sync[1]);
         (void)close(readyfd[0]);
-        run_holder(fan, relay[0], readyfd[1], grp, listener, reads_need_write);
+        run_holder(fan, relay[0], sync[0], readyfd[1], grp, listener, &o);
     }
     /* the group must never reach the listener: it is the user's code */
     (void)close(fan);
     (void)close(relay[0]);
+    (void)close(sync[0]);
     (void)close(readyfd[1]);
     do
         got = read(readyfd[0], &ready, 1);
@@ -695,10 +881,11 @@ static int cmd_setup(int argc, char **argv)
         die_setup("open /: %s", strerror(errno));
     if (access(argv[i], X_OK) != 0)
         die_setup("listener %s: %s", argv[i], strerror(errno));
-    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd, nsfd) != 0)
+    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd, nsfd, sync[1]) != 0)
         _exit(1); /* the shell is gone: nothing to observe */
     (void)close(rootfd);
     (void)close(nsfd);
+    (void)close(sync[1]);
 
     /* The relay end may sit on a low number: move it high first so the
      * final dup2 cannot clobber the socket. */

@@ -705,4 +705,23 @@ def helper_options(cfg: Config) -> list[str]:
         opts.append("--writable-reads")
     for path in cfg.mounts.exclude_paths[:64]:  # the helper's limit
         opts += ["--exclude-mount", path]
+    # The holder hashes each file when it reads the event.
+    if cfg.hash.enable:
+        reads = min(cfg.hash.max_count_of_reads, 2**31 - 1)
+        opts += ["--hash", f"{cfg.hash.chunk_size}:{reads}"]
+    else:
+        opts.append("--no-hash")
+    # Reads of possible scripts come with their fd, so the listener can
+    # archive exactly what was read.  The helper pre-filters by size and
+    # extension only; beyond its limits it sends every small file's fd.
+    if archive.enable:
+        opts += ["--archive-max-size", str(archive.max_size)]
+        exts = [os.fsencode(e) for e in archive.include_file_extensions]
+        if len(exts) <= 32 and all(
+            0 < len(e) <= 32 and not any(c in e for c in b"/.\0") for e in exts
+        ):
+            for ext in archive.include_file_extensions:
+                opts += ["--archive-ext", ext]
+    else:
+        opts.append("--no-archive")
     return opts

@@ -29,7 +29,9 @@ __all__ = [
     "PathRule",
     "ScriptArchiveRule",
     "may_read",
+    "may_read_ids",
     "may_write",
+    "may_write_ids",
 ]
 
 # Never worth recording, as in the original: mount changes what paths mean,
@@ -45,21 +47,29 @@ BUILTIN_IGNORED_COMMANDS = ("mount*", "shournal*", "shournal-run*")
 
 def may_write(st: os.stat_result, uid: int, gids: Container[int]) -> bool:
     """Could the real user write the file, going by its mode bits?"""
-    mode = st.st_mode
-    return (
-        (mode & 0o200 != 0 and st.st_uid == uid)
-        or mode & 0o002 != 0
-        or (mode & 0o020 != 0 and st.st_gid in gids)
-    )
+    return may_write_ids(st.st_mode, st.st_uid, st.st_gid, uid, gids)
 
 
 def may_read(st: os.stat_result, uid: int, gids: Container[int]) -> bool:
     """Could the real user read the file, going by its mode bits?"""
-    mode = st.st_mode
+    return may_read_ids(st.st_mode, st.st_uid, st.st_gid, uid, gids)
+
+
+def may_write_ids(mode: int, owner: int, group: int, uid: int, gids: Container[int]) -> bool:
+    """may_write() on the fields of a stat (as the holder relays them)."""
     return (
-        (mode & 0o400 != 0 and st.st_uid == uid)
+        (mode & 0o200 != 0 and owner == uid)
+        or mode & 0o002 != 0
+        or (mode & 0o020 != 0 and group in gids)
+    )
+
+
+def may_read_ids(mode: int, owner: int, group: int, uid: int, gids: Container[int]) -> bool:
+    """may_read() on the fields of a stat (as the holder relays them)."""
+    return (
+        (mode & 0o400 != 0 and owner == uid)
         or mode & 0o004 != 0
-        or (mode & 0o040 != 0 and st.st_gid in gids)
+        or (mode & 0o040 != 0 and group in gids)
     )
 
 

@@ -6,14 +6,18 @@ with the control socket on fd 3 and the event relay on fd 4 (see
 native/shournal_protocol.h).  The fanotify group itself stays in the
 helper's holder process: it was made with CAP_SYS_ADMIN, so its event fds
 are opened without permission checks, and this program is the user's code.
-The holder forwards only events of files the user may read (faccessat2 with
-his ids and groups), each with its fd.
+The holder relays only events of files the user may read (faccessat2 with
+his ids and groups), as records of what fstat, readlink and the partial hash
+said when it read the event (C, no Python on that path: see bench/README.md
+for the price split); reads of possible scripts come with their fd, for
+archiving.
 
 Why one listener per command line, and not a per-user daemon: the shell
 never waits for it (the helper answers the shell before exec'ing Python), a
 crash loses at most this command, and there is no daemon life cycle to get
 wrong.  Its price -- a Python start-up per command line -- is paid on a core
-the prompt is not waiting for; bench/latency.py measures what the prompt
+the prompt is not waiting for: before the next command line the shell syncs
+with the previous holder only; bench/latency.py measures what the prompt
 does wait for.
 
 The permission rules in shournal.filters then apply the original's
@@ -41,11 +45,13 @@ _GRACE_FLUSHES = 2
 _GRACE_SLEEP = 0.01
 # How long to wait for the holder to answer a flush.
 _FLUSH_TIMEOUT = 10.0
-_RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_PER_MSG * protocol.EVENT.size
+_RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
 
 
 class Collector:
-    """Turns fanotify events into FileEvents, applying the config's rules."""
+    """Turns the holder's records into FileEvents, applying the config's
+    rules.  The holder already took fstat, path and partial hash when it
+    read each event; what is left here is policy."""
 
     def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
         from shournal import filters
@@ -53,9 +59,9 @@ class Collector:
         self.cfg = cfg
         self.uid = uid
         self.gids = gids
-        self.mypid = os.getpid()
         self.writes: dict[bytes, FileEvent] = {}
         self.reads: dict[bytes, FileEvent] = {}
+        self.received = 0  # records, to check against the holder's count
         self.dropped_writes = 0
         self.dropped_reads = 0
         self.overflows = 0
@@ -64,73 +70,84 @@ class Collector:
         self.write_rule = filters.PathRule.from_config(cfg.write_events)
         self.read_rule = filters.PathRule.from_config(cfg.read_events)
         self.archive_rule = filters.ScriptArchiveRule.from_config(cfg.script_archive)
-        self.may_read = filters.may_read
-        self.may_write = filters.may_write
-        self.hash_on = cfg.hash.enable
-        self.chunk = cfg.hash.chunk_size
-        self.max_reads = cfg.hash.max_count_of_reads
+        self.may_read = filters.may_read_ids
+        self.may_write = filters.may_write_ids
+        # What the holder hashed with (it says so in every message); the
+        # config's until the first message.
+        self.hash_settings: tuple[int, int] | None = (
+            (cfg.hash.chunk_size, cfg.hash.max_count_of_reads) if cfg.hash.enable else None
+        )
         self.max_w = cfg.write_events.max_event_count or sys.maxsize
         self.max_r = cfg.read_events.max_event_count or sys.maxsize
         self.read_enabled = cfg.read_events.enable
         self.read_only_writable = cfg.read_events.only_writable
-        from shournal.hashing import partial_xxh64
 
-        self.hash = partial_xxh64
-
-    # The hot path: called for every batch the holder relays.
-    def handle_events(self, records: bytes, fds: list[int]) -> None:
-        readlink, fstat, close = os.readlink, os.fstat, os.close
-        events = protocol.EVENT.iter_unpack(records)
-        for fd in fds:
-            try:
-                mask, pid, _ = next(events, (0, 0, 0))
-                if pid == self.mypid:
-                    continue
-                path = readlink(b"/proc/self/fd/%d" % fd)
-                st = fstat(fd)
-                if st.st_nlink == 0:
-                    continue
+    # The hot path: called for every message the holder relays.
+    def handle_records(self, data: bytes, count: int, fds: list[int]) -> None:
+        unpack = protocol.RECORD.unpack_from
+        rsize = protocol.RECORD.size
+        end = len(data)
+        off = 0
+        fdi = 0
+        try:
+            for _ in range(count):
+                if end - off < rsize:
+                    return  # cannot happen; Relay.missing() counts the rest
+                mask, size, mtime, hsh, mode, owner, group, _pid, plen, flags, _ = unpack(
+                    data, off
+                )
+                start = off + rsize
+                path = data[start : start + plen]
+                off = start + ((plen + 7) & ~7)
+                self.received += 1
+                fd = -1
+                if flags & protocol.REC_FD:
+                    if fdi < len(fds):
+                        fd = fds[fdi]
+                    fdi += 1
+                if not flags & protocol.REC_HASH:
+                    hsh = None
                 if mask & FAN_CLOSE_WRITE:
-                    self._write(fd, path, st)
+                    self._write(path, size, mtime, mode, owner, group, hsh)
                 if mask & FAN_CLOSE_NOWRITE:
-                    self._read(fd, path, st)
-            except OSError:
-                self.unreadable += 1
-            finally:
-                close(fd)
+                    self._read(path, size, mtime, mode, owner, group, hsh, fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
-    def _hash(self, fd: int, size: int) -> int | None:
-        if not self.hash_on or size == 0:
-            return None
-        return self.hash(fd, size, self.chunk, self.max_reads)
-
-    def _write(self, fd: int, path: bytes, st: os.stat_result) -> None:
-        if not self.may_write(st, self.uid, self.gids) or not self.write_rule.match(path):
+    def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
+        if not self.may_write(mode, owner, group, self.uid, self.gids):
+            return
+        if not self.write_rule.match(path):
             return
         if path not in self.writes and len(self.writes) >= self.max_w:
             self.dropped_writes += 1
             return
-        self.writes[path] = FileEvent(
-            path, st.st_size, st.st_mtime_ns, st.st_mode, self._hash(fd, st.st_size)
-        )
+        self.writes[path] = FileEvent(path, size, mtime, mode, hsh)
 
-    def _read(self, fd: int, path: bytes, st: os.stat_result) -> None:
-        if not self.may_read(st, self.uid, self.gids):
+    def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
+        uid, gids = self.uid, self.gids
+        if not self.may_read(mode, owner, group, uid, gids):
             return
         writable = None
         general = False
         if self.read_enabled and self.read_rule.match(path):
             if self.read_only_writable:
-                writable = self.may_write(st, self.uid, self.gids)
+                writable = self.may_write(mode, owner, group, uid, gids)
                 general = writable
             else:
                 general = True
         archive = False
         rule = self.archive_rule
-        if rule.enable and self.archived < rule.max_count_of_files and rule.match(path, st.st_size):
+        if (
+            fd >= 0
+            and rule.enable
+            and self.archived < rule.max_count_of_files
+            and rule.match(path, size)
+        ):
             if rule.only_writable:
                 if writable is None:
-                    writable = self.may_write(st, self.uid, self.gids)
+                    writable = self.may_write(mode, owner, group, uid, gids)
                 archive = writable
             else:
                 archive = True
@@ -142,14 +159,29 @@ class Collector:
             return
         content = None
         if archive and (known is None or known.content is None):
-            content = _read_all(fd, st.st_size)
+            content = self._content(fd, size, hsh)
             if content is not None:
                 self.archived += 1
         elif known is not None:
             content = known.content
-        self.reads[path] = FileEvent(
-            path, st.st_size, st.st_mtime_ns, st.st_mode, self._hash(fd, st.st_size), content
-        )
+        self.reads[path] = FileEvent(path, size, mtime, mode, hsh, content)
+
+    def _content(self, fd: int, size: int, hsh: int | None) -> bytes | None:
+        """The script as the command read it, or None if it has changed
+        since the holder hashed it (a later command line rewrote it)."""
+        try:
+            data = _read_all(fd, size)
+        except OSError:
+            return None
+        if data is None:
+            return None
+        if hsh is not None:
+            from shournal.hashing import partial_xxh64_bytes
+
+            chunk, reads = self.hash_settings or (256, 3)
+            if partial_xxh64_bytes(data, chunk, reads) != hsh:
+                return None
+        return data
 
 
 def _read_all(fd: int, size: int) -> bytes | None:
@@ -185,6 +217,7 @@ class Relay:
         self.sock.setblocking(False)
         self.seq = 0
         self.flushed = 0
+        self.forwarded = 0
         self.closed = False
 
     def fileno(self) -> int:
@@ -196,7 +229,7 @@ class Relay:
         while not self.closed:
             try:
                 data, fds, _flags, _ = socket.recv_fds(
-                    self.sock, _RELAY_BUFSIZE, protocol.MAX_EVENTS_PER_MSG, socket.MSG_CMSG_CLOEXEC
+                    self.sock, _RELAY_BUFSIZE, protocol.MAX_FDS_PER_MSG, socket.MSG_CMSG_CLOEXEC
                 )
             except BlockingIOError:
                 break
@@ -216,18 +249,25 @@ class Relay:
             for fd in fds:
                 os.close(fd)
             return 0
-        mtype, count, lost, seq = protocol.EVENTS.unpack_from(data)
+        mtype, count, lost, seq, forwarded, nfds, chunk, reads = protocol.EVENTS.unpack_from(data)
         collector.overflows += lost
+        collector.hash_settings = (chunk, reads) if chunk else None
+        self.forwarded = forwarded
         if mtype == protocol.MSG_FLUSHED:
             self.flushed = seq
         if mtype != protocol.MSG_EVENTS:
             for fd in fds:
                 os.close(fd)
             return 0
-        if len(fds) < count:  # MSG_CTRUNC: we ran out of descriptors
-            collector.unreadable += count - len(fds)
-        collector.handle_events(data[protocol.EVENTS.size :], fds)
+        if len(fds) < nfds:  # MSG_CTRUNC: we ran out of descriptors
+            collector.unreadable += nfds - len(fds)
+        collector.handle_records(data[protocol.EVENTS.size :], count, fds)
         return count
+
+    def missing(self, collector: Collector) -> int:
+        """Records the holder sent that never arrived (end-to-end count:
+        whatever happened on the way, it is not silent)."""
+        return (self.forwarded - collector.received) & 0xFFFFFFFF
 
     def flush(self, collector: Collector) -> bool:
         """Make the holder forward everything queued so far; False if it is
@@ -340,6 +380,8 @@ def listen(
         # the holder died (or was killed): we cannot know what we missed
         collector.unreadable += 1
         _warn("event relay ended early: file events of this command may be missing")
+    else:
+        collector.unreadable += relay.missing(collector)
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
@@ -354,7 +396,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         username = pwd.getpwuid(os.getuid()).pw_name
     except KeyError:
         username = str(os.getuid())
-    cfg = collector.cfg
+    hashed = collector.hash_settings
     return CommandRecord(
         text=cmd.text.decode("utf-8", errors="backslashreplace"),
         return_value=cmd.return_value,
@@ -364,8 +406,8 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         username=username,
         hostname=socket.gethostname(),
         session_uuid=cmd.session if any(cmd.session) else None,
-        hash_chunk_size=cfg.hash.chunk_size if cfg.hash.enable else None,
-        hash_max_reads=cfg.hash.max_count_of_reads if cfg.hash.enable else None,
+        hash_chunk_size=hashed[0] if hashed else None,
+        hash_max_reads=hashed[1] if hashed else None,
         writes=list(collector.writes.values()),
         reads=list(collector.reads.values()),
         dropped_writes=collector.dropped_writes,

@@ -17,7 +17,13 @@ MSG_FLUSHED = 6
 FD_SOCKET = 3
 FD_EVENTS = 4
 
-MAX_EVENTS_PER_MSG = 253
+MAX_FDS_PER_MSG = 253
+MAX_EVENTS_MSG = 64 * 1024
+
+REC_HASH = 1
+REC_FD = 2
+
+SYNC_TIMEOUT_MS = 250
 
 SETUP_FD_ERROR = 1
 
@@ -27,8 +33,11 @@ MAX_FAIL_LEN = 512
 SETUP_DONE = struct.Struct("=IiiI")
 SETUP_FAIL = struct.Struct("=II")
 COMMAND = struct.Struct("=Iiqq16s")
-EVENTS = struct.Struct("=IIII")  # type, count, lost, seq
-EVENT = struct.Struct("=QiI")  # mask, pid, reserved
+EVENTS = struct.Struct("=IIIIIIII")  # type, count, lost, seq, forwarded, nfds,
+# hash_chunk, hash_reads
+# mask, size, mtime_ns, hash, mode, uid, gid, pid, path_len, flags, reserved;
+# the path follows, padded to a multiple of 8
+RECORD = struct.Struct("=QQqQIIIiHHI")
 FLUSH = struct.Struct("=II")  # type, seq
 
 
@@ -43,6 +52,7 @@ class SetupDone:
     flags: int
     root_fd: int  # the namespace's "/" (O_PATH)
     ns_fd: int  # keeps the namespace alive; useless for joining without privilege
+    sync_fd: int  # to the holder: see SYNC in native/shournal_protocol.h
 
 
 @dataclass(slots=True)
@@ -56,14 +66,14 @@ class CommandMessage:
 
 def recv_setup(sock: socket.socket) -> SetupDone:
     """Wait for the helper's answer; raise ProtocolError with its reason."""
-    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 2)
+    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 3)
     if (
         len(data) >= SETUP_DONE.size
         and SETUP_DONE.unpack_from(data)[0] == MSG_SETUP_DONE
-        and len(fds) == 2
+        and len(fds) == 3
     ):
         _t, holder, listener, flags = SETUP_DONE.unpack_from(data)
-        return SetupDone(holder, listener, flags, fds[0], fds[1])
+        return SetupDone(holder, listener, flags, fds[0], fds[1], fds[2])
     for fd in fds:
         os.close(fd)
     if len(data) >= SETUP_FAIL.size and SETUP_FAIL.unpack_from(data)[0] == MSG_SETUP_FAIL:

@@ -43,9 +43,15 @@ def _helper_options() -> list[str]:
     from shournal.config import ConfigError, helper_options, load_config
 
     try:
-        return helper_options(load_config())
+        opts = helper_options(load_config())
     except ConfigError:
-        return []  # the listener reports it
+        opts = []  # the listener reports it
+    if os.environ.get("SHOURNAL_BENCH_FLOOR") == "1":
+        # bench/: the holder drops every event unseen (the kernel's price
+        # alone).  Never quietly: this command is not recorded.
+        _warn("SHOURNAL_BENCH_FLOOR=1: file events are discarded (benchmark floor)")
+        opts.append("--discard-events")
+    return opts
 
 
 def _start_helper(sock_child: socket.socket) -> int:
@@ -94,6 +100,7 @@ def run_observed(argv: list[str]) -> int:
             setup = protocol.recv_setup(parent)
             os.close(setup.root_fd)  # the trampoline needs only the holder
             os.close(setup.ns_fd)
+            os.close(setup.sync_fd)  # we wait for the listener itself
         except (protocol.ProtocolError, OSError) as exc:
             _warn(f"not recording: {exc}")
             setup = None

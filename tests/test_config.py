@@ -539,20 +539,34 @@ def test_empty_extension_list_is_allowed() -> None:
 def test_helper_options_follow_the_config():
     from shournal.config import (
         Config,
+        HashConfig,
         MountsConfig,
         ReadEventsConfig,
         ScriptArchiveConfig,
         helper_options,
     )
 
-    assert helper_options(Config()) == ["--writable-reads"]
+    defaults = ["--hash", "256:3", "--archive-max-size", "512000", "--archive-ext", "sh"]
+    assert helper_options(Config()) == ["--writable-reads", *defaults]
     off = Config(read_events=ReadEventsConfig(enable=False),
                  script_archive=ScriptArchiveConfig(enable=False))
-    assert helper_options(off) == ["--no-read"]
+    assert helper_options(off) == ["--no-read", "--hash", "256:3", "--no-archive"]
     any_read = Config(read_events=ReadEventsConfig(only_writable=False))
-    assert helper_options(any_read) == []
+    assert helper_options(any_read) == defaults
     any_archive = Config(script_archive=ScriptArchiveConfig(only_writable=False))
-    assert helper_options(any_archive) == []
+    assert helper_options(any_archive) == defaults
     mounts = Config(mounts=MountsConfig(exclude_paths=("/mnt/a", "/mnt/b")))
     assert helper_options(mounts) == ["--writable-reads", "--exclude-mount", "/mnt/a",
-                                      "--exclude-mount", "/mnt/b"]
+                                      "--exclude-mount", "/mnt/b", *defaults]
+    # the holder hashes with the config's settings, or not at all
+    hashing = Config(hash=HashConfig(chunk_size=4096, max_count_of_reads=2**40))
+    assert helper_options(hashing)[1:3] == ["--hash", f"4096:{2**31 - 1}"]
+    assert "--no-hash" in helper_options(Config(hash=HashConfig(enable=False)))
+    # extensions the helper cannot take: it pre-filters by size only
+    odd = Config(script_archive=ScriptArchiveConfig(include_file_extensions=("x" * 33,)))
+    assert helper_options(odd)[-2:] == ["--archive-max-size", "512000"]
+    many = Config(script_archive=ScriptArchiveConfig(
+        include_file_extensions=tuple(f"e{i}" for i in range(33))))
+    assert "--archive-ext" not in helper_options(many)
+    anyext = Config(script_archive=ScriptArchiveConfig(include_file_extensions=()))
+    assert helper_options(anyext)[-2:] == ["--archive-max-size", "512000"]

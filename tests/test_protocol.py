@@ -17,11 +17,13 @@ PROGRAM = r"""
 int main(void) {
     V(SHOURNAL_MSG_SETUP_DONE); V(SHOURNAL_MSG_SETUP_FAIL); V(SHOURNAL_MSG_COMMAND);
     V(SHOURNAL_MSG_EVENTS); V(SHOURNAL_MSG_FLUSH); V(SHOURNAL_MSG_FLUSHED);
-    V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_EVENTS_PER_MSG);
+    V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_FDS_PER_MSG);
+    V(SHOURNAL_MAX_EVENTS_MSG); V(SHOURNAL_REC_HASH); V(SHOURNAL_REC_FD);
+    V(SHOURNAL_SYNC_TIMEOUT_MS);
     V(SHOURNAL_SETUP_FD_ERROR); V(SHOURNAL_MAX_COMMAND_LEN); V(SHOURNAL_MAX_FAIL_LEN);
     V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
     V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
-    V(sizeof(struct shournal_event)); V(sizeof(struct shournal_flush));
+    V(sizeof(struct shournal_record)); V(sizeof(struct shournal_flush));
     return 0;
 }
 """
@@ -44,7 +46,11 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_MSG_FLUSHED": protocol.MSG_FLUSHED,
         "SHOURNAL_FD_SOCKET": protocol.FD_SOCKET,
         "SHOURNAL_FD_EVENTS": protocol.FD_EVENTS,
-        "SHOURNAL_MAX_EVENTS_PER_MSG": protocol.MAX_EVENTS_PER_MSG,
+        "SHOURNAL_MAX_FDS_PER_MSG": protocol.MAX_FDS_PER_MSG,
+        "SHOURNAL_MAX_EVENTS_MSG": protocol.MAX_EVENTS_MSG,
+        "SHOURNAL_REC_HASH": protocol.REC_HASH,
+        "SHOURNAL_REC_FD": protocol.REC_FD,
+        "SHOURNAL_SYNC_TIMEOUT_MS": protocol.SYNC_TIMEOUT_MS,
         "SHOURNAL_SETUP_FD_ERROR": protocol.SETUP_FD_ERROR,
         "SHOURNAL_MAX_COMMAND_LEN": protocol.MAX_COMMAND_LEN,
         "SHOURNAL_MAX_FAIL_LEN": protocol.MAX_FAIL_LEN,
@@ -52,7 +58,7 @@ def test_header_and_python_agree(tmp_path):
         "sizeof(struct shournal_setup_fail)": protocol.SETUP_FAIL.size,
         "sizeof(struct shournal_command)": protocol.COMMAND.size,
         "sizeof(struct shournal_events)": protocol.EVENTS.size,
-        "sizeof(struct shournal_event)": protocol.EVENT.size,
+        "sizeof(struct shournal_record)": protocol.RECORD.size,
         "sizeof(struct shournal_flush)": protocol.FLUSH.size,
     }
     assert {k: int(v) for k, v in got.items()} == want

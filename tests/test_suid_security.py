@@ -26,12 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import xxhash
 from fixtures_shell import Install, Shell, journal_url, write_config
 from sqlalchemy import select as sql_select
 
 from shournal.query import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
+
+NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 pytestmark = [
     pytest.mark.root,
@@ -208,11 +211,13 @@ EVIL_LISTENER_C = r"""
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "shournal_protocol.h"
 /* A LISTENER written by the user instead of shournal's:
  *   evil OUTDIR ns PROGRAM [ARG]...  run PROGRAM (setuid) in the namespace
  *   evil OUTDIR mark DIR             add an inode mark on DIR, touch OUTDIR/ready,
  *                                    wait for OUTDIR/go
- * then write whatever fd 4 hands out to OUTDIR/loot ("event PATH HEXDATA"). */
+ * then write whatever fd 4 hands out to OUTDIR/loot: "event PATH HEXDATA" for a
+ * descriptor, "record PATH HASH" for a relayed record. */
 static FILE *loot;
 /* Take whatever fd 4 hands out: raw reads as if it were the fanotify group,
  * and SCM_RIGHTS descriptors as the relay protocol sends them. */
@@ -259,6 +264,21 @@ static void drain(void)
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
                 for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
                     dump_fd(((int *)CMSG_DATA(c))[i]);
+        /* as the relay: the records */
+        struct shournal_events hdr;
+        if ((size_t)n >= sizeof hdr) {
+            memcpy(&hdr, buf, sizeof hdr);
+            size_t off = sizeof hdr;
+            for (uint32_t k = 0; hdr.type == SHOURNAL_MSG_EVENTS && k < hdr.count; k++) {
+                struct shournal_record r;
+                if (off + sizeof r > (size_t)n)
+                    break;
+                memcpy(&r, buf + off, sizeof r);
+                fprintf(loot, "record %.*s %llu\n", (int)r.path_len, buf + off + sizeof r,
+                        (r.flags & SHOURNAL_REC_HASH) ? (unsigned long long)r.hash : 0ULL);
+                off += sizeof r + ((r.path_len + 7u) & ~7u);
+            }
+        }
         /* were it a fanotify group, the bytes would be events */
         struct fanotify_event_metadata *m = (void *)buf;
         for (; FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n))
@@ -376,7 +396,7 @@ def tools(install: Install) -> Iterator[Tools]:
         os.chown(root / "suidread", 0, 0)
         (root / "suidread").chmod(0o4755)
         _cc(TAMPER_C, root / "tamper")
-        _cc(EVIL_LISTENER_C, root / "evil-listener")
+        _cc(EVIL_LISTENER_C, root / "evil-listener", "-I", str(NATIVE))
         for name, text in (("report.sh", REPORT_SH), ("touch.sh", TOUCH_SH)):
             (root / name).write_text(text)
             (root / name).chmod(0o755)
@@ -679,6 +699,26 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup exclude missing dir", ["setup", "--exclude-mount"]),
         ("setup exclude swallowing --", ["setup", "--exclude-mount", "--", *listener]),
         ("setup 65 excludes", ["setup", *excl, "--", *listener]),
+        ("setup hash without value", ["setup", "--hash"]),
+        ("setup hash swallowing --", ["setup", "--hash", "--", *listener]),
+        ("setup hash no colon", ["setup", "--hash", "256", "--", *listener]),
+        ("setup hash chunk too small", ["setup", "--hash", "7:3", "--", *listener]),
+        ("setup hash chunk too large", ["setup", "--hash", "40961:3", "--", *listener]),
+        ("setup hash zero reads", ["setup", "--hash", "256:0", "--", *listener]),
+        ("setup hash negative", ["setup", "--hash", "-256:3", "--", *listener]),
+        ("setup hash trailing", ["setup", "--hash", "256:3x", "--", *listener]),
+        ("setup hash huge reads", ["setup", "--hash", "256:99999999999999999999", "--",
+                                   *listener]),
+        ("setup archive size missing", ["setup", "--archive-max-size"]),
+        ("setup archive size negative", ["setup", "--archive-max-size", "-1", "--", *listener]),
+        ("setup archive size text", ["setup", "--archive-max-size", "1k", "--", *listener]),
+        ("setup archive ext empty", ["setup", "--archive-ext", "", "--", *listener]),
+        ("setup archive ext with dot", ["setup", "--archive-ext", "tar.gz", "--", *listener]),
+        ("setup archive ext with slash", ["setup", "--archive-ext", "a/b", "--", *listener]),
+        ("setup archive ext too long", ["setup", "--archive-ext", "x" * 33, "--", *listener]),
+        ("setup 33 archive exts", ["setup", *[a for i in range(33)
+                                              for a in ("--archive-ext", f"e{i}")],
+                                   "--", *listener]),
     ]
     for pid in ("abc", "-1", "0", "+5", " 5", "5 ", "012", "0x10", "5x", "",
                 "2147483648", "4294967297", "99999999999999999999"):
@@ -716,8 +756,11 @@ def test_well_formed_invocations_do_run(install, tools, scratch, recorders):
                     str(out / "exec-ran"))
     assert r.rc == 0 and (out / "exec-ran").exists(), r
     excl = [a for i in range(64) for a in ("--exclude-mount", f"/nonexistent{i}")]
+    exts = [a for i in range(32) for a in ("--archive-ext", f"e{i}")]
     rec = recorders.start(install.user, [str(tools.touch), str(out / "setup-ran")],
-                          opts=["--no-read", *excl])
+                          opts=["--no-read", *excl, "--hash", "40960:2147483647",
+                                "--archive-max-size", "0", *exts, "--no-hash",
+                                "--no-archive", "--discard-events"])
     wait_for((out / "setup-ran").exists, "the listener")
     assert rec.listener == rec.child
 
@@ -1128,9 +1171,12 @@ def test_own_listener_gets_nothing_of_setuid_programs_in_the_namespace(
     assert "child 0" in loot, (loot, rec.output())  # the setuid program read the secret
     leaked = [line for line in loot
               if SECRET.hex() in line or line.startswith(f"event {secret} ")
-              or line.startswith("raw-fd")]
+              or line.startswith(f"record {secret} ") or line.startswith("raw-fd")]
     assert not leaked, f"the user's listener got root-only {secret}: {leaked}"
-    # positive control: the relay works, and hands over what the user may read
+    # positive controls: the relay works, and hands over what the user may
+    # read -- its record (path, hash), and its fd (a small file read: a
+    # script candidate under the helper's default options)
+    assert f"record {public} {xxhash.xxh64_intdigest(PUBLIC)}" in loot, loot
     assert f"event {public} {PUBLIC.hex()}" in loot, loot
     recorders.wait(rec)
 
@@ -1153,7 +1199,8 @@ def test_own_listener_cannot_watch_root_outside_the_namespace(
     (out / "go").touch()
     loot = _loot(out)
     leaked = [line for line in loot
-              if SECRET.hex() in line or line.startswith(f"event {secret} ")]
+              if SECRET.hex() in line or line.startswith(f"event {secret} ")
+              or line.startswith(f"record {secret} ")]
     assert not leaked, f"the user's listener watched root read {secret}: {loot}"
     assert [line for line in loot if line.startswith("mark -1 ")], loot  # no group to mark
     recorders.wait(rec)
