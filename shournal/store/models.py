@@ -36,9 +36,9 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
-    SmallInteger,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -48,8 +48,15 @@ from sqlalchemy.types import TypeDecorator
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 # 2: the content index became (hash, size) (was (hash)).
-SCHEMA_VERSION = 2
+# 3: file_event split into write_event and deduplicated read_file +
+#    read_event; indexes on command (session_id) and (working_dir).
+SCHEMA_VERSION = 3
 
+# The condition of the partial index of hashless writes; queries must spell
+# it exactly so (not as a bound parameter) for either backend to use it.
+HASHLESS = text("length(hash) = 0")
+
+# Which side of a command's file activity (queries and criteria).
 KIND_WRITE = 0
 KIND_READ = 1
 
@@ -169,7 +176,11 @@ class ShellSession(Base):
 
 class Command(Base):
     __tablename__ = "command"
-    __table_args__ = (Index(None, "start_time"),)
+    __table_args__ = (
+        Index(None, "start_time"),
+        Index(None, "session_id"),
+        Index(None, "working_dir"),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     text: Mapped[str] = mapped_column(SafeText)
@@ -205,18 +216,48 @@ class Content(Base):
     data: Mapped[bytes] = mapped_column(Blob)
 
 
-class FileEvent(Base):
-    __tablename__ = "file_event"
+class WriteEvent(Base):
+    """One file a command wrote (closed after writing), as it was then."""
+
+    __tablename__ = "write_event"
     __table_args__ = (
-        CheckConstraint(f"kind IN ({KIND_WRITE}, {KIND_READ})", name="kind"),
         CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
         Index(None, "hash", "size"),
         Index(None, "command_id"),
+        # Writes without a hash (empty files, hashing off) by mtime: --wfile
+        # of an empty file.  Partial, so it costs only those rows.
+        Index(
+            "ix_write_event_hashless_mtime_ns",
+            "mtime_ns",
+            sqlite_where=HASHLESS,
+            postgresql_where=HASHLESS,
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     command_id: Mapped[int] = mapped_column(ForeignKey("command.id", ondelete="CASCADE"))
-    kind: Mapped[int] = mapped_column(SmallInteger)
+    directory_id: Mapped[int] = mapped_column(ForeignKey("directory.id"))
+    basename: Mapped[bytes] = mapped_column(Blob)
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    hash: Mapped[bytes] = mapped_column(Blob(8))
+    mode: Mapped[int] = mapped_column(Integer)
+
+
+class ReadFile(Base):
+    """One version of a file that commands read, stored once however many
+    commands read it (see :class:`ReadEvent`).  Its id is the id users see
+    for read events (JSON ``id``, ``shournal restore --file-id``)."""
+
+    __tablename__ = "read_file"
+    __table_args__ = (
+        CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
+        # The content index (--rfile) and the writer's lookup of known
+        # versions; not unique (see the notes at the top).
+        Index(None, "hash", "size", "mtime_ns"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
     directory_id: Mapped[int] = mapped_column(ForeignKey("directory.id"))
     basename: Mapped[bytes] = mapped_column(Blob)
     size: Mapped[int] = mapped_column(BigInteger)
@@ -224,6 +265,23 @@ class FileEvent(Base):
     hash: Mapped[bytes] = mapped_column(Blob(8))
     mode: Mapped[int] = mapped_column(Integer)
     content_id: Mapped[int | None] = mapped_column(ForeignKey("content.id"))
+
+
+class ReadEvent(Base):
+    """Command ``command_id`` read file version ``read_file_id``."""
+
+    __tablename__ = "read_event"
+    __table_args__ = (
+        # Which commands read a file version: --rfile and the other read
+        # criteria, and garbage collection of read files on delete.
+        Index(None, "read_file_id", "command_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    read_file_id: Mapped[int] = mapped_column(ForeignKey("read_file.id"), primary_key=True)
 
 
 def hash_to_bytes(value: int | None) -> bytes:
