@@ -467,7 +467,7 @@ def delete_commands(
                 conn,
                 live,
                 " UNION ".join(
-                    f"SELECT {col} FROM {child} WHERE {col} IN (SELECT id FROM {cand})"
+                    f"SELECT DISTINCT {col} FROM {child} WHERE {col} IN (SELECT id FROM {cand})"
                     for child, col in children
                 ),
             )

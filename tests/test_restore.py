@@ -58,16 +58,21 @@ def record(text: str, reads: list[FileEvent], writes: list[FileEvent] | None = N
 
 
 def event_ids(store: Store, command_id: int) -> list[int]:
+    """The command's write ids, then its read (read file) ids."""
     from sqlalchemy import select
 
     with store.reading() as conn:
-        return list(
-            conn.execute(
-                select(m.FileEvent.id)
-                .where(m.FileEvent.command_id == command_id)
-                .order_by(m.FileEvent.id)
-            ).scalars()
-        )
+        writes = conn.execute(
+            select(m.WriteEvent.id)
+            .where(m.WriteEvent.command_id == command_id)
+            .order_by(m.WriteEvent.id)
+        ).scalars()
+        reads = conn.execute(
+            select(m.ReadEvent.read_file_id)
+            .where(m.ReadEvent.command_id == command_id)
+            .order_by(m.ReadEvent.read_file_id)
+        ).scalars()
+        return [*writes, *reads]
 
 
 def tree(root: Path) -> dict[str, bytes]:

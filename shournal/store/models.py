@@ -3,16 +3,48 @@ and PostgreSQL.
 
 Design notes (why it looks like this):
 
-* File events dominate the size of a journal (a build writes 10^5 files), so
-  their row is kept narrow: the directory is deduplicated into ``directory``,
-  the kind is a 0/1 integer (free in SQLite's record format), and only two
-  indexes exist: ``(hash, size)`` (content lookup for --wfile/--rfile) and
-  ``command_id`` (listing a command's events, cascading deletes).
-* Why ``size`` is in the content index: --wfile also accepts events without
-  a hash (``b""``: hashing disabled) of the same size and mtime.  With
-  ``hash`` alone that branch walked every empty file in the journal (2% of
-  10^7 events: 0.7 s per query in bench/query_perf.py); with ``size`` it is
-  one index seek.  It costs about 3.5 bytes per event.
+* File events dominate the size of a journal (a build writes 10^5 files),
+  so their rows are kept narrow: the directory is deduplicated into
+  ``directory`` and only the indexes the queries need exist.
+* Writes and reads are stored differently (schema 3).  A write is nearly
+  always a new version of a file, so ``write_event`` holds one row per
+  write, indexed by ``(hash, size)`` (content lookup for --wfile) and
+  ``command_id`` (listing a command's writes, cascading deletes).  Reads
+  mostly repeat: the same headers, scripts and data are read by command
+  after command.  So each distinct read file version (directory,
+  basename, size, mtime, hash, mode) is stored once in ``read_file`` and
+  ``read_event (command_id, read_file_id)`` says which commands read it
+  (the layout of the original shournal's readFile/readFileCmd).  On the
+  synthetic 10^7-event journal of bench/query_perf.py that took the
+  journal from 117 to about 70 bytes per event (see bench/README.md).
+* The id of a read event that users see (JSON ``id``, ``shournal restore
+  --file-id``) is the read file's id: every command that read one version
+  shows the same id.  Write ids are a separate series.  Migrating from
+  schema 2, a read file takes the smallest id of the read events it
+  replaces, so ids printed before still name the same file.
+* ``read_event`` is WITHOUT ROWID on SQLite (the key is the row: about 10
+  bytes per read) with one reverse index ``(read_file_id, command_id)``
+  (another ~10 bytes per read): the read criteria (--rfile, --rname ...)
+  and the garbage collection after ``shournal delete`` go from read files
+  to commands.
+* ``read_file`` has no unique constraint: a unique index over the whole
+  version key (basename included) cost ~20 bytes more per read file than
+  the ``(hash, size, mtime_ns)`` index that --rfile needs anyway, enough to
+  push a copy of 10^5 new files (every read a new version) past 100 bytes
+  per event.  Instead, writers never run the find-or-insert concurrently:
+  SQLite's write transaction (BEGIN IMMEDIATE) excludes other writers, and
+  on PostgreSQL the writer holds an advisory transaction lock for it (see
+  Store.add_command).  ``mtime_ns`` is in that index so that looking up an
+  empty (hashless) file is one seek, not a walk over all empty files.
+* Why ``size`` is in the content indexes: --wfile also accepts events
+  without a hash (``b""``: hashing disabled) of the same size and mtime.
+  With ``hash`` alone that branch walked every empty file in the journal.
+  Empty files themselves (size 0, no hash) are found by the small partial
+  index of hashless writes on ``mtime_ns``; putting ``mtime_ns`` into the
+  full write index instead cost ~10 bytes per write.
+* ``command`` has indexes on ``session_id`` and ``working_dir`` for
+  --session-id and --cwd (and the session/env garbage collection); they
+  are per command, about a tenth of the events.
 * Paths are raw bytes (LargeBinary): Linux file names need not be UTF-8.
   A directory is stored with its trailing slash so that ``dir + basename``
   restores the exact reported path, whatever it looked like.
