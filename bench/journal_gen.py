@@ -400,6 +400,7 @@ class Generator:
         # The few directories this command works in, its cwd first.
         near = [s.cwd] + [rng.choice(proj.dirs) for _ in range(rng.randrange(1, 4))]
         chosen: set[int] = set()
+        fallback = len(pool) - 1
         for _ in range(n_reads):
             if pool and rng.random() < 0.92:
                 # Recent versions are read more often than old ones.  A
@@ -410,8 +411,10 @@ class Generator:
                     if id(pool[idx]) not in chosen:
                         break
                 else:
-                    idx = next((i for i in range(len(pool) - 1, -1, -1)
-                                if id(pool[i]) not in chosen), -1)  # fmt: skip
+                    # Once read, a version stays read: the cursor only descends.
+                    while fallback >= 0 and id(pool[fallback]) in chosen:
+                        fallback -= 1
+                    idx = fallback
                 if idx >= 0:
                     chosen.add(id(pool[idx]))
                     reads.append(pool[idx])
