@@ -16,7 +16,7 @@ Design notes (why it looks like this):
   ``read_event (command_id, read_file_id)`` says which commands read it
   (the layout of the original shournal's readFile/readFileCmd).  On the
   synthetic 10^7-event journal of bench/query_perf.py that took the
-  journal from 117 to about 70 bytes per event (see bench/README.md).
+  journal from 117 to 96.7 bytes per event (see bench/README.md).
 * The id of a read event that users see (JSON ``id``, ``shournal restore
   --file-id``) is the read file's id: every command that read one version
   shows the same id.  Write ids are a separate series.  Migrating from
