@@ -407,15 +407,23 @@ def journal_stats(db: Path, prefixes: dict[str, tuple[int, str]] | None = None) 
             "coalesce(sum(lost_events),0) FROM command"
         ).fetchone()
         out["dropped_writes"], out["dropped_reads"], out["lost_events"] = row
-        kinds = dict(con.execute("SELECT kind, count(*) FROM file_event GROUP BY kind"))
-        out["writes"], out["reads"] = kinds.get(0, 0), kinds.get(1, 0)
+        # Schema 3: writes in write_event; a read is a read_event link to a
+        # deduplicated read_file version.
+        out["writes"] = con.execute("SELECT count(*) FROM write_event").fetchone()[0]
+        out["reads"] = con.execute("SELECT count(*) FROM read_event").fetchone()[0]
         out["file_events"] = out["writes"] + out["reads"]
+        out["read_files"] = con.execute("SELECT count(*) FROM read_file").fetchone()[0]
         for name, (kind, prefix) in (prefixes or {}).items():
             pre = prefix.rstrip("/").encode() + b"/"
+            events = (
+                "write_event e"
+                if kind == 0
+                else "read_event l JOIN read_file e ON e.id = l.read_file_id"
+            )
             out[name] = con.execute(
-                "SELECT count(*) FROM file_event e JOIN directory d ON d.id = e.directory_id "
-                "WHERE e.kind = ? AND substr(d.path, 1, ?) = ?",
-                (kind, len(pre), pre),
+                f"SELECT count(*) FROM {events} JOIN directory d ON d.id = e.directory_id "
+                "WHERE substr(d.path, 1, ?) = ?",
+                (len(pre), pre),
             ).fetchone()[0]
         try:
             out["bytes_by_object"] = dict(

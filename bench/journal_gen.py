@@ -73,7 +73,7 @@ CACHE = Path(os.environ.get("SHOURNAL_BENCH_CACHE", "/var/tmp/shournal-bench"))
 DEFAULT_DB = CACHE / "journal-1M.sqlite"
 
 # Bump when the output of the generator changes for the same arguments.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 CHUNK_SIZE, MAX_READS = 256, 3  # the default hash setting
 MAX_EVENTS_PER_KIND = 5000  # the default per-command caps
@@ -199,6 +199,7 @@ class Entity:
     hash: bytes
     mode: int
     content_id: int | None  # -1: a script not archived yet (no command read it)
+    read_file_id: int | None = None  # its read_file row, once a command read it
 
 
 @dataclass
@@ -254,7 +255,12 @@ class Generator:
         self.contents: dict[bytes, int] = {}
         self.dir_rows: list[tuple] = []
         self.command_rows: list[tuple] = []
-        self.event_rows: list[tuple] = []
+        self.event_rows: list[tuple] = []  # write_event rows
+        self.read_file_rows: list[tuple] = []
+        self.read_event_rows: list[tuple] = []
+        self.read_content: list[tuple] = []  # (content_id, read_file_id) set later
+        self.read_files_with_content: set[int] = set()
+        self.next_read_file_id = 1
         self.events = 0
         self.writes = 0
         self.content_bytes = 0
@@ -308,11 +314,22 @@ class Generator:
             self.command_rows,
         )
         con.executemany(
-            "INSERT INTO file_event (command_id, kind, directory_id, basename, size, "
-            "mtime_ns, hash, mode, content_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO write_event (command_id, directory_id, basename, size, "
+            "mtime_ns, hash, mode) VALUES (?, ?, ?, ?, ?, ?, ?)",
             self.event_rows,
         )
-        for rows in (self.dir_rows, self.content_rows, self.command_rows, self.event_rows):
+        con.executemany(
+            "INSERT INTO read_file (id, directory_id, basename, size, mtime_ns, hash, mode, "
+            "content_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            self.read_file_rows,
+        )
+        con.executemany(
+            "INSERT INTO read_event (command_id, read_file_id) VALUES (?, ?)",
+            self.read_event_rows,
+        )
+        con.executemany("UPDATE read_file SET content_id = ? WHERE id = ?", self.read_content)
+        for rows in (self.dir_rows, self.content_rows, self.command_rows, self.event_rows,
+                     self.read_file_rows, self.read_event_rows, self.read_content):  # fmt: skip
             rows.clear()
 
     # -- the world ------------------------------------------------------------
@@ -382,16 +399,31 @@ class Generator:
         writes: list[Entity] = []
         # The few directories this command works in, its cwd first.
         near = [s.cwd] + [rng.choice(proj.dirs) for _ in range(rng.randrange(1, 4))]
+        chosen: set[int] = set()
+        fallback = len(pool) - 1
         for _ in range(n_reads):
             if pool and rng.random() < 0.92:
-                # Recent versions are read more often than old ones.
-                idx = len(pool) - 1 - min(int(rng.expovariate(1 / 200)), len(pool) - 1)
-                reads.append(pool[idx])
-            else:
-                old = start_ns - rng.randrange(10**9, 3 * 365 * 86400 * 10**9)
-                ent = self.new_entity(self.dir_id(rng.choice(near)), old, s.hashing)
-                pool.append(ent)
-                reads.append(ent)
+                # Recent versions are read more often than old ones.  A
+                # command reads a file once (the listener keys reads by
+                # path): a few more draws, else a file it has not read.
+                for _attempt in range(4):
+                    idx = len(pool) - 1 - min(int(rng.expovariate(1 / 200)), len(pool) - 1)
+                    if id(pool[idx]) not in chosen:
+                        break
+                else:
+                    # Once read, a version stays read: the cursor only descends.
+                    while fallback >= 0 and id(pool[fallback]) in chosen:
+                        fallback -= 1
+                    idx = fallback
+                if idx >= 0:
+                    chosen.add(id(pool[idx]))
+                    reads.append(pool[idx])
+                    continue
+            old = start_ns - rng.randrange(10**9, 3 * 365 * 86400 * 10**9)
+            ent = self.new_entity(self.dir_id(rng.choice(near)), old, s.hashing)
+            pool.append(ent)
+            chosen.add(id(ent))
+            reads.append(ent)
         if kind.copy:
             # Copies keep size and content; cp -a / rsync -a / tar keep mtime.
             keep_mtime = rng.random() < 0.6
@@ -428,19 +460,31 @@ class Generator:
                 target[0] = self.make_probe(cid, probe, target[0], end_ns)
         # Archive at most 3 scripts per command, as the default config.
         scripts = 0
-        rows = self.event_rows
-        for kind_no, events in ((m.KIND_WRITE, writes), (m.KIND_READ, reads)):
-            for e in events:
-                content = None
-                if kind_no == m.KIND_READ and e.content_id is not None and scripts < 3:
-                    if e.content_id == -1:
-                        e.content_id = self.content_id(e.size)
-                    content = e.content_id
-                    scripts += 1
-                rows.append(
-                    (cid, kind_no, e.dir_id, e.basename, e.size, e.mtime_ns, e.hash, e.mode,
-                     content)  # fmt: skip
+        for e in writes:
+            self.event_rows.append(
+                (cid, e.dir_id, e.basename, e.size, e.mtime_ns, e.hash, e.mode)
+            )
+        for e in reads:
+            content = None
+            if e.content_id is not None and scripts < 3:
+                if e.content_id == -1:
+                    e.content_id = self.content_id(e.size)
+                content = e.content_id
+                scripts += 1
+            # A version is stored once (read_file), each read links to it.
+            rf = e.read_file_id
+            if rf is None:
+                rf = e.read_file_id = self.next_read_file_id
+                self.next_read_file_id += 1
+                self.read_file_rows.append(
+                    (rf, e.dir_id, e.basename, e.size, e.mtime_ns, e.hash, e.mode, content)
                 )
+                if content is not None:
+                    self.read_files_with_content.add(rf)
+            elif content is not None and rf not in self.read_files_with_content:
+                self.read_content.append((content, rf))
+                self.read_files_with_content.add(rf)
+            self.read_event_rows.append((cid, rf))
         self.events += len(writes) + len(reads)
         self.writes += len(writes)
         return self.text(kind, s, reads, writes)
@@ -664,7 +708,7 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
                 gap += int(rng.expovariate(1 / (3 * 3600)) * 1e9)
             tie += 1
             heapq.heappush(open_sessions, (end + gap, tie, s))
-        if len(gen.event_rows) >= 200_000:
+        if len(gen.event_rows) + len(gen.read_event_rows) >= 200_000:
             gen.flush()
         if (i + 1) % 100_000 == 0:
             con.execute("COMMIT")
@@ -673,13 +717,20 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
     gen.flush()
     con.execute("COMMIT")
     con.execute("PRAGMA journal_mode=WAL")
-    total_events = con.execute("SELECT count(*) FROM file_event").fetchone()[0]
+    total_events = sum(
+        con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("write_event", "read_event")
+    )
     total_commands = con.execute("SELECT count(*) FROM command").fetchone()[0]
     # Where each probe's stored path is, for the report.
     for p in gen.probes:
+        files = (
+            "write_event e" if p.kind == "write"
+            else "read_event l JOIN read_file e ON e.id = l.read_file_id"
+        )  # fmt: skip
         row = con.execute(
-            "SELECT d.path, e.basename FROM file_event e JOIN directory d "
-            "ON d.id = e.directory_id WHERE e.command_id = ? AND e.size = ? LIMIT 1",
+            f"SELECT d.path, e.basename FROM {files} JOIN directory d "
+            "ON d.id = e.directory_id WHERE command_id = ? AND e.size = ? LIMIT 1",
             (p.command_id, p.size),
         ).fetchone()
         p.stored_path = (bytes(row[0]) + bytes(row[1])).decode() if row else ""
@@ -693,6 +744,7 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
         "file_events": total_events,
         "writes": gen.writes,
         "reads": total_events - gen.writes,
+        "read_files": gen.next_read_file_id - 1,
         "directories": gen.next_dir_id - 1,
         "archived_contents": gen.next_content_id - 1,
         "archived_bytes": gen.content_bytes,

@@ -178,7 +178,19 @@ def time_other(store: Store, db: Path, reps: int) -> dict[str, Any]:
         ).fetchone()
     finally:
         con.close()
+    # --wfile of an empty file: matched on size 0 and the mtime alone.
+    empty = Path(f"{db}.probes") / "empty-write"
+    empty.write_bytes(b"")
+    con = sqlite3.connect(db)
+    try:
+        (mtime,) = con.execute(
+            "SELECT mtime_ns FROM write_event WHERE size = 0 AND command_id >= ? LIMIT 1", (mid,)
+        ).fetchone()
+    finally:
+        con.close()
+    os.utime(empty, ns=(mtime, mtime))
     cases: dict[str, dict[str, Any]] = {
+        "wfile_empty": {"wfile": empty},
         "command_text_like_history100": {"command_text": "%snakemake%", "history": 100},
         "command_text_like_limit100": {"command_text": "%snakemake%", "limit": 100},
         "cwd_exact": {"cwd": cwd},
@@ -267,7 +279,7 @@ def time_cli(exe: str, args: list[str], env: dict[str, str], expect: int = 0) ->
 PG_BIN = Path(os.environ.get("SHOURNAL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Copied in this order (foreign keys); schema_version is written by Store.
 PG_TABLES = ("env", "hash_setting", "shell_session", "directory", "content", "command",
-             "file_event")  # fmt: skip
+             "write_event", "read_file", "read_event")  # fmt: skip
 
 
 @contextmanager
@@ -325,10 +337,11 @@ def copy_to_pg(db: Path, url: str) -> float:
                         row = tuple(v + "+00" if i in times else v for i, v in enumerate(row))
                     copy.write_row(row)
             # Ids were copied explicitly: move the sequences past them.
-            dst.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f"(SELECT coalesce(max(id), 1) FROM {table}))"
-            )
+            if "id" in cols:
+                dst.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT coalesce(max(id), 1) FROM {table}))"
+                )
             log(f"PostgreSQL: {table} copied")
         dst.commit()
         dst.autocommit = True

@@ -3,8 +3,9 @@ the library behind ``shournal delete``.
 
 Everything happens in one write transaction, in bulk SQL: the doomed
 command ids go into a temporary table, their events and rows are deleted
-with a handful of statements, and the rows only they referenced
-(directories, archived contents, sessions, env and hash-setting rows) are
+with a handful of statements, and the rows only they referenced (read file
+versions no other command read, then directories, archived contents,
+sessions, env and hash-setting rows) are
 removed after one scan proves nothing else points at them.  A failure
 anywhere rolls back everything.
 
@@ -192,15 +193,50 @@ _SQLITE_BULK_CACHE_KIB = -262144
 _DOOMED = "shournal_gc_doomed"
 _ALLOWED = "shournal_gc_allowed"
 
-# (parent table, child table, referencing column, candidates taken from the
-# doomed commands' events ("event") or command rows ("command")).
-_COLLECTED = (
-    ("directory", "file_event", "directory_id", "event"),
-    ("content", "file_event", "content_id", "event"),
-    ("shell_session", "command", "session_id", "command"),
-    ("env", "command", "env_id", "command"),
-    ("hash_setting", "command", "hash_setting_id", "command"),
+# The doomed commands' read file versions (as a subquery on read_event).
+_DOOMED_READS = (
+    "SELECT f.{col} FROM read_event e JOIN read_file f ON f.id = e.read_file_id "
+    "WHERE e.command_id IN ({doomed})"
 )
+
+# What may become garbage, in collection order (read files before the
+# directories and contents they reference): (parent table, the (child
+# table, referencing column) pairs that keep a row alive, the candidates:
+# what the doomed commands referenced, before their rows go).
+_COLLECTED: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
+    (
+        "read_file",
+        (("read_event", "read_file_id"),),
+        "SELECT read_file_id FROM read_event WHERE command_id IN ({doomed})",
+    ),
+    (
+        "directory",
+        (("write_event", "directory_id"), ("read_file", "directory_id")),
+        "SELECT directory_id FROM write_event WHERE command_id IN ({doomed}) UNION "
+        + _DOOMED_READS.format(col="directory_id", doomed="{doomed}"),
+    ),
+    (
+        "content",
+        (("read_file", "content_id"),),
+        _DOOMED_READS.format(col="content_id", doomed="{doomed}") + " AND f.content_id IS NOT NULL",
+    ),
+    (
+        "shell_session",
+        (("command", "session_id"),),
+        "SELECT session_id FROM command WHERE id IN ({doomed}) AND session_id IS NOT NULL",
+    ),
+    ("env", (("command", "env_id"),), "SELECT env_id FROM command WHERE id IN ({doomed})"),
+    (
+        "hash_setting",
+        (("command", "hash_setting_id"),),
+        "SELECT hash_setting_id FROM command WHERE id IN ({doomed}) "
+        "AND hash_setting_id IS NOT NULL",
+    ),
+)
+
+# Referencing columns that have an index of their own (leading column):
+# foreign-key checks on them need no temporary index.
+_INDEXED = frozenset({("read_event", "read_file_id"), ("command", "session_id")})
 
 # Locked on PostgreSQL in the listener's insertion order (see
 # Store.add_command), so that a concurrent store waits instead of
@@ -210,7 +246,7 @@ _COLLECTED = (
 # privilege to skip foreign-key triggers).
 _PG_INDEX_FROM = 8
 
-_PG_LOCK_ORDER = "env, hash_setting, shell_session, directory, content"
+_PG_LOCK_ORDER = "env, hash_setting, shell_session, directory, content, read_file"
 
 
 def _escape_like(pattern: str) -> str:
@@ -263,11 +299,12 @@ def plan_delete(store: Store, criteria: DeleteCriteria) -> DeletePlan:
             .where(c.id.in_(select(ids.c.id)))
             .order_by(c.start_time, c.id)
         ).all()
-        events = conn.execute(
-            select(func.count())
-            .select_from(m.FileEvent)
-            .where(m.FileEvent.command_id.in_(select(ids.c.id)))
-        ).scalar_one()
+        events = sum(
+            conn.execute(
+                select(func.count()).select_from(t).where(t.command_id.in_(select(ids.c.id)))
+            ).scalar_one()
+            for t in (m.WriteEvent, m.ReadEvent)
+        )
     return DeletePlan([CommandSummary(*r) for r in rows], int(events))
 
 
@@ -276,7 +313,7 @@ def _bulk_writing(store: Store) -> Iterator[Connection]:
     """A write transaction suited to bulk deletes.
 
     SQLite checks each deleted parent row against its children, and
-    file_event has no index on directory_id or content_id: with foreign
+    write_event and read_file have no index on directory_id or content_id: with foreign
     keys on, collecting 10^4 directories would scan the events 10^4 times.
     We prove orphans ourselves, and BEGIN IMMEDIATE keeps every other
     writer out, so the checks are switched off for this transaction (the
@@ -315,7 +352,7 @@ def _pg_prepare(conn: Connection) -> bool:
 
     conn.execute(text(f"LOCK TABLE {_PG_LOCK_ORDER} IN SHARE ROW EXCLUSIVE MODE"))
     # Without indexes on the referencing columns, PostgreSQL's foreign-key
-    # triggers scan file_event once per deleted directory.  Our own scan
+    # triggers scan write_event and read_file once per deleted directory.  Our own scan
     # already proved the rows unreferenced and the locks keep new
     # references out, so skip the triggers when allowed (superuser or
     # granted); otherwise they run, correct but slower.
@@ -405,41 +442,43 @@ def delete_commands(
 
         # Candidates for collection: what the doomed rows referenced.
         candidates: dict[str, int] = {}
-        for parent, _child, col, source in _COLLECTED:
-            source_table, key = (
-                ("file_event", "command_id") if source == "event" else ("command", "id")
-            )
+        for parent, _children, source in _COLLECTED:
             name = f"shournal_gc_cand_{parent}"
             candidates[parent] = _temp_table(
-                conn,
-                name,
-                f"SELECT DISTINCT {col} FROM {source_table} "
-                f"WHERE {key} IN ({doomed}) AND {col} IS NOT NULL",
+                conn, name, f"SELECT DISTINCT * FROM ({source.format(doomed=doomed)}) AS c"
             )
             created.append(name)
 
-        result.events = conn.execute(
-            text(f"DELETE FROM file_event WHERE command_id IN ({doomed})")
-        ).rowcount
+        result.events = sum(
+            conn.execute(text(f"DELETE FROM {t} WHERE command_id IN ({doomed})")).rowcount
+            for t in ("write_event", "read_event")
+        )
         result.commands = conn.execute(text(f"DELETE FROM command WHERE id IN ({doomed})")).rowcount
 
-        for parent, child, col, _source in _COLLECTED:
+        for parent, children, _source in _COLLECTED:
             result.collected[parent] = 0
             if not candidates[parent]:
                 continue
             cand, live = f"shournal_gc_cand_{parent}", f"shournal_gc_live_{parent}"
-            # One scan of the child table finds the candidates still in use
-            # (no index on these columns: a per-row check would rescan).
+            # One scan of each child table finds the candidates still in
+            # use (most of these columns have no index: a per-row check
+            # would rescan).
             _temp_table(
                 conn,
                 live,
-                f"SELECT DISTINCT {col} FROM {child} WHERE {col} IN (SELECT id FROM {cand})",
+                " UNION ".join(
+                    f"SELECT DISTINCT {col} FROM {child} WHERE {col} IN (SELECT id FROM {cand})"
+                    for child, col in children
+                ),
             )
             created.append(live)
             if not triggers_off and candidates[parent] > _PG_INDEX_FROM:
-                ix = _pg_try_index(conn, child, col)
-                if ix is not None:
-                    indexes.append(ix)
+                for child, col in children:
+                    if (child, col) in _INDEXED:
+                        continue
+                    ix = _pg_try_index(conn, child, col)
+                    if ix is not None:
+                        indexes.append(ix)
             result.collected[parent] = conn.execute(
                 text(
                     f"DELETE FROM {parent} WHERE id IN "

@@ -50,7 +50,7 @@ class TargetExists(RestoreError):
 class ArchivedFile:
     """One archived read file of one command."""
 
-    file_id: int  # the file event's id, as printed after "id" by query
+    file_id: int  # the read file's id, as printed after "id" by query
     command_id: int
     path: bytes  # original absolute path
     mode: int
@@ -87,25 +87,29 @@ class RestoreResult:
 
 
 def _archived_rows(store: Store, where: object) -> Iterator[ArchivedFile]:
+    """Archived read files joined with the commands that read them.  A
+    version read by several commands is one read file (one id): it comes
+    once per reading command that ``where`` admits."""
     from sqlalchemy import select
 
     from shournal.store import models as m
 
-    fe = m.FileEvent
+    rf, re_ = m.ReadFile, m.ReadEvent
     stmt = (
         select(
-            fe.id,
-            fe.command_id,
+            rf.id,
+            re_.command_id,
             m.Directory.path,
-            fe.basename,
-            fe.mode,
-            fe.mtime_ns,
+            rf.basename,
+            rf.mode,
+            rf.mtime_ns,
             m.Content.data,
         )
-        .join(m.Directory, m.Directory.id == fe.directory_id)
-        .join(m.Content, m.Content.id == fe.content_id)
+        .join(re_, re_.read_file_id == rf.id)
+        .join(m.Directory, m.Directory.id == rf.directory_id)
+        .join(m.Content, m.Content.id == rf.content_id)
         .where(where)  # type: ignore[arg-type]
-        .order_by(fe.command_id, fe.id)
+        .order_by(re_.command_id, rf.id)
     )
     with store.reading() as conn:
         for r in conn.execute(stmt):
@@ -120,7 +124,9 @@ def _archived_rows(store: Store, where: object) -> Iterator[ArchivedFile]:
 
 
 def load_archived(store: Store, file_id: int) -> ArchivedFile:
-    """The archived content of read file ``file_id``.
+    """The archived content of read file ``file_id`` (the id query prints
+    for a read event; every command that read that version shows the same
+    id).  ``command_id`` is the first command that read it.
 
     :raises NotArchived: no such file, or its content was not archived.
     :raises shournal.store.StoreError: the journal cannot be read.
@@ -131,10 +137,10 @@ def load_archived(store: Store, file_id: int) -> ArchivedFile:
 
     if not 0 <= file_id < 2**63:
         raise NotArchived(f"no file with id {file_id}")
-    for found in _archived_rows(store, m.FileEvent.id == file_id):
+    for found in _archived_rows(store, m.ReadFile.id == file_id):
         return found
     with store.reading() as conn:
-        exists = conn.execute(select(m.FileEvent.id).where(m.FileEvent.id == file_id)).first()
+        exists = conn.execute(select(m.ReadFile.id).where(m.ReadFile.id == file_id)).first()
     if exists is None:
         raise NotArchived(f"no file with id {file_id} in the journal")
     raise NotArchived(f"file {file_id} was recorded but its content was not archived")
@@ -147,9 +153,7 @@ def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[Ar
     ids = sorted(set(command_ids))
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
-        yield from _archived_rows(
-            store, (m.FileEvent.command_id.in_(batch)) & (m.FileEvent.kind == m.KIND_READ)
-        )
+        yield from _archived_rows(store, m.ReadEvent.command_id.in_(batch))
 
 
 # -- writing files safely -----------------------------------------------------------

@@ -152,11 +152,11 @@ def _restrict(column: Any, part: Any) -> list[Any]:
 
 
 def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bool) -> JournalStats:
-    from sqlalchemy import case, func, select
+    from sqlalchemy import func, literal, select, union_all
 
     from shournal.store import models as m
 
-    c, fe = m.Command, m.FileEvent
+    c, we, re_, rf = m.Command, m.WriteEvent, m.ReadEvent, m.ReadFile
     out = JournalStats()
     modifications: Counter[int] = Counter()
     sessions: Counter[int] = Counter()
@@ -168,7 +168,8 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
     limit = top if limit_in_sql else None
     for part in parts:
         where_c = _restrict(c.id, part)
-        where_e = _restrict(fe.command_id, part)
+        where_w = _restrict(we.command_id, part)
+        where_r = _restrict(re_.command_id, part)
         n, first, last, nsess = conn.execute(
             select(
                 func.count(c.id),
@@ -183,21 +184,20 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         if first is not None:
             out.first_start = first if out.first_start is None else min(out.first_start, first)
             out.last_start = last if out.last_start is None else max(out.last_start, last)
-        for kind, count in conn.execute(
-            select(fe.kind, func.count()).where(*where_e).group_by(fe.kind)
-        ):
-            if kind == m.KIND_WRITE:
-                out.written_events += count
-            else:
-                out.read_events += count
+        out.written_events += conn.execute(
+            select(func.count()).select_from(we).where(*where_w)
+        ).scalar_one()
+        out.read_events += conn.execute(
+            select(func.count()).select_from(re_).where(*where_r)
+        ).scalar_one()
 
         # Commands with most file modifications.
         cnt = func.count().label("n")
         q = (
-            select(fe.command_id, cnt)
-            .where(fe.kind == m.KIND_WRITE, *where_e)
-            .group_by(fe.command_id)
-            .order_by(cnt.desc(), fe.command_id)
+            select(we.command_id, cnt)
+            .where(*where_w)
+            .group_by(we.command_id)
+            .order_by(cnt.desc(), we.command_id)
         )
         q = q.limit(limit) if limit is not None else q
         for cid, count in conn.execute(q):
@@ -237,13 +237,20 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
             cwds[path] += count
 
         # Directories with most input/output activity.
+        # Every event once: writes, and reads through their read file.
+        events = union_all(
+            select(we.directory_id, literal(1).label("w")).where(*where_w),
+            select(rf.directory_id, literal(0).label("w"))
+            .select_from(re_)
+            .join(rf, rf.id == re_.read_file_id)
+            .where(*where_r),
+        ).subquery()
         cnt = func.count().label("n")
-        written = func.sum(case((fe.kind == m.KIND_WRITE, 1), else_=0))
+        written = func.sum(events.c.w)
         q = (
-            select(fe.directory_id, written, cnt)
-            .where(*where_e)
-            .group_by(fe.directory_id)
-            .order_by(cnt.desc(), fe.directory_id)
+            select(events.c.directory_id, written, cnt)
+            .group_by(events.c.directory_id)
+            .order_by(cnt.desc(), events.c.directory_id)
         )
         q = q.limit(limit) if limit is not None else q
         for did, w, total in conn.execute(q):

@@ -32,7 +32,14 @@ def test_counts_are_exact(small: tuple[Path, dict]) -> None:
     db, meta = small
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM command").fetchone()[0] == 400
-    assert con.execute("SELECT count(*) FROM file_event").fetchone()[0] == 4000
+    events = sum(
+        con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("write_event", "read_event")
+    )
+    assert events == 4000
+    # Each read file version once, however many commands read it.
+    read_files = con.execute("SELECT count(*) FROM read_file").fetchone()[0]
+    assert read_files == meta["read_files"] < meta["reads"]
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

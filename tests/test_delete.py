@@ -34,7 +34,9 @@ SESSION_B = b"\xbb" * 16
 
 TABLES = (
     m.Command,
-    m.FileEvent,
+    m.WriteEvent,
+    m.ReadFile,
+    m.ReadEvent,
     m.Directory,
     m.Content,
     m.ShellSession,
@@ -131,7 +133,9 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     before = counts(store)
     assert before == {
         "command": 4,
-        "file_event": 6,
+        "write_event": 3,
+        "read_file": 2,  # a and b read the same version of run.sh
+        "read_event": 3,
         "directory": 3,  # /proj/, /only-a/, /srv/build/
         "content": 2,
         "shell_session": 2,
@@ -143,6 +147,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     assert (res.commands, res.events) == (1, 3)
     # /only-a/ was a's alone; /proj/ and the script are still b's.
     assert res.collected == {
+        "read_file": 0,
         "directory": 1,
         "content": 0,
         "shell_session": 0,
@@ -156,6 +161,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     res = delete_commands(store, make_criteria(command_ids=[journal["b"]]))
     assert (res.commands, res.events) == (1, 1)
     assert res.collected["content"] == 1 and res.collected["directory"] == 1
+    assert res.collected["read_file"] == 1
     # Session A is still used by nobody but d? No: d has no session.
     assert res.collected["shell_session"] == 1
 
@@ -296,11 +302,10 @@ def test_many_commands_in_bulk(store):
             ],
         )
         conn.execute(
-            m.FileEvent.__table__.insert(),
+            m.WriteEvent.__table__.insert(),
             [
                 {
                     "command_id": i // 3 + 1,
-                    "kind": 0,
                     "directory_id": d,
                     "basename": b"f%d" % i,
                     "size": i,
@@ -317,7 +322,7 @@ def test_many_commands_in_bulk(store):
     )
     assert (res.commands, res.events) == (n - 1, 3 * (n - 1))
     assert res.collected["directory"] == 0  # still used by the survivor
-    assert counts(store)["file_event"] == 3
+    assert counts(store)["write_event"] == 3
     res = delete_commands(store, make_criteria(cwd="/bulk"))
     assert res.collected["directory"] == 1 and res.collected["env"] == 1
 
@@ -543,6 +548,7 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
         res = delete_commands(s, make_criteria(command_text="c%"), only_ids=[1, 2, 3, 4])
         assert (res.commands, res.events) == (4, 8)
         assert res.collected == {
+            "read_file": 4,
             "directory": 4,
             "content": 4,
             "shell_session": 4,

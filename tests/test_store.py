@@ -122,9 +122,14 @@ def test_round_trip_non_utf8_paths_and_large_hashes(store: Store) -> None:
     )
     # Hashes are 8 raw little-endian bytes; "no hash" is b"", never NULL.
     with store.reading() as conn:
-        raw = conn.execute(
-            select(m.FileEvent.hash).where(m.FileEvent.command_id == cid).order_by(m.FileEvent.id)
-        ).scalars()
+        raw = [
+            *conn.execute(
+                select(m.WriteEvent.hash)
+                .where(m.WriteEvent.command_id == cid)
+                .order_by(m.WriteEvent.id)
+            ).scalars(),
+            *conn.execute(select(m.ReadFile.hash)).scalars(),
+        ]
         assert [bytes(h) for h in raw] == [
             b"\xff" * 8,
             b"",
@@ -169,7 +174,10 @@ def test_deduplication(store: Store) -> None:
     assert count(store, m.ShellSession) == 2
     assert count(store, m.Env) == 2
     assert count(store, m.HashSetting) == 2
-    assert count(store, m.FileEvent) == 3 * 4
+    assert count(store, m.WriteEvent) == 3 * 3
+    # One read file version, read by three commands.
+    assert count(store, m.ReadFile) == 1
+    assert count(store, m.ReadEvent) == 3
     with store.reading() as conn:
         algorithm = conn.execute(select(m.Content.algorithm)).scalar_one()
     assert algorithm == m.CONTENT_DIGEST_ALGORITHM
@@ -179,15 +187,15 @@ def test_failed_insert_leaves_nothing_behind(store: Store, monkeypatch: pytest.M
     store.add_command(record(text="before"))
     import shournal.store.db as db
 
-    real_rows = db._event_rows
+    real_ids = db.Store._read_file_ids
 
-    def failing_rows(*args: Any) -> Iterator[dict[str, Any]]:
-        yield from list(real_rows(*args))[:1]
+    def failing_ids(self: Store, *args: Any) -> list[int]:
+        real_ids(self, *args)
         raise RuntimeError("disk went away")
 
-    # Fails inside the transaction, after the command row, the directories
-    # and the content were inserted.
-    monkeypatch.setattr(db, "_event_rows", failing_rows)
+    # Fails inside the transaction, after the command row, the directories,
+    # the content, the writes and the read files were inserted.
+    monkeypatch.setattr(db.Store, "_read_file_ids", failing_ids)
     bad = record(
         text="bad",
         session_uuid=b"\x09" * 16,
@@ -200,7 +208,9 @@ def test_failed_insert_leaves_nothing_behind(store: Store, monkeypatch: pytest.M
     assert count(store, m.ShellSession) == 1
     assert count(store, m.Directory) == 0
     assert count(store, m.Content) == 0
-    assert count(store, m.FileEvent) == 0
+    assert count(store, m.WriteEvent) == 0
+    assert count(store, m.ReadFile) == 0
+    assert count(store, m.ReadEvent) == 0
 
 
 def test_invalid_record_rejected(store: Store) -> None:
@@ -335,6 +345,9 @@ def _concurrent_writer(url: str, worker: int, barrier: multiprocessing.synchroni
                     text=f"w{worker} {i}",
                     session_uuid=bytes([worker]) * 16,
                     writes=[event(b"/shared/dir/f"), event(f"/w{worker}/{i}/g".encode())],
+                    # The same read file versions from both processes at
+                    # once: stored once each, never a failure.
+                    reads=[event(b"/shared/lib.so"), event(f"/shared/r{i}".encode())],
                 )
             )
 
@@ -352,8 +365,10 @@ def test_concurrent_writers(db_url: str) -> None:
     with Store(url) as s:
         assert count(s, m.Command) == 30
         assert count(s, m.ShellSession) == 2
-        assert count(s, m.Directory) == 1 + 30
-        assert count(s, m.FileEvent) == 60
+        assert count(s, m.Directory) == 2 + 30  # /shared/dir/, /shared/, /wN/i/
+        assert count(s, m.WriteEvent) == 60
+        assert count(s, m.ReadFile) == 1 + 15
+        assert count(s, m.ReadEvent) == 60
 
 
 # -- storage footprint --------------------------------------------------------
@@ -404,6 +419,9 @@ def test_storage_bytes_per_event(tmp_path: Path) -> None:
     )
     per_event = size / n
     print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events, {elapsed:.2f} s)")
+    # Schema 2 (one file_event table): 93.6; schema 3: 99.5, every read
+    # here being a new version (nothing to deduplicate) that costs a
+    # read_file row and index entry plus a read_event link both ways.
     assert per_event <= 100
     assert elapsed < 10
 
@@ -414,52 +432,180 @@ def test_large_command_round_trip_counts(store: Store) -> None:
     [cmd] = find_commands(store, command_id=cid, max_files=4)
     assert (cmd.write_count, cmd.read_count) == (len(writes), len(reads))
     assert [w.path for w in cmd.writes] == [w.path for w in writes[:4]]
-    assert [r.path for r in cmd.reads] == [r.path for r in reads[:4]]
+    # Reads come by read file id: new versions get theirs in path order.
+    assert [r.path for r in cmd.reads] == sorted(r.path for r in reads)[:4]
     [full] = find_commands(store, command_id=cid)
     assert [w.hash for w in full.writes] == [w.hash for w in writes]
 
 
-def test_hash_index_exists(tmp_path: Path) -> None:
-    # Only the indexes the queries need: (hash, size), (command_id), start time.
-    with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
-        rows = conn.execute(
-            text("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='file_event'")
-        )
-        assert {r[0] for r in rows} == {"ix_file_event_hash_size", "ix_file_event_command_id"}
+def test_indexes(tmp_path: Path) -> None:
+    # Only the indexes the queries need.
+    with Store(sqlite_url(tmp_path / "j.sqlite")) as s:
+        assert _indexes(s, "write_event") == {
+            "ix_write_event_hash_size": ["hash", "size"],
+            "ix_write_event_command_id": ["command_id"],
+            "ix_write_event_hashless_mtime_ns": ["mtime_ns"],  # partial
+        }
+        assert _indexes(s, "read_event") == {
+            "ix_read_event_read_file_id_command_id": ["read_file_id", "command_id"]
+        }
+        assert _indexes(s, "read_file") == {
+            "ix_read_file_hash_size_mtime_ns": ["hash", "size", "mtime_ns"]
+        }
+        assert _indexes(s, "command") == {
+            "ix_command_start_time": ["start_time"],
+            "ix_command_session_id": ["session_id"],
+            "ix_command_working_dir": ["working_dir"],
+        }
 
 
-def _file_event_indexes(s: Store) -> dict[str, list[str]]:
+def _indexes(s: Store, table: str) -> dict[str, list[str]]:
     from sqlalchemy import inspect
 
     with s.reading() as conn:
-        return {ix["name"]: ix["column_names"] for ix in inspect(conn).get_indexes("file_event")}
+        return {ix["name"]: ix["column_names"] for ix in inspect(conn).get_indexes(table)}
 
 
-def test_upgrade_from_version_1(db_url: str, tmp_path: Path) -> None:
-    """A journal of schema 1 (content index on hash alone) is upgraded on
-    open: the index becomes (hash, size), the data stays."""
+def _tables(s: Store) -> set[str]:
+    from sqlalchemy import inspect
+
+    with s.reading() as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def _downgrade_to(s: Store, version: int) -> None:
+    """Turn a journal of the current schema back into schema ``version``
+    (1 or 2): one file_event table, each read stored once per command."""
+    sqlite = s.dialect_name == "sqlite"
+    blob = "BLOB" if sqlite else "BYTEA"
+    with s.writing() as conn:
+        conn.execute(
+            text(
+                f"CREATE TABLE file_event (id {'INTEGER' if sqlite else 'BIGSERIAL'} PRIMARY KEY, "
+                "command_id BIGINT NOT NULL REFERENCES command (id) ON DELETE CASCADE, "
+                "kind SMALLINT NOT NULL, directory_id BIGINT NOT NULL REFERENCES directory (id), "
+                f"basename {blob} NOT NULL, size BIGINT NOT NULL, mtime_ns BIGINT NOT NULL, "
+                f"hash {blob} NOT NULL, mode INTEGER NOT NULL, "
+                "content_id BIGINT REFERENCES content (id), "
+                "CONSTRAINT ck_file_event_kind CHECK (kind IN (0, 1)), "
+                "CONSTRAINT ck_file_event_hash_length CHECK (length(hash) IN (0, 8)))"
+            )
+        )
+        cols = "directory_id, basename, size, mtime_ns, hash, mode"
+        # Writes keep their ids; reads get ids after them, command by command.
+        conn.execute(
+            text(
+                f"INSERT INTO file_event (id, command_id, kind, {cols}) "
+                f"SELECT id, command_id, 0, {cols} FROM write_event"
+            )
+        )
+        top = conn.execute(text("SELECT coalesce(max(id), 0) FROM write_event")).scalar_one()
+        reads = conn.execute(
+            text(
+                f"SELECT e.command_id, {', '.join('f.' + c for c in cols.split(', '))}, "
+                "f.content_id FROM read_event e JOIN read_file f ON f.id = e.read_file_id "
+                "ORDER BY e.command_id, f.id"
+            )
+        ).all()
+        for i, row in enumerate(reads, start=top + 1):
+            conn.execute(
+                text(
+                    f"INSERT INTO file_event (id, command_id, kind, {cols}, content_id) "
+                    "VALUES (:id, :c, 1, :d, :b, :s, :m, :h, :o, :ct)"
+                ),
+                dict(zip(("c", "d", "b", "s", "m", "h", "o", "ct"), row, strict=True), id=i),
+            )
+        for table in ("read_event", "read_file", "write_event"):
+            conn.execute(text(f"DROP TABLE {table}"))
+        conn.execute(text("DROP INDEX ix_command_session_id"))
+        conn.execute(text("DROP INDEX ix_command_working_dir"))
+        content = "(hash, size)" if version == 2 else "(hash)"
+        name = "ix_file_event_hash_size" if version == 2 else "ix_file_event_hash"
+        conn.execute(text(f"CREATE INDEX {name} ON file_event {content}"))
+        conn.execute(text("CREATE INDEX ix_file_event_command_id ON file_event (command_id)"))
+        conn.execute(m.SchemaVersion.__table__.update().values(version=version))
+
+
+def _snapshot(s: Store) -> list[tuple[Any, ...]]:
+    return [
+        (
+            c.id,
+            c.text,
+            [(w.id, w.path, w.size, w.mtime_ns, w.hash, w.mode) for w in c.writes],
+            [(r.path, r.size, r.mtime_ns, r.hash, r.mode, r.content_preview) for r in c.reads],
+        )
+        for c in find_commands(s)
+    ]
+
+
+@pytest.mark.parametrize("old_version", [1, 2])
+def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) -> None:
+    """A journal of schema 1 or 2 (one file_event table) is upgraded on
+    open: writes move to write_event, reads are deduplicated into read_file
+    and read_event, the data and the ids stay."""
     target = tmp_path / "out.bin"
     target.write_bytes(b"x" * 1000)
     st = target.stat()
     from shournal.hashing import partial_xxh64_bytes
+    from shournal.restore import load_archived
 
     h = partial_xxh64_bytes(target.read_bytes())
+    script = b"#!/bin/sh\necho hi\n"
     with Store(db_url) as s:
-        cid = s.add_command(record(writes=[event(b"/w/out.bin", size=1000, hash=h,
-                                                 mtime_ns=st.st_mtime_ns)]))  # fmt: skip
-        with s.writing() as conn:
-            conn.execute(text("DROP INDEX ix_file_event_hash_size"))
-            conn.execute(text("CREATE INDEX ix_file_event_hash ON file_event (hash)"))
-            conn.execute(m.SchemaVersion.__table__.update().values(version=1))
-        assert "ix_file_event_hash" in _file_event_indexes(s)
-    with Store(db_url, create=False) as s:
-        indexes = _file_event_indexes(s)
-        assert indexes["ix_file_event_hash_size"] == ["hash", "size"]
-        assert "ix_file_event_hash" not in indexes
+        cids = [
+            s.add_command(
+                record(
+                    text=f"cmd {i}",
+                    writes=[event(b"/w/out.bin", size=1000, hash=h, mtime_ns=st.st_mtime_ns),
+                            event(f"/w/{i}".encode())],
+                    reads=[event(b"/w/run.sh", size=len(script), content=script),
+                           event(b"/usr/lib/libc.so", size=99), event(f"/r/{i}".encode())],
+                )  # fmt: skip
+            )
+            for i in range(3)
+        ]
+        before = _snapshot(s)
+        _downgrade_to(s, old_version)
+        assert "file_event" in _tables(s)
         with s.reading() as conn:
-            version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-        assert version == m.SCHEMA_VERSION == 2
-        assert [c.id for c in find_commands(s, wfile=target)] == [cid]
+            read_ids = conn.execute(
+                text("SELECT id FROM file_event WHERE kind = 1 AND content_id IS NOT NULL")
+            ).scalars().all()  # fmt: skip
+        assert len(read_ids) == 3
+    for _ in range(2):  # the second open finds the current schema
+        with Store(db_url, create=False) as s:
+            tables = _tables(s)
+            assert "file_event" not in tables
+            assert {"write_event", "read_file", "read_event"} <= tables
+            with s.reading() as conn:
+                version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
+            assert version == m.SCHEMA_VERSION == 3
+            assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
+            assert _snapshot(s) == before
+            assert count(s, m.ReadFile) == 2 + 3  # run.sh and libc.so once
+            assert count(s, m.ReadEvent) == 9
+            assert [c.id for c in find_commands(s, wfile=target)] == cids
+            # The first reader's event id names the read file now.
+            archived = load_archived(s, min(read_ids))
+            assert (archived.data, archived.command_id) == (script, cids[0])
+    with Store(db_url) as s:
+        # New rows get fresh ids (PostgreSQL: the sequences moved on).
+        cid = s.add_command(record(writes=[event(b"/new")], reads=[event(b"/new-read")]))
+        [cmd] = find_commands(s, command_id=cid)
+        assert cmd.writes[0].id > max(w[0] for c in before for w in c[2])
+        assert cmd.reads[0].id > max(read_ids)
+
+
+def test_migrations_are_idempotent(db_url: str) -> None:
+    from shournal.store.db import _MIGRATIONS
+
+    with Store(db_url) as s:
+        s.add_command(record(writes=[event(b"/a")], reads=[event(b"/b")]))
+        before = _snapshot(s)
+        with s.writing() as conn:
+            _MIGRATIONS[2](conn)
+            _MIGRATIONS[2](conn)
+        assert _snapshot(s) == before
 
 
 def test_store_paths_are_exact(store: Store) -> None:

@@ -6,14 +6,24 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import xxhash
-from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    bindparam,
+    create_engine,
+    event,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
@@ -32,20 +42,76 @@ from shournal.store.errors import (
 
 def _v1_content_index(conn: Connection) -> None:
     # (hash) -> (hash, size): see the note in models.py.  Same statements on
-    # SQLite and PostgreSQL.
+    # SQLite and PostgreSQL.  Version 3 drops file_event altogether.
     conn.execute(text("DROP INDEX IF EXISTS ix_file_event_hash"))
     conn.execute(
         text("CREATE INDEX IF NOT EXISTS ix_file_event_hash_size ON file_event (hash, size)")
     )
 
 
+# The identity of a read file version (the unique key of read_file).
+_READ_KEY = ("hash", "size", "mtime_ns", "directory_id", "basename", "mode")
+
+
+def _v2_split_events(conn: Connection) -> None:
+    """file_event -> write_event + deduplicated read_file + read_event.
+
+    Ids survive: a write keeps its event id, and a read file version takes
+    the smallest id of the read events it replaces, so an id printed before
+    the upgrade (``shournal restore --file-id``) still names the same file.
+    """
+    new = [m.WriteEvent.__table__, m.ReadFile.__table__, m.ReadEvent.__table__]
+    m.Base.metadata.create_all(conn, tables=new, checkfirst=True)  # type: ignore[arg-type]
+    for ix in m.Command.__table__.indexes:
+        ix.create(conn, checkfirst=True)
+    if "file_event" not in inspect(conn).get_table_names():
+        return
+    cols = "directory_id, basename, size, mtime_ns, hash, mode"
+    conn.execute(
+        text(
+            f"INSERT INTO write_event (id, command_id, {cols}) "
+            f"SELECT id, command_id, {cols} FROM file_event WHERE kind = {m.KIND_WRITE}"
+        )
+    )
+    conn.execute(
+        text(
+            f"INSERT INTO read_file (id, {cols}, content_id) "
+            f"SELECT min(id), {cols}, max(content_id) FROM file_event "
+            f"WHERE kind = {m.KIND_READ} GROUP BY {cols}"
+        )
+    )
+    same = " AND ".join(f"r.{c} = e.{c}" for c in _READ_KEY)
+    conn.execute(
+        text(
+            "INSERT INTO read_event (command_id, read_file_id) "
+            f"SELECT DISTINCT e.command_id, r.id FROM file_event e JOIN read_file r ON {same} "
+            f"WHERE e.kind = {m.KIND_READ}"
+        )
+    )
+    conn.execute(text("DROP TABLE file_event"))
+    if conn.dialect.name == "postgresql":
+        # Explicit ids do not advance the id sequences.
+        for table in ("write_event", "read_file"):
+            conn.execute(
+                text(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)"
+                )
+            )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_content_index}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_content_index,
+    2: _v2_split_events,
+}
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
 # constant that only shournal uses: "shournal" in ASCII).
 _PG_SCHEMA_LOCK = 0x73686F75726E616C
+# Serialises the find-or-insert of read files ("shournaR").
+_PG_READ_FILE_LOCK = 0x73686F75726E6152
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
@@ -339,22 +405,32 @@ class Store:
         """Store one finished command line and all its file events in one
         transaction; return the new command id."""
         _validate(rec)
-        events = [(m.KIND_WRITE, ev) for ev in rec.writes] + [(m.KIND_READ, ev) for ev in rec.reads]
         # Prepare everything in Python first: the write lock is held only
         # for the inserts.
-        split = [m.split_path(ev.path) for _, ev in events]
-        # Sorted: concurrent PostgreSQL transactions then lock new unique
-        # keys in the same order and cannot deadlock.
-        dir_rows = [{"path": d} for d in sorted({d for d, _ in split})]
-        digests: dict[int, bytes] = {}
+        write_split = [m.split_path(ev.path) for ev in rec.writes]
+        # One row per distinct read file version.  Sorted (by path first, so
+        # that new read files get ids in path order): concurrent PostgreSQL
+        # transactions then lock new unique keys in the same order and
+        # cannot deadlock.
+        reads: dict[tuple[Any, ...], FileEvent] = {}
+        for ev in rec.reads:
+            key = (ev.path, ev.size, ev.mtime_ns, m.hash_to_bytes(ev.hash), ev.mode)
+            known = reads.get(key)
+            if known is None or (known.content is None and ev.content is not None):
+                reads[key] = ev
+        read_keys = sorted(reads)
+        read_split = [m.split_path(k[0]) for k in read_keys]
+        dir_rows = [{"path": d} for d in sorted({d for d, _ in (*write_split, *read_split)})]
+        digests: dict[tuple[Any, ...], bytes] = {}
         content_rows: dict[bytes, dict[str, Any]] = {}
-        for i, (_, ev) in enumerate(events):
-            if ev.content is not None:
-                digest = xxhash.xxh3_128_digest(ev.content)
-                digests[i] = digest
+        for key in read_keys:
+            content = reads[key].content
+            if content is not None:
+                digest = xxhash.xxh3_128_digest(content)
+                digests[key] = digest
                 content_rows.setdefault(
                     digest,
-                    {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": ev.content},
+                    {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": content},
                 )
         with self.writing() as conn:
             env_id = self._get_or_create(conn, m.Env, hostname=rec.hostname, username=rec.username)
@@ -393,35 +469,110 @@ class Store:
                 "digest",
                 [content_rows[d] for d in sorted(content_rows)],
             )
-            if events:
+            if rec.writes:
                 conn.execute(
-                    m.FileEvent.__table__.insert(),
-                    list(_event_rows(command_id, events, split, dir_ids, content_ids, digests)),
+                    m.WriteEvent.__table__.insert(),
+                    [
+                        {
+                            "command_id": command_id,
+                            "directory_id": dir_ids[directory],
+                            "basename": base,
+                            "size": ev.size,
+                            "mtime_ns": ev.mtime_ns,
+                            "hash": m.hash_to_bytes(ev.hash),
+                            "mode": ev.mode,
+                        }
+                        for ev, (directory, base) in zip(rec.writes, write_split, strict=True)
+                    ],
+                )
+            if read_keys:
+                rows = []
+                for key, (directory, base) in zip(read_keys, read_split, strict=True):
+                    digest = digests.get(key)
+                    rows.append(
+                        {
+                            "hash": key[3],
+                            "size": key[1],
+                            "mtime_ns": key[2],
+                            "directory_id": dir_ids[directory],
+                            "basename": base,
+                            "mode": key[4],
+                            "content_id": None if digest is None else content_ids[digest],
+                        }
+                    )
+                file_ids = self._read_file_ids(conn, rows)
+                conn.execute(
+                    m.ReadEvent.__table__.insert(),
+                    [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
                 )
         return command_id
 
+    def _read_file_ids(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+        """Find or insert the read file versions ``rows`` (distinct, in path
+        order); return their ids.
 
-def _event_rows(
-    command_id: int,
-    events: list[tuple[int, FileEvent]],
-    split: list[tuple[bytes, bytes]],
-    dir_ids: dict[Any, int],
-    content_ids: dict[Any, int],
-    digests: dict[int, bytes],
-) -> Iterable[dict[str, Any]]:
-    for i, ((kind, ev), (directory, base)) in enumerate(zip(events, split, strict=True)):
-        digest = digests.get(i)
-        yield {
-            "command_id": command_id,
-            "kind": kind,
-            "directory_id": dir_ids[directory],
-            "basename": base,
-            "size": ev.size,
-            "mtime_ns": ev.mtime_ns,
-            "hash": m.hash_to_bytes(ev.hash),
-            "mode": ev.mode,
-            "content_id": None if digest is None else content_ids[digest],
-        }
+        read_file has no unique constraint (see models.py): writers are
+        serialised instead, so that two never insert the same version.  On
+        SQLite the write transaction (BEGIN IMMEDIATE) already excludes
+        every other writer; on PostgreSQL a transaction-scoped advisory lock
+        does, from here to the commit.  A version stored without its
+        content gets the content of a later read that archived it.
+        """
+        if self.dialect_name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_READ_FILE_LOCK})
+        table: Table = m.ReadFile.__table__  # type: ignore[assignment]
+        found = _lookup_read_files(conn, rows, range(len(rows)))
+        missing = [i for i in range(len(rows)) if i not in found]
+        if missing:
+            conn.execute(table.insert(), [rows[i] for i in missing])
+            found.update(_lookup_read_files(conn, rows, missing))
+        if len(found) != len(rows):
+            raise StoreError("a read file version vanished while it was being stored")
+        update = [
+            {"rid": id_, "cid": rows[i]["content_id"]}
+            for i, (id_, content_id) in found.items()
+            if content_id is None and rows[i]["content_id"] is not None
+        ]
+        if update:
+            conn.execute(
+                table.update()
+                .where(table.c.id == bindparam("rid"), table.c.content_id.is_(None))
+                .values(content_id=bindparam("cid")),
+                update,
+            )
+        return [found[i][0] for i in range(len(rows))]
+
+
+def _lookup_read_files(
+    conn: Connection, rows: list[dict[str, Any]], which: Sequence[int]
+) -> dict[int, tuple[int, int | None]]:
+    """{index in ``rows``: (id, content_id)} of the stored versions equal to
+    ``rows[i]`` for i in ``which`` (the oldest if there were several).
+
+    A join with a VALUES list: both backends seek the (hash, size,
+    mtime_ns) index once per row (SQLite would scan the table for a
+    row-value IN list).
+    """
+    cols = ", ".join(_READ_KEY)
+    same = " AND ".join(f"r.{c} = v.{c}" for c in _READ_KEY)
+    # The driver's own placeholders: SQLAlchemy's text() costs more than
+    # the query for thousands of parameters.
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    row_marks = "(" + ", ".join([mark] * (1 + len(_READ_KEY))) + ")"
+    found: dict[int, tuple[int, int | None]] = {}
+    for start in range(0, len(which), _IN_BATCH):
+        batch = which[start : start + _IN_BATCH]
+        params: list[Any] = []
+        for i in batch:
+            params.append(i)
+            params.extend(rows[i][c] for c in _READ_KEY)
+        sql = (
+            f"WITH v (i, {cols}) AS (VALUES {', '.join([row_marks] * len(batch))}) "
+            f"SELECT v.i, r.id, r.content_id FROM v JOIN read_file r ON {same} ORDER BY r.id"
+        )
+        for i, id_, content_id in conn.exec_driver_sql(sql, tuple(params)):
+            found.setdefault(i, (id_, content_id))
+    return found
 
 
 def _validate(rec: CommandRecord) -> None:

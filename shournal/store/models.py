@@ -3,16 +3,48 @@ and PostgreSQL.
 
 Design notes (why it looks like this):
 
-* File events dominate the size of a journal (a build writes 10^5 files), so
-  their row is kept narrow: the directory is deduplicated into ``directory``,
-  the kind is a 0/1 integer (free in SQLite's record format), and only two
-  indexes exist: ``(hash, size)`` (content lookup for --wfile/--rfile) and
-  ``command_id`` (listing a command's events, cascading deletes).
-* Why ``size`` is in the content index: --wfile also accepts events without
-  a hash (``b""``: hashing disabled) of the same size and mtime.  With
-  ``hash`` alone that branch walked every empty file in the journal (2% of
-  10^7 events: 0.7 s per query in bench/query_perf.py); with ``size`` it is
-  one index seek.  It costs about 3.5 bytes per event.
+* File events dominate the size of a journal (a build writes 10^5 files),
+  so their rows are kept narrow: the directory is deduplicated into
+  ``directory`` and only the indexes the queries need exist.
+* Writes and reads are stored differently (schema 3).  A write is nearly
+  always a new version of a file, so ``write_event`` holds one row per
+  write, indexed by ``(hash, size)`` (content lookup for --wfile) and
+  ``command_id`` (listing a command's writes, cascading deletes).  Reads
+  mostly repeat: the same headers, scripts and data are read by command
+  after command.  So each distinct read file version (directory,
+  basename, size, mtime, hash, mode) is stored once in ``read_file`` and
+  ``read_event (command_id, read_file_id)`` says which commands read it
+  (the layout of the original shournal's readFile/readFileCmd).  On the
+  synthetic 10^7-event journal of bench/query_perf.py that took the
+  journal from 117 to 96.7 bytes per event (see bench/README.md).
+* The id of a read event that users see (JSON ``id``, ``shournal restore
+  --file-id``) is the read file's id: every command that read one version
+  shows the same id.  Write ids are a separate series.  Migrating from
+  schema 2, a read file takes the smallest id of the read events it
+  replaces, so ids printed before still name the same file.
+* ``read_event`` is WITHOUT ROWID on SQLite (the key is the row: about 10
+  bytes per read) with one reverse index ``(read_file_id, command_id)``
+  (another ~10 bytes per read): the read criteria (--rfile, --rname ...)
+  and the garbage collection after ``shournal delete`` go from read files
+  to commands.
+* ``read_file`` has no unique constraint: a unique index over the whole
+  version key (basename included) cost ~20 bytes more per read file than
+  the ``(hash, size, mtime_ns)`` index that --rfile needs anyway, enough to
+  push a copy of 10^5 new files (every read a new version) past 100 bytes
+  per event.  Instead, writers never run the find-or-insert concurrently:
+  SQLite's write transaction (BEGIN IMMEDIATE) excludes other writers, and
+  on PostgreSQL the writer holds an advisory transaction lock for it (see
+  Store.add_command).  ``mtime_ns`` is in that index so that looking up an
+  empty (hashless) file is one seek, not a walk over all empty files.
+* Why ``size`` is in the content indexes: --wfile also accepts events
+  without a hash (``b""``: hashing disabled) of the same size and mtime.
+  With ``hash`` alone that branch walked every empty file in the journal.
+  Empty files themselves (size 0, no hash) are found by the small partial
+  index of hashless writes on ``mtime_ns``; putting ``mtime_ns`` into the
+  full write index instead cost ~10 bytes per write.
+* ``command`` has indexes on ``session_id`` and ``working_dir`` for
+  --session-id and --cwd (and the session/env garbage collection); they
+  are per command, about a tenth of the events.
 * Paths are raw bytes (LargeBinary): Linux file names need not be UTF-8.
   A directory is stored with its trailing slash so that ``dir + basename``
   restores the exact reported path, whatever it looked like.
@@ -36,9 +68,9 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
-    SmallInteger,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -48,8 +80,15 @@ from sqlalchemy.types import TypeDecorator
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 # 2: the content index became (hash, size) (was (hash)).
-SCHEMA_VERSION = 2
+# 3: file_event split into write_event and deduplicated read_file +
+#    read_event; indexes on command (session_id) and (working_dir).
+SCHEMA_VERSION = 3
 
+# The condition of the partial index of hashless writes; queries must spell
+# it exactly so (not as a bound parameter) for either backend to use it.
+HASHLESS = text("length(hash) = 0")
+
+# Which side of a command's file activity (queries and criteria).
 KIND_WRITE = 0
 KIND_READ = 1
 
@@ -169,7 +208,11 @@ class ShellSession(Base):
 
 class Command(Base):
     __tablename__ = "command"
-    __table_args__ = (Index(None, "start_time"),)
+    __table_args__ = (
+        Index(None, "start_time"),
+        Index(None, "session_id"),
+        Index(None, "working_dir"),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     text: Mapped[str] = mapped_column(SafeText)
@@ -205,18 +248,48 @@ class Content(Base):
     data: Mapped[bytes] = mapped_column(Blob)
 
 
-class FileEvent(Base):
-    __tablename__ = "file_event"
+class WriteEvent(Base):
+    """One file a command wrote (closed after writing), as it was then."""
+
+    __tablename__ = "write_event"
     __table_args__ = (
-        CheckConstraint(f"kind IN ({KIND_WRITE}, {KIND_READ})", name="kind"),
         CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
         Index(None, "hash", "size"),
         Index(None, "command_id"),
+        # Writes without a hash (empty files, hashing off) by mtime: --wfile
+        # of an empty file.  Partial, so it costs only those rows.
+        Index(
+            "ix_write_event_hashless_mtime_ns",
+            "mtime_ns",
+            sqlite_where=HASHLESS,
+            postgresql_where=HASHLESS,
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     command_id: Mapped[int] = mapped_column(ForeignKey("command.id", ondelete="CASCADE"))
-    kind: Mapped[int] = mapped_column(SmallInteger)
+    directory_id: Mapped[int] = mapped_column(ForeignKey("directory.id"))
+    basename: Mapped[bytes] = mapped_column(Blob)
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    hash: Mapped[bytes] = mapped_column(Blob(8))
+    mode: Mapped[int] = mapped_column(Integer)
+
+
+class ReadFile(Base):
+    """One version of a file that commands read, stored once however many
+    commands read it (see :class:`ReadEvent`).  Its id is the id users see
+    for read events (JSON ``id``, ``shournal restore --file-id``)."""
+
+    __tablename__ = "read_file"
+    __table_args__ = (
+        CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
+        # The content index (--rfile) and the writer's lookup of known
+        # versions; not unique (see the notes at the top).
+        Index(None, "hash", "size", "mtime_ns"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
     directory_id: Mapped[int] = mapped_column(ForeignKey("directory.id"))
     basename: Mapped[bytes] = mapped_column(Blob)
     size: Mapped[int] = mapped_column(BigInteger)
@@ -224,6 +297,23 @@ class FileEvent(Base):
     hash: Mapped[bytes] = mapped_column(Blob(8))
     mode: Mapped[int] = mapped_column(Integer)
     content_id: Mapped[int | None] = mapped_column(ForeignKey("content.id"))
+
+
+class ReadEvent(Base):
+    """Command ``command_id`` read file version ``read_file_id``."""
+
+    __tablename__ = "read_event"
+    __table_args__ = (
+        # Which commands read a file version: --rfile and the other read
+        # criteria, and garbage collection of read files on delete.
+        Index(None, "read_file_id", "command_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    read_file_id: Mapped[int] = mapped_column(ForeignKey("read_file.id"), primary_key=True)
 
 
 def hash_to_bytes(value: int | None) -> bytes:

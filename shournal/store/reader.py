@@ -16,6 +16,7 @@ from sqlalchemy import (
     and_,
     cast,
     func,
+    literal_column,
     or_,
     select,
 )
@@ -46,7 +47,18 @@ PREVIEW_BYTES = 4096
 
 _IN_BATCH = 500
 
-_FE = m.FileEvent
+_W = m.WriteEvent
+_RF = m.ReadFile
+_RE = m.ReadEvent
+
+
+def _commands_having(kind: int, conds: Any) -> Select[tuple[int]]:
+    """Command ids having a file event of ``kind`` whose file meets
+    ``conds(model)`` (``model``: WriteEvent or ReadFile).  Reads go through
+    the read file versions, then their (read_file_id, command_id) index."""
+    if kind == KIND_WRITE:
+        return select(_W.command_id).where(*conds(_W))
+    return select(_RE.command_id).where(_RE.read_file_id.in_(select(_RF.id).where(*conds(_RF))))
 
 
 def hash_settings(conn: Connection) -> list[tuple[int, int]]:
@@ -67,18 +79,31 @@ def _escape_like(pattern: str) -> str:
 
 def _file_match(conn: Connection, kind: int, probe: FileProbe) -> Select[tuple[int]]:
     """Command ids having an event of ``kind`` for the probed content."""
-    base = select(_FE.command_id).where(_FE.kind == kind, _FE.size == probe.size)
     if probe.size == 0:
-        # No hash for empty files: the mtime is all there is.  Querying the
-        # empty hash lets the hash index narrow the search.
-        return base.where(_FE.hash == b"", _FE.mtime_ns == probe.mtime_ns)
+        # No hash for empty files: the mtime is all there is.  Reads: the
+        # (hash, size, mtime_ns) index.  Writes: the partial index of
+        # hashless writes, whose condition must appear literally.
+        if kind == KIND_WRITE:
+            no_hash = func.length(_W.hash) == literal_column("0")
+        else:
+            no_hash = _RF.hash == b""
+        return _commands_having(
+            kind, lambda f: (no_hash, f.size == 0, f.mtime_ns == probe.mtime_ns)
+        )
     hashes = [m.hash_to_bytes(h) for h in sorted(probe.hashes)]
     # b"": stored by a command with hashing disabled; size+mtime must do.
-    strict = base.where(_FE.hash.in_([*hashes, b""]), _FE.mtime_ns == probe.mtime_ns)
+    strict = _commands_having(
+        kind,
+        lambda f: (
+            f.hash.in_([*hashes, b""]),
+            f.size == probe.size,
+            f.mtime_ns == probe.mtime_ns,
+        ),
+    )
     if not hashes or conn.execute(strict.limit(1)).first() is not None:
         return strict
     # Tools like wget or tar set old mtimes: fall back to the content alone.
-    return base.where(_FE.hash.in_(hashes))
+    return _commands_having(kind, lambda f: (f.hash.in_(hashes), f.size == probe.size))
 
 
 def _like_pattern(pattern: str) -> str:
@@ -166,25 +191,28 @@ def _dir_value(path: str) -> str:
 
 def _file_criteria(dialect: str, kind: int, fc: FileCriteria) -> Select[tuple[int]]:
     """Command ids having one event of ``kind`` that meets every condition."""
-    fe = _FE
-    stmt = select(fe.command_id).where(fe.kind == kind)
-    if fc.path is not None:
-        cond = fc.path
-        if cond.op != "like" or not cond.value.endswith("%"):
-            cond = Condition(cond.op, _dir_value(cond.value))
-        dirs = select(m.Directory.id).where(
-            _text_cond(dialect, m.Directory.path, cond, case=True, raw=True)
-        )
-        stmt = stmt.where(fe.directory_id.in_(dirs))
-    if fc.name is not None:
-        stmt = stmt.where(_text_cond(dialect, fe.basename, fc.name, case=True, raw=True))
-    if fc.size is not None:
-        stmt = stmt.where(_ordered_cond(fe.size, fc.size))
-    if fc.hash is not None:
-        stmt = stmt.where(_ordered_cond(fe.hash, fc.hash, m.hash_to_bytes))
-    if fc.mtime is not None:
-        stmt = stmt.where(_period_cond(fe.mtime_ns, fc.mtime, int))
-    return stmt
+
+    def conds(f: Any) -> list[ColumnElement[bool]]:
+        out: list[ColumnElement[bool]] = []
+        if fc.path is not None:
+            cond = fc.path
+            if cond.op != "like" or not cond.value.endswith("%"):
+                cond = Condition(cond.op, _dir_value(cond.value))
+            dirs = select(m.Directory.id).where(
+                _text_cond(dialect, m.Directory.path, cond, case=True, raw=True)
+            )
+            out.append(f.directory_id.in_(dirs))
+        if fc.name is not None:
+            out.append(_text_cond(dialect, f.basename, fc.name, case=True, raw=True))
+        if fc.size is not None:
+            out.append(_ordered_cond(f.size, fc.size))
+        if fc.hash is not None:
+            out.append(_ordered_cond(f.hash, fc.hash, m.hash_to_bytes))
+        if fc.mtime is not None:
+            out.append(_period_cond(f.mtime_ns, fc.mtime, int))
+        return out
+
+    return _commands_having(kind, conds)
 
 
 def select_commands(
@@ -302,69 +330,105 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
     ids = list(by_id)
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
-        counts = conn.execute(
-            select(_FE.command_id, _FE.kind, func.count())
-            .where(_FE.command_id.in_(batch))
-            .group_by(_FE.command_id, _FE.kind)
-        )
-        for cmd_id, kind, count in counts:
-            if kind == KIND_WRITE:
-                by_id[cmd_id].write_count = count
-            else:
-                by_id[cmd_id].read_count = count
+        for cmd_id, count in conn.execute(
+            select(_W.command_id, func.count())
+            .where(_W.command_id.in_(batch))
+            .group_by(_W.command_id)
+        ):
+            by_id[cmd_id].write_count = count
+        for cmd_id, count in conn.execute(
+            select(_RE.command_id, func.count())
+            .where(_RE.command_id.in_(batch))
+            .group_by(_RE.command_id)
+        ):
+            by_id[cmd_id].read_count = count
         if max_files == 0:
             continue
-        events: dict[tuple[int, int], list[FileEventView]] = defaultdict(list)
-        for row in conn.execute(_events_stmt(batch, max_files)):
-            events[(row.command_id, row.kind)].append(
-                FileEventView(
-                    id=row.id,
-                    path=bytes(row.dir) + bytes(row.basename),
-                    size=row.size,
-                    mtime_ns=row.mtime_ns,
-                    hash=m.hash_from_bytes(bytes(row.hash)),
-                    mode=row.mode,
-                    content_id=row.content_id,
-                    content_preview=None if row.preview is None else bytes(row.preview),
-                    content_size=row.content_size,
+        for kind, stmt in (
+            (KIND_WRITE, _writes_stmt(batch, max_files)),
+            (KIND_READ, _reads_stmt(batch, max_files)),
+        ):
+            events: dict[int, list[FileEventView]] = defaultdict(list)
+            for row in conn.execute(stmt):
+                events[row.command_id].append(
+                    FileEventView(
+                        id=row.id,
+                        path=bytes(row.dir) + bytes(row.basename),
+                        size=row.size,
+                        mtime_ns=row.mtime_ns,
+                        hash=m.hash_from_bytes(bytes(row.hash)),
+                        mode=row.mode,
+                        content_id=row.content_id,
+                        content_preview=None if row.preview is None else bytes(row.preview),
+                        content_size=row.content_size,
+                    )
                 )
-            )
-        for cmd_id in batch:
-            by_id[cmd_id].writes = events.get((cmd_id, KIND_WRITE), [])
-            by_id[cmd_id].reads = events.get((cmd_id, KIND_READ), [])
+            for cmd_id in batch:
+                if kind == KIND_WRITE:
+                    by_id[cmd_id].writes = events.get(cmd_id, [])
+                else:
+                    by_id[cmd_id].reads = events.get(cmd_id, [])
 
 
-def _events_stmt(command_ids: list[int], max_files: int | None) -> Select:
-    ev = _FE.__table__
-    where = [ev.c.command_id.in_(command_ids)]
-    if max_files is not None:
-        # The first N per command and kind, without fetching the rest of a
-        # command that wrote 10^5 files.
-        rank = (
-            func.row_number()
-            .over(partition_by=(ev.c.command_id, ev.c.kind), order_by=ev.c.id)
-            .label("rank")
-        )
-        ev = select(ev, rank).where(*where).subquery()
-        where = [ev.c.rank <= max_files]
+def _first_n(table: Any, order: Any, command_ids: list[int], max_files: int | None) -> Any:
+    """``table``'s rows of the given commands; with ``max_files``, the first
+    N per command only, without fetching the rest of a command that wrote
+    10^5 files."""
+    where = [table.c.command_id.in_(command_ids)]
+    if max_files is None:
+        return select(table).where(*where).subquery()
+    rank = (
+        func.row_number()
+        .over(partition_by=table.c.command_id, order_by=table.c[order])
+        .label("rank")
+    )
+    ranked = select(table, rank).where(*where).subquery()
+    return select(ranked).where(ranked.c.rank <= max_files).subquery()
+
+
+def _writes_stmt(command_ids: list[int], max_files: int | None) -> Select:
+    ev = _first_n(_W.__table__, "id", command_ids, max_files)
     return (
         select(
             ev.c.id,
             ev.c.command_id,
-            ev.c.kind,
             m.Directory.path.label("dir"),
             ev.c.basename,
             ev.c.size,
             ev.c.mtime_ns,
             ev.c.hash,
             ev.c.mode,
-            ev.c.content_id,
+            literal_column("NULL").label("content_id"),
+            literal_column("NULL").label("preview"),
+            literal_column("NULL").label("content_size"),
+        )
+        .select_from(ev)
+        .join(m.Directory, m.Directory.id == ev.c.directory_id)
+        .order_by(ev.c.command_id, ev.c.id)
+    )
+
+
+def _reads_stmt(command_ids: list[int], max_files: int | None) -> Select:
+    """A command's reads, by read file id (the read file's id is the id of
+    the read event)."""
+    ev = _first_n(_RE.__table__, "read_file_id", command_ids, max_files)
+    return (
+        select(
+            _RF.id,
+            ev.c.command_id,
+            m.Directory.path.label("dir"),
+            _RF.basename,
+            _RF.size,
+            _RF.mtime_ns,
+            _RF.hash,
+            _RF.mode,
+            _RF.content_id,
             func.substr(m.Content.data, 1, PREVIEW_BYTES, type_=LargeBinary).label("preview"),
             func.length(m.Content.data).label("content_size"),
         )
         .select_from(ev)
-        .join(m.Directory, m.Directory.id == ev.c.directory_id)
-        .outerjoin(m.Content, m.Content.id == ev.c.content_id)
-        .where(*where)
-        .order_by(ev.c.command_id, ev.c.kind, ev.c.id)
+        .join(_RF, _RF.id == ev.c.read_file_id)
+        .join(m.Directory, m.Directory.id == _RF.directory_id)
+        .outerjoin(m.Content, m.Content.id == _RF.content_id)
+        .order_by(ev.c.command_id, ev.c.read_file_id)
     )
