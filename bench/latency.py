@@ -102,15 +102,24 @@ def measure(bench: c.Bench, n: int, think: float, warmup: int, rng: random.Rando
     finally:
         for ch in shells.values():
             ch.close(force=True)
-    time.sleep(1.0)  # let the last listener store its command
+    # Pasted lines do not wait for the listeners (only for the holders): up
+    # to n listeners may still be storing.  Wait for them, bounded.
     stored = None
     db = data_mon / "shournal" / "journal.sqlite"
-    if db.exists():
-        con = sqlite3.connect(db)
-        try:
-            stored = con.execute("SELECT count(*) FROM command WHERE text = 'true'").fetchone()[0]
-        finally:
-            con.close()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if db.exists():
+            con = sqlite3.connect(db, timeout=30)
+            try:
+                stored = con.execute(
+                    "SELECT count(*) FROM command WHERE text = 'true'").fetchone()[0]
+            except sqlite3.Error:
+                stored = None
+            finally:
+                con.close()
+            if stored == n + warmup:
+                break
+        time.sleep(0.5)
     ms = {k: [v * 1000 for v in vs] for k, vs in times.items()}
     return {
         "think_s": think,

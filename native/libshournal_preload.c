@@ -15,6 +15,7 @@
  * libc call and at most one short warning.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -187,6 +188,8 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 /* ------------------------------------------------------------- prepare */
 
 #define SETUP_MAX_EXCLUDES 64 /* the helper's limit too */
+#define MAX_PENDING_LISTENERS 8
+#define MAX_PENDING_WAIT_MS 2000
 #define SETUP_MAX_EXTS 32     /* the helper's limit too */
 /* flags, --hash, --archive-max-size, excludes and extensions with values */
 #define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 * SETUP_MAX_EXTS)
@@ -387,6 +390,43 @@ static void sync_previous_holder(void)
     g_prev_sync = -1;
 }
 
+/* Listeners of finished command lines still storing (markers <pid>.end and
+ * <pid>.store of live processes, from every shell of this user). */
+static int pending_listeners(void)
+{
+    DIR *d = opendir(g_rundir);
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (pid <= 0 || (strcmp(end, ".end") != 0 && strcmp(end, ".store") != 0))
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Pasted lines do not wait for listeners, only for holders: without a
+ * bound, a paste of 100 quick lines would run 100 Python listeners at
+ * once.  Past a handful, let them catch up (bounded: never hold a prompt
+ * for long). */
+static void throttle_listeners(void)
+{
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    int64_t deadline = now_ns() + (int64_t)MAX_PENDING_WAIT_MS * 1000000;
+
+    if (!g_rundir[0])
+        return;
+    while (pending_listeners() >= MAX_PENDING_LISTENERS && now_ns() < deadline)
+        nanosleep(&ts, NULL);
+}
+
 static void do_prepare(void)
 {
     struct shournal_setup_done done;
@@ -396,6 +436,7 @@ static void do_prepare(void)
     pid_t pid;
 
     sync_previous_holder();
+    throttle_listeners();
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         warn_once("not recording: socketpair: %s", strerror(errno));
         return;

@@ -265,3 +265,25 @@ def test_query_right_after_the_command_sees_it(kind, install, user_home):
     out = sh.run("shournal query --wfile quick_file")
     sh.exit()
     assert "echo quick > quick_file" in out, out
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_pasted_lines_each_hash_their_own_content(kind, install, user_home):
+    """Lines pasted at once overwrite the same file back to back: each
+    command's write is hashed as that command left the file (the shell
+    syncs with the previous holder before the next line), and a burst of
+    listeners (throttled by the preload) stores every command."""
+    import xxhash
+    from fixtures_shell import PROMPT
+
+    sh = Shell(kind, install, user_home)
+    lines = [f"echo {'x' * (i + 1)} > pasted" for i in range(20)]
+    sh.proc.send("\n".join(lines) + "\n")
+    for _ in lines:
+        sh.proc.expect(PROMPT, timeout=60)
+    sh.exit()
+    for i, line in enumerate(lines):
+        (cmd,) = query(user_home, command_text=line)
+        (ev,) = cmd.writes
+        content = b"x" * (i + 1) + b"\n"
+        assert (ev.size, ev.hash) == (len(content), xxhash.xxh64_intdigest(content)), line
