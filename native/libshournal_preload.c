@@ -690,6 +690,10 @@ static int handle_trigger_in(const char *action)
     if (strcmp(action, "disable") == 0) {
         if (g_state == ST_WITHIN)
             do_cleanup(NULL, 0);
+        if (g_prev_sync >= 0) { /* nothing follows to sync for */
+            close(g_prev_sync);
+            g_prev_sync = -1;
+        }
         g_state = ST_DISABLED;
         return respond("ok");
     }
