@@ -105,7 +105,7 @@ def _imported(argv: list[str], tmp_path) -> tuple[subprocess.CompletedProcess, s
     return r, mods
 
 
-@pytest.mark.parametrize("argv", [["init", "bash"], ["version"]])
+@pytest.mark.parametrize("argv", [["init", "bash"], ["version"], ["--version"]])
 def test_cheap_commands_import_neither_the_parser_nor_the_store(argv, tmp_path):
     """Start-up time: these are answered before typer (and pydantic, rich)
     or SQLAlchemy are imported."""
@@ -119,3 +119,14 @@ def test_help_imports_neither_the_store_nor_rich(argv, tmp_path):
     r, mods = _imported(argv, tmp_path)
     assert r.returncode == 0 and "Usage:" in r.stdout, r
     assert not mods & {"sqlalchemy", "rich"}, mods
+
+
+def test_version_option_and_command_agree(tmp_path):
+    from shournal import __version__
+
+    fast = subprocess.run([sys.executable, "-m", "shournal", "--version"], capture_output=True,
+                          text=True)
+    assert fast.returncode == 0 and fast.stdout == f"shournal {__version__}\n"
+    res = runner.invoke(app, ["--version"])  # through the parser
+    assert res.exit_code == 0 and res.output == fast.stdout
+    assert runner.invoke(app, ["version"]).output == fast.stdout

@@ -9,8 +9,8 @@ Exit statuses (documented in the README):
 Start-up time matters (`shournal query` is typed interactively): this
 module imports nothing heavy.  The typer application lives in
 :mod:`shournal.cli._app` and is imported on first use (``main()`` or
-``from shournal.cli import app``); `shournal version` and `shournal init
-SHELL` are answered without it, and the commands import the store
+``from shournal.cli import app``); `shournal version` (`--version`) and
+`shournal init SHELL` are answered without it, and the commands import the store
 (SQLAlchemy) inside their functions.
 """
 
@@ -44,7 +44,7 @@ def _fast_path(argv: list[str]) -> int | None:
     """Exit status for the commands answered without the parser, or None.
     Only exact argument lists: anything else (--help, extra arguments,
     errors) goes through typer as before."""
-    if argv == ["version"]:
+    if argv in (["version"], ["--version"]):
         print_version()
         return 0
     if len(argv) == 2 and argv[0] == "init" and not argv[1].startswith("-"):

@@ -26,15 +26,36 @@ app = typer.Typer(
     help="shournal: a journal of every shell command and the files it read and wrote.",
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from shournal.cli import print_version
+
+        print_version()
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                     callback=_print_version),
+    ] = False,
+) -> None:
+    pass
+
+
 app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
     query
 )
 app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
     stats
 )
-app.command("restore", help="Restore one archived read file (by its file id) into this directory.")(
-    restore
-)
+app.command(
+    "restore",
+    help="Restore one archived read file (by its file id) into this directory.",
+    short_help="Restore one archived read file (by file id) into this directory.",
+)(restore)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )
@@ -44,6 +65,7 @@ app.command("delete", help="Delete commands and what only they referenced from t
     "run",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
+    short_help="Run CMD observed (its whole process tree) and store it.",
 )
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
@@ -67,7 +89,11 @@ def init(
     raise typer.Exit(print_init(shell))
 
 
-@app.command("doctor", help="Check everything recording needs and print the fix for each failure.")
+@app.command(
+    "doctor",
+    help="Check everything recording needs and print the fix for each failure.",
+    short_help="Check everything recording needs; print the fix for each failure.",
+)
 def doctor() -> None:
     from shournal.doctor import print_report, run_checks
 
