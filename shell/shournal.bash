@@ -33,15 +33,164 @@ _shournal_fix_histcontrol() {
     fi
 }
 
+# HISTIGNORE is emulated as well: a line bash does not add to history would
+# be journaled with the text of the previous entry.  We hold the user's
+# patterns and leave a marker in HISTIGNORE that no command line matches, so
+# bash adds every line; we apply the patterns after the command and delete a
+# matching line from history again.  A new value (also "$marker:more", as
+# from HISTIGNORE+=:more) is taken over at the next prompt.
+_SHOURNAL_HISTIGNORE_MARK='#shournal-emulates-HISTIGNORE#'
+: "${_SHOURNAL_HISTIGNORE=}" "${_SHOURNAL_SEQ_SEEN=}"
+[[ -v _SHOURNAL_HISTIGNORE_PATS ]] || _SHOURNAL_HISTIGNORE_PATS=()
+
+_shournal_fix_histignore() {
+    [[ ${HISTIGNORE-} == "$_SHOURNAL_HISTIGNORE_MARK" ]] && return 0
+    local v=${HISTIGNORE-}
+    v=${v//"$_SHOURNAL_HISTIGNORE_MARK"/"$_SHOURNAL_HISTIGNORE"}
+    _SHOURNAL_HISTIGNORE=$v
+    _shournal_split_histignore "$v"
+    [[ -n $v ]] && HISTIGNORE=$_SHOURNAL_HISTIGNORE_MARK
+    return 0
+}
+
+# Split like bash: ':' separates patterns except after '\', within quotes,
+# a bracket expression ("[[:space:]]") or an extglob group ("@(a:b)").
+_shournal_split_histignore() {
+    local s=$1 p= c q= j k depth=0 i=0 n=${#1}
+    _SHOURNAL_HISTIGNORE_PATS=()
+    while (( i < n )); do
+        c=${s:i:1}
+        if [[ -n $q ]]; then
+            if [[ $c == \\ && $q == \" ]]; then p+=${s:i:2}; (( i += 2 )); continue; fi
+            [[ $c == "$q" ]] && q=
+            p+=$c; (( i += 1 )); continue
+        fi
+        case $c in
+        \\) p+=${s:i:2}; (( i += 2 )); continue ;;
+        \'|\") q=$c ;;
+        '[')
+            j=$(( i + 1 ))
+            [[ ${s:j:1} == '!' || ${s:j:1} == '^' ]] && (( j += 1 ))
+            [[ ${s:j:1} == ']' ]] && (( j += 1 ))
+            while (( j < n )) && [[ ${s:j:1} != ']' ]]; do
+                if [[ ${s:j:2} == '['[:.=] ]]; then
+                    k=${s:j+2}; k=${k%%"${s:j+1:1}]"*}
+                    if [[ $k != "${s:j+2}" ]]; then (( j += ${#k} + 4 )); continue; fi
+                fi
+                (( j += 1 ))
+            done
+            if (( j < n )); then p+=${s:i:j-i+1}; i=$(( j + 1 )); continue; fi ;;
+        '(') [[ $depth != 0 || $p == *[?*+@!] ]] && (( depth += 1 )) ;;
+        ')') (( depth > 0 )) && (( depth -= 1 )) ;;
+        :)
+            if (( depth == 0 )); then
+                [[ -n $p ]] && _SHOURNAL_HISTIGNORE_PATS+=("$p")
+                p=; (( i += 1 )); continue
+            fi ;;
+        esac
+        p+=$c; (( i += 1 ))
+    done
+    [[ -n $p ]] && _SHOURNAL_HISTIGNORE_PATS+=("$p")
+    return 0
+}
+
+# "%5d%c %s\n" of `history 1` -> the entry's text
+_shournal_histtext() {
+    local s=$1 num
+    s=${s#"${s%%[! ]*}"}
+    num=${s%%[!0-9]*}
+    s=${s#"$num"}
+    s=${s:2}
+    while [[ $s == *$'\n' ]]; do s=${s%$'\n'}; done
+    _shournal_txt=$s
+}
+
+# Does line $1 match the held patterns?  $2: the previous history line for
+# '&' ($3 = 0: there is none).  Like bash, extglob follows `shopt extglob`
+# and case is never ignored.
+_shournal_histignore_match() {
+    local line=$1 prev=$2 pat qprev= c i ret=1 nocase=0
+    if (( $3 )); then
+        for (( i = 0; i < ${#prev}; i++ )); do
+            c=${prev:i:1}
+            [[ $c == [[:alnum:]] ]] || qprev+=\\
+            qprev+=$c
+        done
+    fi
+    shopt -q nocasematch && { nocase=1; shopt -u nocasematch; }
+    for pat in "${_SHOURNAL_HISTIGNORE_PATS[@]}"; do
+        if (( $3 )) && [[ $pat == *'&'* ]]; then
+            local p=$pat
+            pat=
+            for (( i = 0; i < ${#p}; i++ )); do
+                c=${p:i:1}
+                if [[ $c == \\ ]]; then pat+=${p:i:2}; (( i += 1 ))
+                elif [[ $c == '&' ]]; then pat+=$qprev
+                else pat+=$c; fi
+            done
+        fi
+        case $line in $pat) ret=0; break ;; esac
+    done
+    (( nocase )) && shopt -s nocasematch
+    return $ret
+}
+
+# After a command line: was a new history entry added that matches
+# HISTIGNORE?  Then delete it and return 0.  Reads history without a fork,
+# through a memory file the preload library hands out (text-raw, rewritten
+# by the caller).  _SHOURNAL_HIST_SEEN is `history 1` as we left it, so a
+# line that ignoredups did not add is not taken for a new one.
+_shournal_histignore_check() {
+    local fd last= two= new=0
+    _shournal_hprev=
+    { exec {fd}>| "$_SHOURNAL_MAGIC/text-raw"; } 2>/dev/null || return 1
+    { HISTTIMEFORMAT= builtin history 1; printf '\0'; HISTTIMEFORMAT= builtin history 2; } >&"$fd"
+    { IFS= read -r -d '' last; IFS= read -r -d '' two; } < "/proc/self/fd/$fd" 2>/dev/null
+    exec {fd}>&-
+    _shournal_hprev=${two%"$last"}
+    if [[ -v _SHOURNAL_HIST_SEEN ]]; then
+        [[ $last != "$_SHOURNAL_HIST_SEEN" ]] && new=1
+    else
+        [[ $_SHOURNAL_SEQ != "$_SHOURNAL_SEQ_SEEN" ]] && new=1
+    fi
+    _SHOURNAL_HIST_SEEN=$last
+    (( new && ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) && [[ -n $last ]] || return 1
+    # bash tests only the first line of a multi-line command
+    _shournal_histtext "$last"
+    local text=${_shournal_txt%%$'\n'*}
+    _shournal_histtext "$_shournal_hprev"
+    _shournal_histignore_match "$text" "$_shournal_txt" "$(( ${#_shournal_hprev} > 0 ))" || return 1
+    builtin history -d -1 2>/dev/null
+    _SHOURNAL_HIST_SEEN=$_shournal_hprev
+    return 0
+}
+
 _shournal_postexec() {
-    local _shournal_ret=$? _shournal_flags=
+    local _shournal_ret=$? _shournal_flags= _shournal_hi=0 _shournal_ignored=0
     _shournal_fix_histcontrol
     (( _SHOURNAL_IGNORESPACE )) && _shournal_flags=/s
-    HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null
-    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
-    if [[ $_shournal_resp == "ok dropped" ]]; then
-        builtin history -d -1 2>/dev/null
+    # the patterns in force when the line was read, then any new ones
+    if (( ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) ||
+        [[ ${HISTIGNORE:-$_SHOURNAL_HISTIGNORE_MARK} != "$_SHOURNAL_HISTIGNORE_MARK" ]]; then
+        _shournal_hi=1
+        _shournal_histignore_check && _shournal_ignored=1
+        _shournal_fix_histignore
+    else
+        unset _SHOURNAL_HIST_SEEN
     fi
+    if (( _shournal_ignored )); then
+        # not journaled either: a text the library drops (as ignorespace)
+        printf ' ' >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
+        _shournal_flags=/s
+    else
+        HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null
+    fi
+    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
+    if [[ $_shournal_resp == "ok dropped" ]] && (( !_shournal_ignored )); then
+        builtin history -d -1 2>/dev/null
+        (( _shournal_hi )) && [[ -v _SHOURNAL_HIST_SEEN ]] && _SHOURNAL_HIST_SEEN=$_shournal_hprev
+    fi
+    _SHOURNAL_SEQ_SEEN=$_SHOURNAL_SEQ
     return $_shournal_ret
 }
 
@@ -91,6 +240,9 @@ SHOURNAL_ENABLE() {
     export SHOURNAL_SESSION_ID=${_shournal_resp#ok }
     _SHOURNAL_IGNORESPACE=0
     _shournal_fix_histcontrol
+    _shournal_fix_histignore
+    unset _SHOURNAL_HIST_SEEN
+    _SHOURNAL_SEQ_SEEN=$_SHOURNAL_SEQ
     set -o history
     if [[ ${PS0-} != *"$_shournal_ps0"* ]]; then
         PS0=${PS0-}$_shournal_ps0
@@ -119,6 +271,16 @@ SHOURNAL_DISABLE() {
         PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec;/}
         PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec/}
     fi
+    # hand back what we emulated
+    if (( _SHOURNAL_IGNORESPACE )); then
+        HISTCONTROL=${HISTCONTROL:+$HISTCONTROL:}ignorespace
+        _SHOURNAL_IGNORESPACE=0
+    fi
+    if [[ ${HISTIGNORE-} == "$_SHOURNAL_HISTIGNORE_MARK" ]]; then
+        HISTIGNORE=$_SHOURNAL_HISTIGNORE
+    fi
+    _SHOURNAL_HISTIGNORE=
+    _SHOURNAL_HISTIGNORE_PATS=()
     unset SHOURNAL_SESSION_ID
     return 0
 }

@@ -93,3 +93,40 @@ def test_closed_stdout_is_not_a_traceback(tmp_path):
         os.close(w_fd)
     assert "Traceback" not in p.stderr, p.stderr
     assert p.returncode != 0
+
+
+def _imported(argv: list[str], tmp_path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `shournal ARGV` in a fresh interpreter; the top-level packages it imported."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "shournal", *argv],
+                       capture_output=True, text=True, env=env)
+    mods = {line.rsplit("|", 1)[1].strip().split(".")[0]
+            for line in r.stderr.splitlines() if line.startswith("import time:")}
+    return r, mods
+
+
+@pytest.mark.parametrize("argv", [["init", "bash"], ["version"], ["--version"]])
+def test_cheap_commands_import_neither_the_parser_nor_the_store(argv, tmp_path):
+    """Start-up time: these are answered before typer (and pydantic, rich)
+    or SQLAlchemy are imported."""
+    r, mods = _imported(argv, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not mods & {"sqlalchemy", "typer", "click", "pydantic", "rich"}, mods
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["query", "--help"]])
+def test_help_imports_neither_the_store_nor_rich(argv, tmp_path):
+    r, mods = _imported(argv, tmp_path)
+    assert r.returncode == 0 and "Usage:" in r.stdout, r
+    assert not mods & {"sqlalchemy", "rich"}, mods
+
+
+def test_version_option_and_command_agree(tmp_path):
+    from shournal import __version__
+
+    fast = subprocess.run([sys.executable, "-m", "shournal", "--version"], capture_output=True,
+                          text=True)
+    assert fast.returncode == 0 and fast.stdout == f"shournal {__version__}\n"
+    res = runner.invoke(app, ["--version"])  # through the parser
+    assert res.exit_code == 0 and res.output == fast.stdout
+    assert runner.invoke(app, ["version"]).output == fast.stdout

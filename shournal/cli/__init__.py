@@ -5,87 +5,59 @@ Exit statuses (documented in the README):
   2 usage error (bad option, missing file, bad value)
   3 the store cannot be used (locked, corrupted, newer schema)
   `shournal run` exits with the command's own status (128+N on signal N).
+
+Start-up time matters (`shournal query` is typed interactively): this
+module imports nothing heavy.  The typer application lives in
+:mod:`shournal.cli._app` and is imported on first use (``main()`` or
+``from shournal.cli import app``); `shournal version` (`--version`) and
+`shournal init SHELL` are answered without it, and the commands import the store
+(SQLAlchemy) inside their functions.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
-
-import typer
-
-from shournal.cli.delete import delete
-from shournal.cli.query import query
-from shournal.cli.restore import restore
-from shournal.cli.stats import stats
-
-app = typer.Typer(
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
-    help="shournal: a journal of every shell command and the files it read and wrote.",
-)
-
-app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
-    query
-)
-app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
-    stats
-)
-app.command("restore", help="Restore one archived read file (by its file id) into this directory.")(
-    restore
-)
-app.command("delete", help="Delete commands and what only they referenced from the journal.")(
-    delete
-)
+from typing import Any
 
 
-@app.command(
-    "run",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
-)
-def run(
-    command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
-) -> None:
-    from shournal.runner import RunError, run_observed
+def print_version() -> None:
+    from shournal import __version__
 
-    try:
-        status = run_observed(command)
-    except RunError as exc:
-        print(f"shournal: {exc}", file=sys.stderr)
-        raise typer.Exit(exc.status) from None
-    raise typer.Exit(status)
+    print(f"shournal {__version__}")
 
 
-@app.command("init", help="Print the two lines to add to ~/.bashrc or ~/.zshrc.")
-def init(
-    shell: Annotated[str, typer.Argument(help="bash or zsh")],
-) -> None:
+def print_init(shell: str) -> int:
+    """The two rc lines for SHELL; the exit status."""
     from shournal import _paths
 
     if shell not in ("bash", "zsh"):
         print(f"shournal: unsupported shell '{shell}' (bash or zsh)", file=sys.stderr)
-        raise typer.Exit(2)
+        return 2
     script = _paths.shell_dir() / f"shournal.{shell}"
     print(f"source {script}")
     print("SHOURNAL_ENABLE")
+    return 0
 
 
-@app.command("doctor", help="Check everything recording needs and print the fix for each failure.")
-def doctor() -> None:
-    from shournal.doctor import print_report, run_checks
+def _fast_path(argv: list[str]) -> int | None:
+    """Exit status for the commands answered without the parser, or None.
+    Only exact argument lists: anything else (--help, extra arguments,
+    errors) goes through typer as before."""
+    if argv in (["version"], ["--version"]):
+        print_version()
+        return 0
+    if len(argv) == 2 and argv[0] == "init" and not argv[1].startswith("-"):
+        return print_init(argv[1])
+    return None
 
-    raise typer.Exit(0 if print_report(run_checks()) else 1)
 
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from shournal.cli._app import app
 
-@app.command("version", help="Print the version.")
-def version() -> None:
-    from shournal import __version__
-
-    print(f"shournal {__version__}")
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -94,6 +66,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main() -> None:
+    status = _fast_path(sys.argv[1:])
+    if status is not None:
+        sys.stdout.flush()
+        sys.exit(status)
+    from shournal.cli._app import app
+
     try:  # typer >= 0.2x vendors click as typer._click
         from typer._click import exceptions as click  # type: ignore[import-not-found]
     except ImportError:  # pragma: no cover - older typer on plain click

@@ -1,0 +1,107 @@
+"""The typer application behind `shournal` (see :mod:`shournal.cli`).
+
+Imported only when a command needs the parser: typer and its
+dependencies cost more start-up time than most commands themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from shournal.cli.delete import delete
+from shournal.cli.query import query
+from shournal.cli.restore import restore
+from shournal.cli.stats import stats
+
+app = typer.Typer(
+    no_args_is_help=True,
+    # plain click help: rich (a typer dependency) costs ~50 ms to import
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    help="shournal: a journal of every shell command and the files it read and wrote.",
+)
+
+def _print_version(value: bool) -> None:
+    if value:
+        from shournal.cli import print_version
+
+        print_version()
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                     callback=_print_version),
+    ] = False,
+) -> None:
+    pass
+
+
+app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
+    query
+)
+app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
+    stats
+)
+app.command(
+    "restore",
+    help="Restore one archived read file (by its file id) into this directory.",
+    short_help="Restore one archived read file (by file id) into this directory.",
+)(restore)
+app.command("delete", help="Delete commands and what only they referenced from the journal.")(
+    delete
+)
+
+
+@app.command(
+    "run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
+    short_help="Run CMD observed (its whole process tree) and store it.",
+)
+def run(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
+) -> None:
+    from shournal.runner import RunError, run_observed
+
+    try:
+        status = run_observed(command)
+    except RunError as exc:
+        print(f"shournal: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.status) from None
+    raise typer.Exit(status)
+
+
+@app.command("init", help="Print the two lines to add to ~/.bashrc or ~/.zshrc.")
+def init(
+    shell: Annotated[str, typer.Argument(help="bash or zsh")],
+) -> None:
+    from shournal.cli import print_init
+
+    raise typer.Exit(print_init(shell))
+
+
+@app.command(
+    "doctor",
+    help="Check everything recording needs and print the fix for each failure.",
+    short_help="Check everything recording needs; print the fix for each failure.",
+)
+def doctor() -> None:
+    from shournal.doctor import print_report, run_checks
+
+    raise typer.Exit(0 if print_report(run_checks()) else 1)
+
+
+@app.command("version", help="Print the version.")
+def version() -> None:
+    from shournal.cli import print_version
+
+    print_version()
