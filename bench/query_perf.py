@@ -172,8 +172,9 @@ def time_other(store: Store, db: Path, reps: int) -> dict[str, Any]:
     try:
         mid = con.execute("SELECT max(id) / 2 FROM command").fetchone()[0]
         cwd, session = con.execute(
-            "SELECT c.working_dir, s.uuid FROM command c JOIN shell_session s "
-            "ON s.id = c.session_id WHERE c.id >= ? ORDER BY c.id LIMIT 1",
+            "SELECT w.path, s.uuid FROM command c JOIN shell_session s "
+            "ON s.id = c.session_id JOIN working_dir w ON w.id = c.cwd_id "
+            "WHERE c.id >= ? ORDER BY c.id LIMIT 1",
             (mid,),
         ).fetchone()
     finally:
