@@ -279,8 +279,8 @@ def time_cli(exe: str, args: list[str], env: dict[str, str], expect: int = 0) ->
 
 PG_BIN = Path(os.environ.get("SHOURNAL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Copied in this order (foreign keys); schema_version is written by Store.
-PG_TABLES = ("env", "hash_setting", "shell_session", "directory", "content", "command",
-             "write_event", "read_file", "read_event")  # fmt: skip
+PG_TABLES = ("env", "hash_setting", "shell_session", "working_dir", "directory", "content",
+             "command", "write_event", "read_file", "read_event")  # fmt: skip
 
 
 @contextmanager
