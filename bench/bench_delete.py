@@ -45,6 +45,10 @@ def build(store: Store, commands: int, events: int, seed: int = 1) -> datetime:
                 for i in range(n_dirs)
             ],
         )
+        conn.execute(
+            m.WorkingDir.__table__.insert(),
+            [{"id": i + 1, "path": f"/home/u/project{i}"} for i in range(300)],
+        )
         n_sessions = commands // 50 + 1
         conn.execute(
             m.ShellSession.__table__.insert(),
@@ -70,7 +74,7 @@ def build(store: Store, commands: int, events: int, seed: int = 1) -> datetime:
                         "return_value": 0,
                         "start_time": t0 + timedelta(seconds=30 * i),
                         "end_time": t0 + timedelta(seconds=30 * i + 5),
-                        "working_dir": f"/home/u/project{i % 300}",
+                        "cwd_id": i % 300 + 1,
                         "session_id": i // 50 + 1,
                         "env_id": env,
                         "hash_setting_id": hs,

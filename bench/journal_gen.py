@@ -254,6 +254,9 @@ class Generator:
         self.content_rows: list[tuple] = []
         self.contents: dict[bytes, int] = {}
         self.dir_rows: list[tuple] = []
+        self.cwd_ids: dict[str, int] = {}
+        self.next_cwd_id = 1
+        self.cwd_rows: list[tuple] = []
         self.command_rows: list[tuple] = []
         self.event_rows: list[tuple] = []  # write_event rows
         self.read_file_rows: list[tuple] = []
@@ -267,6 +270,15 @@ class Generator:
         self.probes: list[Probe] = []
 
     # -- rows -----------------------------------------------------------------
+
+    def cwd_id(self, path: str) -> int:
+        """The working_dir row of a cwd (text, no trailing slash)."""
+        found = self.cwd_ids.get(path)
+        if found is None:
+            found = self.cwd_ids[path] = self.next_cwd_id
+            self.next_cwd_id += 1
+            self.cwd_rows.append((found, path))
+        return found
 
     def dir_id(self, path: str) -> int:
         found = self.dir_ids.get(path)
@@ -303,12 +315,13 @@ class Generator:
     def flush(self) -> None:
         con = self.con
         con.executemany("INSERT INTO directory (id, path) VALUES (?, ?)", self.dir_rows)
+        con.executemany("INSERT INTO working_dir (id, path) VALUES (?, ?)", self.cwd_rows)
         con.executemany(
             "INSERT INTO content (id, algorithm, digest, data) VALUES (?, ?, ?, ?)",
             self.content_rows,
         )
         con.executemany(
-            "INSERT INTO command (id, text, return_value, start_time, end_time, working_dir, "
+            "INSERT INTO command (id, text, return_value, start_time, end_time, cwd_id, "
             "session_id, env_id, hash_setting_id, dropped_writes, dropped_reads, lost_events) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.command_rows,
@@ -328,8 +341,9 @@ class Generator:
             self.read_event_rows,
         )
         con.executemany("UPDATE read_file SET content_id = ? WHERE id = ?", self.read_content)
-        for rows in (self.dir_rows, self.content_rows, self.command_rows, self.event_rows,
-                     self.read_file_rows, self.read_event_rows, self.read_content):  # fmt: skip
+        for rows in (self.dir_rows, self.cwd_rows, self.content_rows, self.command_rows,
+                     self.event_rows, self.read_file_rows, self.read_event_rows,
+                     self.read_content):  # fmt: skip
             rows.clear()
 
     # -- the world ------------------------------------------------------------
@@ -637,6 +651,9 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
 
     gen = Generator(con, rng, probe_dir)
     gen.next_dir_id = con.execute("SELECT coalesce(max(id), 0) FROM directory").fetchone()[0] + 1
+    for cwd_id, path in con.execute("SELECT id, path FROM working_dir"):
+        gen.cwd_ids[path] = cwd_id
+        gen.next_cwd_id = max(gen.next_cwd_id, cwd_id + 1)
     projects = gen.make_projects(max(commands // 700, 5))
     # Popularity of projects: a few are where most work happens.
     weights = [1 / (i + 1) ** 0.9 for i in range(len(projects))]
@@ -696,9 +713,10 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
         text = gen.command(cid, s, kind, start, end, n_reads, n_writes, probe_at.get(i))
         r = rng.random()
         rv = 0 if r < 0.9 else (1 if r < 0.96 else rng.choice((2, 127, 130, 137, 255)))
+        cwd_id = gen.cwd_id(s.cwd.rstrip("/") or "/")
         gen.command_rows.append(
             (cid, text, rv, _fmt_time(datetime.fromtimestamp(start / 1e9, UTC)),
-             _fmt_time(datetime.fromtimestamp(end / 1e9, UTC)), s.cwd.rstrip("/") or "/",
+             _fmt_time(datetime.fromtimestamp(end / 1e9, UTC)), cwd_id,
              s.row_id, s.env_id, hs_id if s.hashing else None, 0, 0, 0)
         )  # fmt: skip
         s.remaining -= 1

@@ -172,8 +172,9 @@ def time_other(store: Store, db: Path, reps: int) -> dict[str, Any]:
     try:
         mid = con.execute("SELECT max(id) / 2 FROM command").fetchone()[0]
         cwd, session = con.execute(
-            "SELECT c.working_dir, s.uuid FROM command c JOIN shell_session s "
-            "ON s.id = c.session_id WHERE c.id >= ? ORDER BY c.id LIMIT 1",
+            "SELECT w.path, s.uuid FROM command c JOIN shell_session s "
+            "ON s.id = c.session_id JOIN working_dir w ON w.id = c.cwd_id "
+            "WHERE c.id >= ? ORDER BY c.id LIMIT 1",
             (mid,),
         ).fetchone()
     finally:
@@ -278,8 +279,8 @@ def time_cli(exe: str, args: list[str], env: dict[str, str], expect: int = 0) ->
 
 PG_BIN = Path(os.environ.get("SHOURNAL_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Copied in this order (foreign keys); schema_version is written by Store.
-PG_TABLES = ("env", "hash_setting", "shell_session", "directory", "content", "command",
-             "write_event", "read_file", "read_event")  # fmt: skip
+PG_TABLES = ("env", "hash_setting", "shell_session", "working_dir", "directory", "content",
+             "command", "write_event", "read_file", "read_event")  # fmt: skip
 
 
 @contextmanager

@@ -221,6 +221,11 @@ _COLLECTED: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
         _DOOMED_READS.format(col="content_id", doomed="{doomed}") + " AND f.content_id IS NOT NULL",
     ),
     (
+        "working_dir",
+        (("command", "cwd_id"),),
+        "SELECT cwd_id FROM command WHERE id IN ({doomed})",
+    ),
+    (
         "shell_session",
         (("command", "session_id"),),
         "SELECT session_id FROM command WHERE id IN ({doomed}) AND session_id IS NOT NULL",
@@ -236,7 +241,9 @@ _COLLECTED: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
 
 # Referencing columns that have an index of their own (leading column):
 # foreign-key checks on them need no temporary index.
-_INDEXED = frozenset({("read_event", "read_file_id"), ("command", "session_id")})
+_INDEXED = frozenset(
+    {("read_event", "read_file_id"), ("command", "session_id"), ("command", "cwd_id")}
+)
 
 # Locked on PostgreSQL in the listener's insertion order (see
 # Store.add_command), so that a concurrent store waits instead of
@@ -246,7 +253,9 @@ _INDEXED = frozenset({("read_event", "read_file_id"), ("command", "session_id")}
 # privilege to skip foreign-key triggers).
 _PG_INDEX_FROM = 8
 
-_PG_LOCK_ORDER = "env, hash_setting, shell_session, directory, content, read_file"
+_PG_LOCK_ORDER = (
+    "env, hash_setting, shell_session, working_dir, directory, content, read_file"
+)
 
 
 def _escape_like(pattern: str) -> str:
@@ -270,10 +279,12 @@ def _select_ids(criteria: DeleteCriteria) -> Select[Any]:
             )
         )
     if criteria.cwd is not None:
+        wd = m.WorkingDir
         if "%" in criteria.cwd:
-            stmt = stmt.where(c.working_dir.ilike(_escape_like(criteria.cwd), escape="\\"))
+            cwds = select(wd.id).where(wd.path.ilike(_escape_like(criteria.cwd), escape="\\"))
         else:
-            stmt = stmt.where(c.working_dir == criteria.cwd)
+            cwds = select(wd.id).where(wd.path == criteria.cwd)
+        stmt = stmt.where(c.cwd_id.in_(cwds))
     if criteria.command_text is not None:
         stmt = stmt.where(c.text.ilike(_escape_like(criteria.command_text), escape="\\"))
     if criteria.started_before is not None:
@@ -295,7 +306,8 @@ def plan_delete(store: Store, criteria: DeleteCriteria) -> DeletePlan:
     ids = _select_ids(criteria).subquery()
     with store.reading() as conn:
         rows = conn.execute(
-            select(c.id, c.start_time, c.working_dir, c.text)
+            select(c.id, c.start_time, m.WorkingDir.path, c.text)
+            .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
             .where(c.id.in_(select(ids.c.id)))
             .order_by(c.start_time, c.id)
         ).all()

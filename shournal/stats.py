@@ -225,12 +225,17 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
             session_times[sid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
 
         # Working directories with most commands.
-        cnt = func.count().label("n")
-        q = (
-            select(c.working_dir, cnt)
+        per_cwd = (
+            select(c.cwd_id, func.count().label("n"))
             .where(*where_c)
-            .group_by(c.working_dir)
-            .order_by(cnt.desc(), c.working_dir)
+            .group_by(c.cwd_id)
+            .subquery()
+        )
+        wd = m.WorkingDir
+        q = (
+            select(wd.path, per_cwd.c.n)
+            .join(per_cwd, per_cwd.c.cwd_id == wd.id)
+            .order_by(per_cwd.c.n.desc(), wd.path)
         )
         q = q.limit(limit) if limit is not None else q
         for path, count in conn.execute(q):

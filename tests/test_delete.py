@@ -37,6 +37,7 @@ TABLES = (
     m.WriteEvent,
     m.ReadFile,
     m.ReadEvent,
+    m.WorkingDir,
     m.Directory,
     m.Content,
     m.ShellSession,
@@ -136,6 +137,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
         "write_event": 3,
         "read_file": 2,  # a and b read the same version of run.sh
         "read_event": 3,
+        "working_dir": 2,  # /home/u, /srv/build
         "directory": 3,  # /proj/, /only-a/, /srv/build/
         "content": 2,
         "shell_session": 2,
@@ -149,6 +151,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     assert res.collected == {
         "read_file": 0,
         "directory": 1,
+        "working_dir": 0,
         "content": 0,
         "shell_session": 0,
         "env": 0,
@@ -167,6 +170,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
 
     res = delete_commands(store, make_criteria(command_ids=[journal["c"], journal["d"], 123456]))
     assert (res.commands, res.events) == (2, 2)
+    assert res.collected["working_dir"] == 2
     assert counts(store) == dict.fromkeys(before, 0)
 
 
@@ -282,6 +286,9 @@ def test_many_commands_in_bulk(store):
         d = conn.execute(
             m.Directory.__table__.insert().returning(m.Directory.id), {"path": b"/bulk/"}
         ).scalar_one()
+        cwd = conn.execute(
+            m.WorkingDir.__table__.insert().returning(m.WorkingDir.id), {"path": "/bulk"}
+        ).scalar_one()
         when = datetime.fromtimestamp(T0 / 1e9, UTC)
         conn.execute(
             m.Command.__table__.insert(),
@@ -292,7 +299,7 @@ def test_many_commands_in_bulk(store):
                     "return_value": 0,
                     "start_time": when + timedelta(seconds=i),
                     "end_time": when + timedelta(seconds=i),
-                    "working_dir": "/bulk",
+                    "cwd_id": cwd,
                     "env_id": env,
                     "dropped_writes": 0,
                     "dropped_reads": 0,
@@ -322,9 +329,11 @@ def test_many_commands_in_bulk(store):
     )
     assert (res.commands, res.events) == (n - 1, 3 * (n - 1))
     assert res.collected["directory"] == 0  # still used by the survivor
+    assert res.collected["working_dir"] == 0
     assert counts(store)["write_event"] == 3
     res = delete_commands(store, make_criteria(cwd="/bulk"))
     assert res.collected["directory"] == 1 and res.collected["env"] == 1
+    assert res.collected["working_dir"] == 1
 
 
 # -- ages and dates ------------------------------------------------------------------
@@ -550,6 +559,7 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
         assert res.collected == {
             "read_file": 4,
             "directory": 4,
+            "working_dir": 0,
             "content": 4,
             "shell_session": 4,
             "env": 0,

@@ -201,6 +201,27 @@ def test_cwd_exact_or_like(store: Store) -> None:
         "in /home/u/proj/sub",
     ]
     assert texts(find_commands(store, cwd="/home/u/pro_j")) == ["in /home/u/pro_j"]
+    assert texts(find_commands(store, cwd="ne:/home/u/proj")) == [
+        "in /home/u/proj/sub",
+        "in /home/u/pro_j",
+    ]
+
+
+def test_cwd_stored_once_and_found_as_typed(store: Store) -> None:
+    from sqlalchemy import func, select
+
+    from shournal.store import models as m
+
+    odd = "/x/\udcfe y"  # an undecodable byte, as os.getcwd() returns it
+    for i in range(3):
+        store.add_command(record(f"odd {i}", working_dir=odd))
+    store.add_command(record("home", working_dir="/home/u"))
+    with store.reading() as conn:
+        assert conn.execute(select(func.count()).select_from(m.WorkingDir)).scalar_one() == 2
+    found = find_commands(store, cwd=odd)
+    assert texts(found) == ["odd 0", "odd 1", "odd 2"]
+    assert {c.working_dir for c in found} == {"/x/\\xfe y"}
+    assert texts(find_commands(store, cwd="/x/%")) == ["odd 0", "odd 1", "odd 2"]
 
 
 def test_session_id_and_command_id(store: Store) -> None:

@@ -60,8 +60,14 @@ def _v2_split_events(conn: Connection) -> None:
     the smallest id of the read events it replaces, so an id printed before
     the upgrade (``shournal restore --file-id``) still names the same file.
     """
-    new = [m.WriteEvent.__table__, m.ReadFile.__table__, m.ReadEvent.__table__]
+    new = [
+        m.WorkingDir.__table__,
+        m.WriteEvent.__table__,
+        m.ReadFile.__table__,
+        m.ReadEvent.__table__,
+    ]
     m.Base.metadata.create_all(conn, tables=new, checkfirst=True)  # type: ignore[arg-type]
+    _cwd_to_table(conn)
     for ix in m.Command.__table__.indexes:
         ix.create(conn, checkfirst=True)
     if "file_event" not in inspect(conn).get_table_names():
@@ -98,6 +104,46 @@ def _v2_split_events(conn: Connection) -> None:
                     f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)"
                 )
             )
+
+
+def _cwd_to_table(conn: Connection) -> None:
+    """command.working_dir (text) -> command.cwd_id -> working_dir (path).
+
+    The stored texts move as they are (they went through SafeText once).
+    The added column stays nullable on SQLite (ALTER TABLE cannot add a NOT
+    NULL reference there); every row gets its id here and every writer
+    sets it.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    if "working_dir" not in columns:
+        return
+    if "cwd_id" not in columns:
+        id_type = "INTEGER" if conn.dialect.name == "sqlite" else "BIGINT"
+        conn.execute(
+            text(
+                f"ALTER TABLE command ADD COLUMN cwd_id {id_type} "
+                "CONSTRAINT fk_command_cwd_id_working_dir REFERENCES working_dir (id)"
+            )
+        )
+    # WHERE true: SQLite would parse ON CONFLICT as a join constraint.
+    conn.execute(
+        text(
+            "INSERT INTO working_dir (path) SELECT DISTINCT working_dir FROM command "
+            "WHERE true ON CONFLICT DO NOTHING"
+        )
+    )
+    conn.execute(
+        text(
+            "UPDATE command SET cwd_id = "
+            "(SELECT w.id FROM working_dir w WHERE w.path = command.working_dir)"
+        )
+    )
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE command ALTER COLUMN cwd_id SET NOT NULL"))
+    # Schema 3 before the cwd moved had this index; SQLite cannot drop an
+    # indexed column.
+    conn.execute(text("DROP INDEX IF EXISTS ix_command_working_dir"))
+    conn.execute(text("ALTER TABLE command DROP COLUMN working_dir"))
 
 
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
@@ -445,6 +491,7 @@ class Store:
             session_id = None
             if rec.session_uuid is not None:
                 session_id = self._get_or_create(conn, m.ShellSession, uuid=rec.session_uuid)
+            cwd_id = self._get_or_create(conn, m.WorkingDir, path=rec.working_dir)
             result = conn.execute(
                 m.Command.__table__.insert(),
                 {
@@ -452,7 +499,7 @@ class Store:
                     "return_value": rec.return_value,
                     "start_time": _ns_to_datetime(rec.start_ns),
                     "end_time": _ns_to_datetime(rec.end_ns),
-                    "working_dir": rec.working_dir,
+                    "cwd_id": cwd_id,
                     "session_id": session_id,
                     "env_id": env_id,
                     "hash_setting_id": hash_setting_id,

@@ -233,7 +233,7 @@ def select_commands(
             c.return_value,
             c.start_time,
             c.end_time,
-            c.working_dir,
+            m.WorkingDir.path,
             m.Env.username,
             m.Env.hostname,
             m.ShellSession.uuid,
@@ -244,6 +244,7 @@ def select_commands(
             c.lost_events,
         )
         .join(m.Env, m.Env.id == c.env_id)
+        .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
         .outerjoin(m.ShellSession, m.ShellSession.id == c.session_id)
         .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
     )
@@ -302,7 +303,13 @@ def command_conditions(
         exact = cr.command_text.op != "like"
         where.append(_text_cond(dialect, c.text, cr.command_text, case=exact))
     if cr.cwd is not None:
-        where.append(_text_cond(dialect, c.working_dir, cr.cwd, case=True))
+        # "not equal" as NOT IN the equal ones: one seek, not a walk over
+        # every other working directory.
+        cond = Condition("eq", cr.cwd.value) if cr.cwd.op == "ne" else cr.cwd
+        cwds = select(m.WorkingDir.id).where(
+            _text_cond(dialect, m.WorkingDir.path, cond, case=True)
+        )
+        where.append(c.cwd_id.not_in(cwds) if cr.cwd.op == "ne" else c.cwd_id.in_(cwds))
     if cr.exit_code is not None:
         where.append(c.return_value != RETURN_VALUE_UNKNOWN)
         where.append(_ordered_cond(c.return_value, cr.exit_code))
