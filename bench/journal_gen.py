@@ -285,7 +285,8 @@ class Generator:
         if found is None:
             found = self.dir_ids[path] = self.next_dir_id
             self.next_dir_id += 1
-            self.dir_rows.append((found, path.encode()))
+            raw = path.encode()
+            self.dir_rows.append((found, raw, m.path_hash(raw)))
         return found
 
     def content_id(self, size: int) -> int:
@@ -314,7 +315,9 @@ class Generator:
 
     def flush(self) -> None:
         con = self.con
-        con.executemany("INSERT INTO directory (id, path) VALUES (?, ?)", self.dir_rows)
+        con.executemany(
+            "INSERT INTO directory (id, path, path_hash) VALUES (?, ?, ?)", self.dir_rows
+        )
         con.executemany("INSERT INTO working_dir (id, path) VALUES (?, ?)", self.cwd_rows)
         con.executemany(
             "INSERT INTO content (id, algorithm, digest, data) VALUES (?, ?, ?, ?)",
@@ -329,12 +332,13 @@ class Generator:
         con.executemany(
             "INSERT INTO write_event (command_id, directory_id, basename, size, "
             "mtime_ns, hash, mode) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            self.event_rows,
+            # The store keeps the common mode as NULL (models.FileMode).
+            [(*r[:6], m.stored_mode(r[6])) for r in self.event_rows],
         )
         con.executemany(
             "INSERT INTO read_file (id, directory_id, basename, size, mtime_ns, hash, mode, "
             "content_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            self.read_file_rows,
+            [(*r[:6], m.stored_mode(r[6]), *r[7:]) for r in self.read_file_rows],
         )
         con.executemany(
             "INSERT INTO read_event (command_id, read_file_id) VALUES (?, ?)",

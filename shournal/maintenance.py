@@ -254,7 +254,7 @@ _INDEXED = frozenset(
 _PG_INDEX_FROM = 8
 
 _PG_LOCK_ORDER = (
-    "env, hash_setting, shell_session, working_dir, directory, content, read_file"
+    "env, hash_setting, shell_session, working_dir, content, directory, read_file"
 )
 
 

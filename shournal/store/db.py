@@ -60,6 +60,9 @@ def _v2_split_events(conn: Connection) -> None:
     the smallest id of the read events it replaces, so an id printed before
     the upgrade (``shournal restore --file-id``) still names the same file.
     """
+    # First: on SQLite the old directory table is renamed, which would
+    # retarget the references of tables created before.
+    old_directory = _directory_by_hash(conn)
     new = [
         m.WorkingDir.__table__,
         m.WriteEvent.__table__,
@@ -70,8 +73,17 @@ def _v2_split_events(conn: Connection) -> None:
     _cwd_to_table(conn)
     for ix in m.Command.__table__.indexes:
         ix.create(conn, checkfirst=True)
-    if "file_event" not in inspect(conn).get_table_names():
-        return
+    if "file_event" in inspect(conn).get_table_names():
+        _split_file_events(conn)
+    if old_directory is not None:
+        # Nothing refers to it any more (file_event is gone).
+        conn.execute(text(f"DROP TABLE {old_directory}"))
+    # The common mode is stored as NULL (models.FileMode).
+    for table in ("write_event", "read_file"):
+        conn.execute(text(f"UPDATE {table} SET mode = NULL WHERE mode = {m.COMMON_MODE}"))
+
+
+def _split_file_events(conn: Connection) -> None:
     cols = "directory_id, basename, size, mtime_ns, hash, mode"
     conn.execute(
         text(
@@ -104,6 +116,45 @@ def _v2_split_events(conn: Connection) -> None:
                     f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)"
                 )
             )
+
+
+def _directory_by_hash(conn: Connection) -> str | None:
+    """directory: unique index on path -> non-unique index on path_hash
+    (see models.py), ids kept.
+
+    SQLite cannot drop a UNIQUE constraint: the table is renamed (the
+    references of file_event follow it) and rebuilt under its name; the
+    caller drops the returned old table once nothing refers to it.
+    PostgreSQL alters the table in place.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns("directory")}
+    if "path_hash" in columns:
+        return None
+    table: Table = m.Directory.__table__  # type: ignore[assignment]
+    if conn.dialect.name == "sqlite":
+        old = "directory_v2"
+        conn.execute(text(f"ALTER TABLE directory RENAME TO {old}"))
+        table.create(conn)
+        rows = conn.execute(text(f"SELECT id, path FROM {old}")).all()
+        if rows:
+            conn.exec_driver_sql(
+                "INSERT INTO directory (id, path, path_hash) VALUES (?, ?, ?)",
+                [(id_, bytes(path), m.path_hash(bytes(path))) for id_, path in rows],
+            )
+        return old
+    conn.execute(text("ALTER TABLE directory ADD COLUMN path_hash BIGINT"))
+    rows = conn.execute(text("SELECT id, path FROM directory")).all()
+    if rows:
+        conn.exec_driver_sql(
+            "UPDATE directory SET path_hash = %s WHERE id = %s",
+            [(m.path_hash(bytes(path)), id_) for id_, path in rows],
+        )
+    conn.execute(text("ALTER TABLE directory ALTER COLUMN path_hash SET NOT NULL"))
+    for unique in inspect(conn).get_unique_constraints("directory"):
+        conn.execute(text(f'ALTER TABLE directory DROP CONSTRAINT "{unique["name"]}"'))
+    for ix in table.indexes:
+        ix.create(conn)
+    return None
 
 
 def _cwd_to_table(conn: Connection) -> None:
@@ -156,8 +207,8 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
 # constant that only shournal uses: "shournal" in ASCII).
 _PG_SCHEMA_LOCK = 0x73686F75726E616C
-# Serialises the find-or-insert of read files ("shournaR").
-_PG_READ_FILE_LOCK = 0x73686F75726E6152
+# Serialises the find-or-insert of directories and read files ("shournaR").
+_PG_FIND_OR_INSERT_LOCK = 0x73686F75726E6152
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
@@ -466,7 +517,7 @@ class Store:
                 reads[key] = ev
         read_keys = sorted(reads)
         read_split = [m.split_path(k[0]) for k in read_keys]
-        dir_rows = [{"path": d} for d in sorted({d for d, _ in (*write_split, *read_split)})]
+        dir_paths = sorted({d for d, _ in (*write_split, *read_split)})
         digests: dict[tuple[Any, ...], bytes] = {}
         content_rows: dict[bytes, dict[str, Any]] = {}
         for key in read_keys:
@@ -509,13 +560,17 @@ class Store:
                 },
             )
             command_id = int(result.inserted_primary_key[0])
-            dir_ids = self._ids_for(conn, m.Directory.__table__, "path", dir_rows)  # type: ignore[arg-type]
+            # Content first: its insert may wait for another writer's
+            # uncommitted row of the same digest, which must never happen
+            # while holding the find-or-insert lock that the other writer
+            # may be waiting for (the directories may take it).
             content_ids = self._ids_for(
                 conn,
                 m.Content.__table__,  # type: ignore[arg-type]
                 "digest",
                 [content_rows[d] for d in sorted(content_rows)],
             )
+            dir_ids = self._directory_ids(conn, dir_paths)
             if rec.writes:
                 conn.execute(
                     m.WriteEvent.__table__.insert(),
@@ -554,6 +609,43 @@ class Store:
                 )
         return command_id
 
+    def _lock_find_or_insert(self, conn: Connection) -> None:
+        """Exclude other writers from the find-or-insert of directories and
+        read files until this transaction ends.  SQLite's write transaction
+        (BEGIN IMMEDIATE) already does; PostgreSQL takes an advisory
+        transaction lock (taking it again is harmless)."""
+        if self.dialect_name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_FIND_OR_INSERT_LOCK})
+
+    def _directory_ids(self, conn: Connection, paths: list[bytes]) -> dict[bytes, int]:
+        """Find or insert the directories ``paths`` (distinct, sorted: new
+        ones get ids in path order); map each to its id.
+
+        directory has no unique constraint (see models.py): it is looked up
+        by ``path_hash`` and the path compared, and only a writer holding
+        the find-or-insert lock inserts.  Most directories of a command are
+        known already, so the lock is taken only when some are missing, and
+        those are looked up again under it.
+        """
+        if not paths:
+            return {}
+        hashes = {p: m.path_hash(p) for p in paths}
+        ids = _lookup_directories(conn, hashes, paths)
+        missing = [p for p in paths if p not in ids]
+        if missing and self.dialect_name == "postgresql":
+            self._lock_find_or_insert(conn)
+            ids.update(_lookup_directories(conn, hashes, missing))
+            missing = [p for p in missing if p not in ids]
+        if missing:
+            conn.execute(
+                m.Directory.__table__.insert(),
+                [{"path": p, "path_hash": hashes[p]} for p in missing],
+            )
+            ids.update(_lookup_directories(conn, hashes, missing))
+        if len(ids) != len(paths):
+            raise StoreError("a directory vanished while it was being stored")
+        return ids
+
     def _read_file_ids(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
         """Find or insert the read file versions ``rows`` (distinct, in path
         order); return their ids.
@@ -565,8 +657,7 @@ class Store:
         does, from here to the commit.  A version stored without its
         content gets the content of a later read that archived it.
         """
-        if self.dialect_name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_READ_FILE_LOCK})
+        self._lock_find_or_insert(conn)
         table: Table = m.ReadFile.__table__  # type: ignore[assignment]
         found = _lookup_read_files(conn, rows, range(len(rows)))
         missing = [i for i in range(len(rows)) if i not in found]
@@ -590,6 +681,30 @@ class Store:
         return [found[i][0] for i in range(len(rows))]
 
 
+def _lookup_directories(
+    conn: Connection, hashes: dict[bytes, int], which: Sequence[bytes]
+) -> dict[bytes, int]:
+    """{path: id} of the stored directories among ``which`` (the oldest if
+    there were several); ``hashes`` maps each path to its path_hash.  One
+    index seek per distinct hash; rows of colliding paths are filtered out
+    by comparing the path."""
+    wanted = set(which)
+    distinct = sorted({hashes[p] for p in which})
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    found: dict[bytes, int] = {}
+    for start in range(0, len(distinct), _IN_BATCH):
+        batch = distinct[start : start + _IN_BATCH]
+        sql = (
+            "SELECT id, path FROM directory "
+            f"WHERE path_hash IN ({', '.join([mark] * len(batch))}) ORDER BY id"
+        )
+        for id_, path in conn.exec_driver_sql(sql, tuple(batch)):
+            path = bytes(path)
+            if path in wanted:
+                found.setdefault(path, id_)
+    return found
+
+
 def _lookup_read_files(
     conn: Connection, rows: list[dict[str, Any]], which: Sequence[int]
 ) -> dict[int, tuple[int, int | None]]:
@@ -601,7 +716,12 @@ def _lookup_read_files(
     row-value IN list).
     """
     cols = ", ".join(_READ_KEY)
-    same = " AND ".join(f"r.{c} = v.{c}" for c in _READ_KEY)
+    # The parameters are the values as given; a stored NULL mode means
+    # COMMON_MODE (models.FileMode).
+    same = " AND ".join(
+        f"coalesce(r.mode, {m.COMMON_MODE}) = v.mode" if c == "mode" else f"r.{c} = v.{c}"
+        for c in _READ_KEY
+    )
     # The driver's own placeholders: SQLAlchemy's text() costs more than
     # the query for thousands of parameters.
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"

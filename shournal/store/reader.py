@@ -198,9 +198,12 @@ def _file_criteria(dialect: str, kind: int, fc: FileCriteria) -> Select[tuple[in
             cond = fc.path
             if cond.op != "like" or not cond.value.endswith("%"):
                 cond = Condition(cond.op, _dir_value(cond.value))
-            dirs = select(m.Directory.id).where(
-                _text_cond(dialect, m.Directory.path, cond, case=True, raw=True)
-            )
+            where = [_text_cond(dialect, m.Directory.path, cond, case=True, raw=True)]
+            if cond.op == "eq":
+                # One seek of the path_hash index; patterns scan the
+                # directory table (a row per directory, not per event).
+                where.append(m.Directory.path_hash == m.path_hash(os.fsencode(cond.value)))
+            dirs = select(m.Directory.id).where(*where)
             out.append(f.directory_id.in_(dirs))
         if fc.name is not None:
             out.append(_text_cond(dialect, f.basename, fc.name, case=True, raw=True))
