@@ -1,6 +1,7 @@
 """How long `shournal delete` takes on a large journal.
 
 Builds a synthetic journal (COMMANDS commands, EVENTS file events each,
+half writes, half reads of files no other command read,
 spread over a few thousand directories, one session per 50 commands, an
 archived script per 20 commands shared by neighbours) and deletes the
 oldest DELETE commands with the library call behind `shournal delete
@@ -65,7 +66,10 @@ def build(store: Store, commands: int, events: int, seed: int = 1) -> datetime:
         )  # fmt: skip
         ev_id = 0
         for start in range(0, commands, BATCH):
-            cmd_rows, ev_rows = [], []
+            cmd_rows: list[dict] = []
+            writes: list[dict] = []
+            reads: list[dict] = []
+            links: list[dict] = []
             for i in range(start, min(start + BATCH, commands)):
                 cmd_rows.append(
                     {
@@ -87,22 +91,25 @@ def build(store: Store, commands: int, events: int, seed: int = 1) -> datetime:
                 base = (i * n_dirs) // commands
                 for k in range(events):
                     ev_id += 1
-                    ev_rows.append(
-                        {
-                            "id": ev_id,
-                            "command_id": i + 1,
-                            "kind": k % 2,
-                            "directory_id": min(n_dirs, base + rnd.randrange(5)) or 1,
-                            "basename": b"file%d.o" % rnd.randrange(10**6),
-                            "size": int(rnd.lognormvariate(8, 2)),
-                            "mtime_ns": rnd.randrange(2**60),
-                            "hash": rnd.randrange(2**64).to_bytes(8, "little"),
-                            "mode": 0o100644,
-                            "content_id": (i // 20 + 1) if k == 1 and i % 3 == 0 else None,
-                        }
-                    )
+                    row = {
+                        "id": ev_id,
+                        "directory_id": min(n_dirs, base + rnd.randrange(5)) or 1,
+                        "basename": b"file%d.o" % rnd.randrange(10**6),
+                        "size": int(rnd.lognormvariate(8, 2)),
+                        "mtime_ns": rnd.randrange(2**60),
+                        "hash": rnd.randrange(2**64).to_bytes(8, "little"),
+                        "mode": 0o100644,
+                    }
+                    if k % 2 == 0:
+                        writes.append({**row, "command_id": i + 1})
+                    else:
+                        content = (i // 20 + 1) if k == 1 and i % 3 == 0 else None
+                        reads.append({**row, "content_id": content})
+                        links.append({"command_id": i + 1, "read_file_id": ev_id})
             conn.execute(m.Command.__table__.insert(), cmd_rows)
-            conn.execute(m.FileEvent.__table__.insert(), ev_rows)
+            conn.execute(m.WriteEvent.__table__.insert(), writes)
+            conn.execute(m.ReadFile.__table__.insert(), reads)
+            conn.execute(m.ReadEvent.__table__.insert(), links)
     return t0
 
 
@@ -124,7 +131,10 @@ def main() -> None:
         result = delete_commands(store, criteria)
         elapsed = time.perf_counter() - began
         with store.reading() as conn:
-            left = conn.execute(select(func.count()).select_from(m.FileEvent)).scalar_one()
+            left = sum(
+                conn.execute(select(func.count()).select_from(t)).scalar_one()
+                for t in (m.WriteEvent, m.ReadEvent)
+            )
         print(
             f"deleted {result.commands} commands, {result.events} events in {elapsed:.2f} s; "
             f"collected {result.collected}; {left} events left"
