@@ -1,4 +1,4 @@
-# shournal: `sudo make install` sets up everything on Debian 12;
+# shournal: `make install` (as root) sets up everything on Debian 12;
 # `make test` (as root: it creates a test user and setuid copies) runs the
 # whole test suite from a fresh clone.
 PREFIX ?= /usr/local
