@@ -333,7 +333,7 @@ struct holder_opts {
     int discard;          /* --discard-events: the benchmarks' floor */
     int hash_on;          /* not --no-hash */
     uint32_t chunk, reads;
-    int archive_on; /* --archive-max-size given */
+    int archive_on; /* reads of script candidates carry their fd (not --no-archive) */
     uint64_t archive_max;
     int next;
     const char *ext[MAX_ARCHIVE_EXT];
