@@ -195,25 +195,20 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 #define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 * SETUP_MAX_EXTS)
 #define SETUP_ARGS_MAX 16384
 
-static int is_flag_option(const char *p)
+static int one_of(const char *p, const char *const *list, size_t n)
 {
-    static const char *const flags[] = {"--no-read", "--writable-reads", "--no-hash",
-                                        "--no-archive"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (strcmp(p, flags[i]) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p, list[i]) == 0)
             return 1;
     return 0;
 }
 
-static int is_valued_option(const char *p)
-{
-    static const char *const opts[] = {"--exclude-mount", "--hash", "--archive-max-size",
-                                       "--archive-ext"};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if (strcmp(p, opts[i]) == 0)
-            return 1;
-    return 0;
-}
+/* The helper options setup-args may hold: flags, and options with a value. */
+static const char *const g_flag_opts[] = {"--no-read", "--writable-reads", "--no-hash",
+                                          "--no-archive"};
+static const char *const g_valued_opts[] = {"--exclude-mount", "--hash", "--archive-max-size",
+                                            "--archive-ext"};
+#define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The listener, which reads the config, leaves the helper options derived
  * from it in <rundir>/setup-args (NUL separated); a config change thus
@@ -241,8 +236,8 @@ static int setup_args_from_config(char *buf, char **out, int max)
     if (len <= 0 || buf[len - 1] != '\0')
         return 0;
     for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
-        int valued = is_valued_option(p);
-        if (is_flag_option(p) && n < max) {
+        int valued = one_of(p, g_valued_opts, N_OPTS(g_valued_opts));
+        if (one_of(p, g_flag_opts, N_OPTS(g_flag_opts)) && n < max) {
             out[n++] = p;
         } else if (valued && n + 2 <= max && p + strlen(p) + 1 < buf + len &&
                    (strcmp(p, "--exclude-mount") != 0 ||

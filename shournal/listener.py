@@ -56,7 +56,6 @@ class Collector:
     def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
         from shournal import filters
 
-        self.cfg = cfg
         self.uid = uid
         self.gids = gids
         self.writes: dict[bytes, FileEvent] = {}

@@ -681,6 +681,13 @@ class Store:
         return [found[i][0] for i in range(len(rows))]
 
 
+def _placeholder(conn: Connection) -> str:
+    """The driver's own placeholder (sqlite3: ?, psycopg: %s) for
+    exec_driver_sql: SQLAlchemy's text() costs more than the query for
+    thousands of parameters."""
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
 def _lookup_directories(
     conn: Connection, hashes: dict[bytes, int], which: Sequence[bytes]
 ) -> dict[bytes, int]:
@@ -690,7 +697,7 @@ def _lookup_directories(
     by comparing the path."""
     wanted = set(which)
     distinct = sorted({hashes[p] for p in which})
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    mark = _placeholder(conn)
     found: dict[bytes, int] = {}
     for start in range(0, len(distinct), _IN_BATCH):
         batch = distinct[start : start + _IN_BATCH]
@@ -722,9 +729,7 @@ def _lookup_read_files(
         f"coalesce(r.mode, {m.COMMON_MODE}) = v.mode" if c == "mode" else f"r.{c} = v.{c}"
         for c in _READ_KEY
     )
-    # The driver's own placeholders: SQLAlchemy's text() costs more than
-    # the query for thousands of parameters.
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    mark = _placeholder(conn)
     row_marks = "(" + ", ".join([mark] * (1 + len(_READ_KEY))) + ")"
     found: dict[int, tuple[int, int | None]] = {}
     for start in range(0, len(which), _IN_BATCH):
