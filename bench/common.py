@@ -556,6 +556,20 @@ def summarize(records: list[dict], cache: str) -> dict:
             out[f"{v}_total_ratio_median"] = median(tratios)
     if "full_ratio_median" in out and "floor_ratio_median" in out:
         out["full_minus_floor_pp"] = (out["full_ratio_median"] - out["floor_ratio_median"]) * 100
+        # The same gap taken inside each repetition (full and floor ran
+        # minutes apart, with the same plain): less exposed to drifts of
+        # the machine than the difference of two medians; with a bootstrap
+        # interval over repetitions, so a reader sees what the reps resolve.
+        gaps = []
+        for runs in by_rep.values():
+            p, f, fl = runs.get("plain"), runs.get("full"), runs.get("floor")
+            if p and f and fl and p["inner_s"] and f["inner_s"] is not None \
+                    and fl["inner_s"] is not None:
+                gaps.append((f["inner_s"] - fl["inner_s"]) / p["inner_s"] * 100)
+        if gaps:
+            out["paired_gap_pp"] = median(gaps)
+            out["paired_gaps_pp"] = gaps
+            out["paired_gap_ci90_pp"] = bootstrap_median_ci(gaps)
     full = [r for r in recs if r["variant"] == "full"]
     if full:
         # What the caller of `shournal run` waits for after the command:
@@ -576,6 +590,20 @@ def summarize(records: list[dict], cache: str) -> dict:
             1 for r in floor if r.get("floor_overflows") or r.get("floor_fd_errors")
         )
     return out
+
+
+def bootstrap_median_ci(values: Sequence[float], level: float = 0.90,
+                        resamples: int = 2000) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median (fixed seed: the same
+    runs always give the same interval)."""
+    rng = random.Random(0)
+    n = len(values)
+    meds = sorted(
+        statistics.median(rng.choices(values, k=n)) for _ in range(resamples)
+    )
+    lo = meds[int((1 - level) / 2 * resamples)]
+    hi = meds[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    return lo, hi
 
 
 def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
@@ -603,6 +631,13 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
         " ratio to plain, as overhead; total full: whole `shournal run` incl. storing vs plain;"
         " after cmd: median seconds `shournal run` needed after the command ended)"
     )
+    for s in summaries:
+        if "paired_gap_pp" in s:
+            lo, hi = s["paired_gap_ci90_pp"]
+            print(
+                f"{s['cache']}: full-floor within each repetition: median {s['paired_gap_pp']:+.1f}"
+                f" pp (90% bootstrap interval {lo:+.1f} .. {hi:+.1f} pp)"
+            )
     for s in summaries:
         if "listener_cpu_median_s" in s:
             cpu = s["listener_cpu_median_s"]

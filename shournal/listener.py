@@ -46,6 +46,13 @@ _GRACE_SLEEP = 0.01
 # How long to wait for the holder to answer a flush.
 _FLUSH_TIMEOUT = 10.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
+# While the command runs, messages are only received and kept; filtering
+# and building events waits until it has ended, so Python takes (almost) no
+# CPU from the user's command (bench/README.md: on 2 cores a busy listener
+# delays the command's wake-ups after I/O).  These bound what is kept: past
+# them, the pending messages are handled at once.
+_PENDING_BYTES = 16 << 20
+_PENDING_FDS = 512
 
 
 class Collector:
@@ -80,8 +87,32 @@ class Collector:
         self.max_r = cfg.read_events.max_event_count or sys.maxsize
         self.read_enabled = cfg.read_events.enable
         self.read_only_writable = cfg.read_events.only_writable
+        self._pending: list[tuple[bytes, int, list[int]]] = []
+        self._pending_bytes = 0
+        self._pending_fds = 0
 
-    # The hot path: called for every message the holder relays.
+    def take(self, data: bytes, count: int, fds: list[int]) -> None:
+        """Keep one message of records for settle() (order matters: a later
+        record of a path replaces an earlier one, and caps count in order)."""
+        self._pending.append((data, count, fds))
+        self._pending_bytes += len(data)
+        self._pending_fds += len(fds)
+        if self._pending_bytes > _PENDING_BYTES or self._pending_fds > _PENDING_FDS:
+            self.settle()
+
+    def settle(self) -> None:
+        """Handle every kept message."""
+        pending, self._pending = self._pending, []
+        self._pending_bytes = self._pending_fds = 0
+        for i, (data, count, fds) in enumerate(pending):
+            try:
+                self.handle_records(data, count, fds)
+            except BaseException:
+                for _, _, rest in pending[i + 1 :]:
+                    for fd in rest:
+                        os.close(fd)
+                raise
+
     def handle_records(self, data: bytes, count: int, fds: list[int]) -> None:
         unpack = protocol.RECORD.unpack_from
         rsize = protocol.RECORD.size
@@ -260,12 +291,13 @@ class Relay:
             return 0
         if len(fds) < nfds:  # MSG_CTRUNC: we ran out of descriptors
             collector.unreadable += nfds - len(fds)
-        collector.handle_records(data[protocol.EVENTS.size :], count, fds)
+        collector.take(data[protocol.EVENTS.size :], count, fds)
         return count
 
     def missing(self, collector: Collector) -> int:
         """Records the holder sent that never arrived (end-to-end count:
         whatever happened on the way, it is not silent)."""
+        collector.settle()
         return (self.forwarded - collector.received) & 0xFFFFFFFF
 
     def flush(self, collector: Collector) -> bool:
@@ -371,10 +403,15 @@ def listen(
             msg = protocol.unpack_command(data)
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
+    # The command line has ended: what is left (the last events, settling
+    # the kept ones, storing) yields to whatever the user runs next.
+    with suppress(OSError):
+        os.nice(10)
     complete = relay.flush(collector)
     for _ in range(_GRACE_FLUSHES):
         time.sleep(_GRACE_SLEEP)
         complete = relay.flush(collector) and complete
+    collector.settle()
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
         collector.unreadable += 1
@@ -461,10 +498,6 @@ def run(sock: socket.socket, relay: Relay) -> int:
     if _ignored(cfg, rec.text):
         _remove_markers()
         return 0
-    try:
-        os.nice(10)
-    except OSError:
-        pass
     try:
         store_record(rec, cfg)
     except Exception as exc:  # noqa: BLE001 - any failure becomes one warning line

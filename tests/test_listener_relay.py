@@ -60,7 +60,7 @@ def test_records_become_events(pair, collector, tmp_path):
     ]
     holder.send(events(recs, forwarded=3))
     assert relay.pump(collector) == 3
-    assert collector.received == 3 and relay.missing(collector) == 0
+    assert relay.missing(collector) == 0 and collector.received == 3
     assert collector.writes[home + b"/out.csv"].hash == 42
     assert collector.writes[odd].hash is None  # no REC_HASH: empty file
     assert home + b"/.hidden/file" not in collector.writes  # the config's hidden rule
@@ -80,6 +80,7 @@ def test_script_candidate_is_archived_from_its_fd(pair, collector, tmp_path):
         relay.pump(collector)
     finally:
         os.close(fd)
+    collector.settle()
     assert collector.reads[path].content == body
     assert collector.archived == 1
 
@@ -96,6 +97,7 @@ def test_changed_script_is_not_archived(pair, collector):
         relay.pump(collector)
     finally:
         os.close(fd)
+    collector.settle()
     assert collector.reads[path].content is None  # read, but not what the command read
 
 
@@ -128,5 +130,41 @@ def test_unreadable_by_mode_is_dropped(pair, collector):
     holder.send(events([record(home + b"/theirs", FAN_CLOSE_WRITE, 1, hsh=1, mode=0o100600,
                                uid=other)], forwarded=1))
     relay.pump(collector)
+    collector.settle()
     assert collector.writes == {}  # the original's owner/group/other test
     assert relay.missing(collector) == 0
+
+
+def test_records_wait_until_settled_and_keep_their_order(pair, collector):
+    """While the command runs the listener only receives (no Python work
+    competes with the command); settle() then applies the records in the
+    order the holder read them: the last close of a path wins."""
+    relay, holder = pair
+    out = Path.home().as_posix().encode() + b"/out.csv"
+    holder.send(events([record(out, FAN_CLOSE_WRITE, 1, hsh=1)], forwarded=1))
+    holder.send(events([record(out, FAN_CLOSE_WRITE, 2, hsh=2)], forwarded=2))
+    assert relay.pump(collector) == 2
+    assert collector.writes == {} and collector.received == 0  # kept, not handled
+    assert relay.missing(collector) == 0  # settles first
+    assert collector.writes[out].size == 2 and collector.writes[out].hash == 2
+
+
+def test_kept_fds_are_bounded(pair, collector, monkeypatch):
+    """Script candidates' fds are not hoarded while the command runs: past
+    the bound, the kept messages are handled (and their fds closed)."""
+    import shournal.listener as listener
+
+    monkeypatch.setattr(listener, "_PENDING_FDS", 2)
+    relay, holder = pair
+    home = Path.home().as_posix().encode()
+    fds = [os.memfd_create(f"s{i}") for i in range(3)]
+    try:
+        for i, fd in enumerate(fds):
+            rec = record(home + b"/s%d.sh" % i, FAN_CLOSE_NOWRITE, 0, fd=True)
+            socket.send_fds(holder, [events([rec], forwarded=i + 1, nfds=1)], [fd])
+        relay.pump(collector)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert collector.received == 3  # the third fd crossed the bound
+    assert collector._pending == [] and collector._pending_fds == 0
