@@ -256,8 +256,8 @@ static void spawn_helper(int sock_child)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
-    /* "setup" [OPTIONS from setup-args] "--" LISTENER */
-    char *args[2 + SETUP_MAX_OPTS + 2 + 1];
+    /* "setup" [OPTIONS from setup-args] "--lazy-listener" "--" LISTENER */
+    char *args[2 + SETUP_MAX_OPTS + 3 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     sigset_t none;
     int devnull, n = 0;
@@ -287,6 +287,9 @@ static void spawn_helper(int sock_child)
     args[n++] = g_suid;
     args[n++] = "setup";
     n += setup_args_from_config(extra, args + n, SETUP_MAX_OPTS);
+    /* Python starts when the command line has ended (or has many events),
+     * not next to a short command */
+    args[n++] = "--lazy-listener";
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;
@@ -386,7 +389,11 @@ static void sync_previous_holder(void)
 }
 
 /* Listeners of finished command lines still storing (markers <pid>.end and
- * <pid>.store of live processes, from every shell of this user). */
+ * <pid>.store of live processes, from every shell of this user).  A marker
+ * of a dead process is a listener that died without storing (it removes its
+ * markers whenever it ends by itself): the listener starts after its
+ * command line has ended (--lazy-listener), so this is where such a death
+ * is noticed -- one warning, by the shell that removes the marker. */
 static int pending_listeners(void)
 {
     DIR *d = opendir(g_rundir);
@@ -401,8 +408,11 @@ static int pending_listeners(void)
         if (pid <= 0 || (strcmp(end, ".end") != 0 && strcmp(end, ".store") != 0))
             continue;
         /* our listeners run as us: EPERM is a reused pid, not one */
-        if (kill((pid_t)pid, 0) == 0)
+        if (kill((pid_t)pid, 0) == 0) {
             n++;
+        } else if (errno == ESRCH && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            warn_once("the recorder of an earlier command line died; it was not recorded");
+        }
     }
     closedir(d);
     return n;
@@ -558,6 +568,7 @@ static void do_cleanup(const char *text, int retval)
     char from[PATH_MAX + 32], to[PATH_MAX + 32];
     struct shournal_command m;
     size_t len = text ? strlen(text) : 0;
+    int died = 0;
 
     if (len > SHOURNAL_MAX_COMMAND_LEN)
         len = SHOURNAL_MAX_COMMAND_LEN;
@@ -571,8 +582,10 @@ static void do_cleanup(const char *text, int retval)
     if (text && len)
         memcpy(buf + sizeof m, text, len);
     if (text && send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-        (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED))
+        (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED)) {
         warn_once("the recorder of this command died; it was not recorded");
+        died = 1;
+    }
     close(g_sock);
     close(g_rootfd);
     close(g_nsfd);
@@ -584,7 +597,11 @@ static void do_cleanup(const char *text, int retval)
     if (g_rundir[0]) {
         marker_path(from, sizeof from, g_listener, "run");
         marker_path(to, sizeof to, g_listener, "end");
-        (void)rename(from, to);
+        /* a death already reported here must not be reported again */
+        if (died)
+            (void)unlink(from);
+        else
+            (void)rename(from, to);
     }
 }
 

@@ -339,12 +339,31 @@ struct holder_opts {
     const char *ext[MAX_ARCHIVE_EXT];
 };
 
+/* A message the socket could not take yet (the listener is not running
+ * yet, or lags): header, records and fds, in sending order. */
+struct queued {
+    struct queued *next;
+    size_t len;
+    uint32_t nfds;
+    int fds[SHOURNAL_MAX_FDS_PER_MSG];
+    uint8_t data[]; /* struct shournal_events + records */
+};
+
+/* The listener (Python) is started lazily (--lazy-listener): at the end of
+ * the command line, or once this much waits in the holder's queue.  Past
+ * QUEUE_MAX the holder blocks on the socket again and the kernel's queue
+ * (with its overflow count) takes the slack, as without a queue. */
+#define QUEUE_PRESSURE (4u << 20)
+#define QUEUE_MAX (32u << 20)
+
 struct relay {
     int fan, sock, procfd;
+    int pressure; /* write end: wakes the waiting listener; -1 once used */
     pid_t listener;
     const struct holder_opts *o;
     uint32_t lost, count, nfds, forwarded;
-    size_t used;
+    size_t used, qbytes;
+    struct queued *qhead, **qtail;
     uint8_t *hashbuf;
     int fds[SHOURNAL_MAX_FDS_PER_MSG];
     uint8_t msg[SHOURNAL_MAX_EVENTS_MSG] __attribute__((aligned(8)));
@@ -357,9 +376,68 @@ static void relay_sleep_ms(long ms)
         ;
 }
 
-/* Send the pending records; the socket blocks when the listener lags, and
- * the kernel's fanotify queue (with its overflow count) takes up the
- * slack. */
+/* One sendmsg of a whole message with its fds; errno as sendmsg's. */
+static ssize_t send_one(int sock, const struct iovec *iov, int iovlen, const int *fds,
+                        uint32_t nfds, int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {0};
+
+    mh.msg_iov = (struct iovec *)iov;
+    mh.msg_iovlen = (size_t)iovlen;
+    if (nfds) {
+        struct cmsghdr *c;
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    return sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+}
+
+/* The socket is full (the listener is not running yet, or lags): retry
+ * later.  ETOOMANYREFS: too many fds of this user in flight. */
+static int send_would_block(int err)
+{
+    return err == EAGAIN || err == EINTR || err == ENOBUFS || err == ETOOMANYREFS;
+}
+
+/* Send queued messages in order: all of them if `block`, else as many as
+ * the socket takes now.  -1: the listener is gone. */
+static int queue_pump(struct relay *r, int block)
+{
+    while (r->qhead) {
+        struct queued *q = r->qhead;
+        struct iovec iov = {q->data, q->len};
+        if (send_one(r->sock, &iov, 1, q->fds, q->nfds, MSG_DONTWAIT) < 0) {
+            if (!send_would_block(errno))
+                return -1;
+            if (!block)
+                return 0;
+            relay_sleep_ms(1);
+            continue;
+        }
+        for (uint32_t i = 0; i < q->nfds; i++)
+            (void)close(q->fds[i]);
+        r->qbytes -= q->len;
+        r->qhead = q->next;
+        if (r->qhead == NULL)
+            r->qtail = &r->qhead;
+        free(q);
+    }
+    return 0;
+}
+
+/* Send the pending records.  What the socket cannot take now waits in our
+ * queue (up to QUEUE_MAX), so neither a listener that starts late nor one
+ * that lags makes us stop reading the fanotify group. */
 static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
 {
     struct shournal_events hdr = {type,     r->count, r->lost,
@@ -367,41 +445,54 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
                                   r->nfds,  r->o->hash_on ? r->o->chunk : 0,
                                   r->o->hash_on ? r->o->reads : 0};
     struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->msg, r->used}};
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {0};
-    ssize_t n;
+    size_t len = sizeof hdr + r->used;
+    struct queued *q;
 
-    mh.msg_iov = iov;
-    mh.msg_iovlen = r->used ? 2 : 1;
-    if (r->nfds) {
-        struct cmsghdr *c;
-        memset(&u, 0, sizeof u);
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * r->nfds);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * r->nfds);
-        memcpy(CMSG_DATA(c), r->fds, sizeof(int) * r->nfds);
-    }
-    for (;;) {
-        n = sendmsg(r->sock, &mh, MSG_NOSIGNAL);
-        if (n >= 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        /* too many fds in flight for this user, or no buffer: wait */
-        if (errno == ETOOMANYREFS || errno == ENOBUFS || errno == EAGAIN) {
-            relay_sleep_ms(1);
-            continue;
+    if (r->qhead && queue_pump(r, 0) != 0)
+        return -1;
+    if (r->qhead == NULL) {
+        if (send_one(r->sock, iov, r->used ? 2 : 1, r->fds, r->nfds, MSG_DONTWAIT) >= 0) {
+            for (uint32_t i = 0; i < r->nfds; i++)
+                (void)close(r->fds[i]);
+            goto sent;
         }
-        return -1; /* the listener is gone */
+        if (!send_would_block(errno))
+            return -1; /* the listener is gone */
     }
-    for (uint32_t i = 0; i < r->nfds; i++)
-        (void)close(r->fds[i]);
+    if (r->qbytes + len > QUEUE_MAX && queue_pump(r, 1) != 0)
+        return -1;
+    q = malloc(sizeof *q + len);
+    if (q == NULL) {
+        /* no memory for the queue: wait for the socket instead */
+        if (queue_pump(r, 1) != 0)
+            return -1;
+        while (send_one(r->sock, iov, r->used ? 2 : 1, r->fds, r->nfds, 0) < 0) {
+            if (!send_would_block(errno))
+                return -1;
+            relay_sleep_ms(1);
+        }
+        for (uint32_t i = 0; i < r->nfds; i++)
+            (void)close(r->fds[i]);
+        goto sent;
+    }
+    q->next = NULL;
+    q->len = len;
+    q->nfds = r->nfds;
+    memcpy(q->fds, r->fds, sizeof(int) * r->nfds);
+    memcpy(q->data, &hdr, sizeof hdr);
+    memcpy(q->data + sizeof hdr, r->msg, r->used);
+    *r->qtail = q;
+    r->qtail = &q->next;
+    r->qbytes += len;
+    if (r->qbytes >= QUEUE_PRESSURE && r->pressure >= 0) {
+        char c = 1;
+        if (write(r->pressure, &c, 1) != 1) {
+            /* non-blocking; a listener already running closed its end */
+        }
+        (void)close(r->pressure);
+        r->pressure = -1;
+    }
+sent:
     r->count = r->nfds = r->lost = 0;
     r->used = 0;
     return 0;
@@ -586,10 +677,10 @@ static int holder_ids(gid_t grp)
 /* The holder pins the namespace (its ids -- real uid, shournal gid -- are
  * the trampoline's credential: no user can create such a process) and is
  * the only owner of the fanotify group. */
-static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid_t listener,
-                       const struct holder_opts *o) __attribute__((noreturn));
-static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid_t listener,
-                       const struct holder_opts *o)
+static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
+                       pid_t listener, const struct holder_opts *o) __attribute__((noreturn));
+static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
+                       pid_t listener, const struct holder_opts *o)
 {
     struct relay *r = calloc(1, sizeof *r);
     struct rlimit rl;
@@ -621,12 +712,16 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid
 
     r->fan = fan;
     r->sock = sock;
+    r->pressure = pressure;
+    r->qtail = &r->qhead;
     r->listener = listener;
     r->o = o;
     for (;;) {
         /* While batching, the fanotify group waits; the listener and the
          * shell never do. */
-        struct pollfd p[3] = {{sock, POLLIN, 0}, {sync, POLLIN, 0}, {fan, POLLIN, 0}};
+        struct pollfd p[3] = {{sock, (short)(POLLIN | (r->qhead ? POLLOUT : 0)), 0},
+                              {sync, POLLIN, 0},
+                              {fan, POLLIN, 0}};
         int np = batching ? 2 : 3, rc = poll(p, (nfds_t)np, batching ? 20 : -1);
         if (rc < 0) {
             if (errno == EINTR)
@@ -634,7 +729,9 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, gid_t grp, pid
             _exit(1);
         }
         batching = 0;
-        if (p[0].revents) {
+        if ((p[0].revents & POLLOUT) && queue_pump(r, 0) != 0)
+            _exit(0); /* the listener is gone */
+        if (p[0].revents & ~POLLOUT) {
             struct shournal_flush req;
             ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
@@ -718,7 +815,7 @@ static void usage(void)
     dprintf(STDERR_FILENO,
             "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
             "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
-            "         [--archive-ext EXT]...] [--discard-events] -- LISTENER [ARG]...\n"
+            "         [--archive-ext EXT]...] [--discard-events] [--lazy-listener] -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
             "       %s check | --version\n",
             g_prog, g_prog, g_prog);
@@ -746,10 +843,40 @@ static int charge_user(int on)
                : 0;
 }
 
+/* The listener learns the command line's working directory from
+ * SHOURNAL_CWD and runs in "/": it must not keep a mount busy while it
+ * waits or stores.  We are the user here (privileges dropped). */
+static int hand_over_cwd(void)
+{
+    char cwd[PATH_MAX];
+
+    if (getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/') {
+        if (setenv("SHOURNAL_CWD", cwd, 1) != 0)
+            return -1;
+    } else if (unsetenv("SHOURNAL_CWD") != 0) {
+        return -1;
+    }
+    return chdir("/");
+}
+
+/* --lazy-listener: exec the listener (a Python start-up: CPU and, with a
+ * cold cache, disk reads) only when the command line has ended (its
+ * message or EOF on the control socket), when the holder's queue passes
+ * QUEUE_PRESSURE, or when the holder is gone -- not while a short command
+ * runs. */
+static void wait_for_listener_start(int pressure)
+{
+    struct pollfd p[2] = {{SHOURNAL_FD_SOCKET, POLLIN, 0}, {pressure, POLLIN, 0}};
+
+    while (poll(p, 2, -1) < 0 && errno == EINTR)
+        ;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], root_marked = 0;
+    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
+        root_marked = 0, lazy = 0;
     /* Without options (no config seen yet: the first command line of a
      * fresh installation) the defaults are the config's; for archiving,
      * any extension (the listener filters, with the fd it gets). */
@@ -795,6 +922,8 @@ static int cmd_setup(int argc, char **argv)
             o.archive_on = 0;
         } else if (strcmp(argv[i], "--discard-events") == 0) {
             o.discard = 1;
+        } else if (strcmp(argv[i], "--lazy-listener") == 0) {
+            lazy = 1;
         } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
             const char *p = argv[++i];
             if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
@@ -840,7 +969,8 @@ static int cmd_setup(int argc, char **argv)
         die_setup("this kernel lacks faccessat2 (Linux >= 5.8 needed)");
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0 ||
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) != 0 ||
-        pipe2(readyfd, O_CLOEXEC) != 0)
+        pipe2(readyfd, O_CLOEXEC) != 0 || pipe2(pressure, O_CLOEXEC) != 0 ||
+        fcntl(pressure[1], F_SETFL, O_NONBLOCK) != 0)
         die_setup("socketpair: %s", strerror(errno));
 
     listener = getpid(); /* we become the listener */
@@ -852,13 +982,15 @@ static int cmd_setup(int argc, char **argv)
         (void)close(relay[1]);
         (void)close(sync[1]);
         (void)close(readyfd[0]);
-        run_holder(fan, relay[0], sync[0], readyfd[1], grp, listener, &o);
+        (void)close(pressure[0]);
+        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &o);
     }
     /* the group must never reach the listener: it is the user's code */
     (void)close(fan);
     (void)close(relay[0]);
     (void)close(sync[0]);
     (void)close(readyfd[1]);
+    (void)close(pressure[1]);
     do
         got = read(readyfd[0], &ready, 1);
     while (got < 0 && errno == EINTR);
@@ -886,6 +1018,14 @@ static int cmd_setup(int argc, char **argv)
     (void)close(rootfd);
     (void)close(nsfd);
     (void)close(sync[1]);
+    /* The listener leads an orphaned process group: if it is ever stopped,
+     * the kernel sends SIGHUP on continue, which must not lose a command.
+     * SIG_IGN survives the exec, so this covers the interpreter start too. */
+    signal(SIGHUP, SIG_IGN);
+    /* a failure leaves the listener to find its directory itself */
+    if (hand_over_cwd() == 0 && lazy)
+        wait_for_listener_start(pressure[0]);
+    (void)close(pressure[0]);
 
     /* The relay end may sit on a low number: move it high first so the
      * final dup2 cannot clobber the socket. */
@@ -894,10 +1034,6 @@ static int cmd_setup(int argc, char **argv)
         move_fd(relay[1], SHOURNAL_FD_EVENTS) != 0)
         _exit(1);
     close_from(SHOURNAL_FD_EVENTS + 1);
-    /* The listener leads an orphaned process group: if it is ever stopped,
-     * the kernel sends SIGHUP on continue, which must not lose a command.
-     * SIG_IGN survives the exec, so this covers the interpreter start too. */
-    signal(SIGHUP, SIG_IGN);
     execv(argv[i], argv + i);
     warn("exec %s: %s", argv[i], strerror(errno));
     _exit(127);

@@ -471,10 +471,14 @@ def store_record(rec: CommandRecord, cfg) -> int:
 
 
 def run(sock: socket.socket, relay: Relay) -> int:
-    try:
-        cwd = os.getcwd()
-    except OSError:
-        cwd = os.environ.get("PWD", "/")
+    # A lazily started listener (shournal-suid --lazy-listener) waited in
+    # "/" and got the command line's working directory in SHOURNAL_CWD.
+    cwd = os.environ.pop("SHOURNAL_CWD", "")
+    if not cwd:
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = os.environ.get("PWD", "/")
     os.chdir("/")  # never keep a mount busy for the command's lifetime
 
     from shournal.config import ConfigError, load_config

@@ -62,7 +62,7 @@ def _start_helper(sock_child: socket.socket) -> int:
     try:
         return os.posix_spawn(
             str(helper),
-            [str(helper), "setup", *_helper_options(), "--", str(listener)],
+            [str(helper), "setup", *_helper_options(), "--lazy-listener", "--", str(listener)],
             os.environ,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDWR, 0),

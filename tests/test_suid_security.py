@@ -716,6 +716,8 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup archive ext with dot", ["setup", "--archive-ext", "tar.gz", "--", *listener]),
         ("setup archive ext with slash", ["setup", "--archive-ext", "a/b", "--", *listener]),
         ("setup archive ext too long", ["setup", "--archive-ext", "x" * 33, "--", *listener]),
+        ("setup lazy with value", ["setup", "--lazy-listener=1", "--", *listener]),
+        ("setup lazy after --", ["setup", "--", "--lazy-listener", *listener]),
         ("setup 33 archive exts", ["setup", *[a for i in range(33)
                                               for a in ("--archive-ext", f"e{i}")],
                                    "--", *listener]),
@@ -1341,3 +1343,79 @@ def test_closed_standard_fds_are_not_reused(install, tools, scratch):
         line = [x for x in listing.splitlines()
                 if " -> " in x and x.split(" -> ")[0].endswith(f" {n}")]
         assert line and line[0].endswith(("/dev/null", "/dev/full")), listing
+
+
+# ============================ 9. the lazily started listener (--lazy-listener)
+# Not a privilege boundary (the wait happens after the final drop), but the
+# helper's behaviour: Python must not start next to a short command, and
+# must start when the command line ends, when the holder's queue fills, or
+# when the holder is gone -- else events would pile up or a listener hang.
+
+
+def _waiting(rec: Recorder, install: Install) -> bool:
+    """Still the helper, waiting (the listener not exec'd yet)."""
+    return os.readlink(f"/proc/{rec.child}/exe") == str(install.helper)
+
+
+def test_lazy_listener_waits_for_the_end_of_the_command_line(install, tools, scratch,
+                                                            recorders):
+    out = user_dir(scratch, install.user, "out")
+    work = user_dir(scratch, install.user, "work")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener"], wrap=["/usr/bin/env", "-C", str(work)])
+    # a command runs in the namespace: some events, far below the pressure
+    r = helper_exec(install, rec.holder, "/bin/sh", ["PATH=/usr/bin:/bin"], "sh", "-c",
+                    f'for i in 1 2 3; do echo $i > "{work}/f$i"; done')
+    assert r.rc == 0, r
+    time.sleep(0.5)
+    assert _waiting(rec, install) and not (out / "ready").exists()
+    assert os.readlink(f"/proc/{rec.child}/cwd") == "/"  # no mount kept busy
+    rec.sock.send(b"the command line ended")  # what the shell sends at its end
+    wait_for((out / "ready").exists, "the lazily started listener")
+    environ = Path(f"/proc/{rec.child}/environ").read_bytes().split(b"\0")
+    assert f"SHOURNAL_CWD={work}".encode() in environ
+
+
+def test_lazy_listener_starts_when_the_control_socket_closes(install, tools, scratch,
+                                                            recorders):
+    out = user_dir(scratch, install.user, "out")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener"])
+    time.sleep(0.2)
+    assert _waiting(rec, install)
+    rec.sock.close()  # every process of the command line has exited
+    wait_for((out / "ready").exists, "the lazily started listener")
+
+
+def test_lazy_listener_starts_when_the_holder_is_gone(install, tools, scratch, recorders):
+    out = user_dir(scratch, install.user, "out")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener"])
+    time.sleep(0.2)
+    assert _waiting(rec, install)
+    signal.pidfd_send_signal(rec.holder_pidfd, signal.SIGKILL)
+    wait_for((out / "ready").exists, "the listener after the holder died")
+
+
+def test_lazy_listener_starts_when_the_holders_queue_fills(install, tools, scratch,
+                                                          recorders):
+    """A long command line with many events: the holder queues what the
+    socket cannot take, and past QUEUE_PRESSURE (4 MiB of records) it wakes
+    the listener before the command line ends (else it would have to block
+    and the kernel queue would overflow)."""
+    out = user_dir(scratch, install.user, "out")
+    work = user_dir(scratch, install.user, "work")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener", "--no-read"])
+    few = "import sys\nfor i in range(int(sys.argv[2])): open(f'{sys.argv[1]}/{i:06}', 'w').close()"
+    r = helper_exec(install, rec.holder, "/usr/bin/python3", [], "python3", "-c", few,
+                    str(work), "2000")  # ~230 KB of records: no pressure yet
+    assert r.rc == 0, r
+    time.sleep(0.5)
+    assert _waiting(rec, install)
+    # 50,000 closes * (48-byte record + padded path) > 4 MiB
+    r = helper_exec(install, rec.holder, "/usr/bin/python3", [], "python3", "-c", few,
+                    str(work), "50000", timeout=120)
+    assert r.rc == 0, r
+    wait_for((out / "ready").exists, "the listener woken by the holder's queue")
+    assert not select.select([rec.holder_pidfd], [], [], 0)[0]  # the holder is fine
