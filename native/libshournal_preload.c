@@ -410,7 +410,7 @@ static int pending_listeners(void)
         /* our listeners run as us: EPERM is a reused pid, not one */
         if (kill((pid_t)pid, 0) == 0) {
             n++;
-        } else if (errno == ESRCH && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+        } else if ((errno == ESRCH || errno == EPERM) && unlinkat(dirfd(d), e->d_name, 0) == 0) {
             warn_once("the recorder of an earlier command line died; it was not recorded");
         }
     }

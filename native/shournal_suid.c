@@ -343,16 +343,18 @@ struct holder_opts {
  * yet, or lags): header, records and fds, in sending order. */
 struct queued {
     struct queued *next;
-    size_t len;
+    size_t len;    /* of data */
+    size_t charge; /* what it counts against QUEUE_PRESSURE/QUEUE_MAX */
     uint32_t nfds;
-    int fds[SHOURNAL_MAX_FDS_PER_MSG];
-    uint8_t data[]; /* struct shournal_events + records */
+    int *fds; /* after the data */
+    uint8_t data[] __attribute__((aligned(8))); /* struct shournal_events + records */
 };
 
 /* The listener (Python) is started lazily (--lazy-listener): at the end of
  * the command line, or once this much waits in the holder's queue.  Past
  * QUEUE_MAX the holder blocks on the socket again and the kernel's queue
  * (with its overflow count) takes the slack, as without a queue. */
+_Static_assert(sizeof(struct shournal_events) % 8 == 0, "queued fds follow the data aligned");
 #define QUEUE_PRESSURE (4u << 20)
 #define QUEUE_MAX (32u << 20)
 
@@ -426,7 +428,7 @@ static int queue_pump(struct relay *r, int block)
         }
         for (uint32_t i = 0; i < q->nfds; i++)
             (void)close(q->fds[i]);
-        r->qbytes -= q->len;
+        r->qbytes -= q->charge;
         r->qhead = q->next;
         if (r->qhead == NULL)
             r->qtail = &r->qhead;
@@ -445,7 +447,8 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
                                   r->nfds,  r->o->hash_on ? r->o->chunk : 0,
                                   r->o->hash_on ? r->o->reads : 0};
     struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->msg, r->used}};
-    size_t len = sizeof hdr + r->used;
+    size_t len = sizeof hdr + r->used; /* a multiple of 8: the fds follow aligned */
+    size_t charge = sizeof(struct queued) + len + sizeof(int) * r->nfds;
     struct queued *q;
 
     if (r->qhead && queue_pump(r, 0) != 0)
@@ -459,9 +462,9 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
         if (!send_would_block(errno))
             return -1; /* the listener is gone */
     }
-    if (r->qbytes + len > QUEUE_MAX && queue_pump(r, 1) != 0)
+    if (r->qbytes + charge > QUEUE_MAX && queue_pump(r, 1) != 0)
         return -1;
-    q = malloc(sizeof *q + len);
+    q = malloc(charge);
     if (q == NULL) {
         /* no memory for the queue: wait for the socket instead */
         if (queue_pump(r, 1) != 0)
@@ -477,13 +480,15 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
     }
     q->next = NULL;
     q->len = len;
+    q->charge = charge;
     q->nfds = r->nfds;
-    memcpy(q->fds, r->fds, sizeof(int) * r->nfds);
+    q->fds = (int *)(void *)(q->data + len);
     memcpy(q->data, &hdr, sizeof hdr);
     memcpy(q->data + sizeof hdr, r->msg, r->used);
+    memcpy(q->fds, r->fds, sizeof(int) * r->nfds);
     *r->qtail = q;
     r->qtail = &q->next;
-    r->qbytes += len;
+    r->qbytes += charge;
     if (r->qbytes >= QUEUE_PRESSURE && r->pressure >= 0) {
         char c = 1;
         if (write(r->pressure, &c, 1) != 1) {

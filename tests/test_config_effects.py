@@ -51,6 +51,35 @@ def test_excluded_mount_is_not_observed(install, user_home, tmp_path):
     ]
 
 
+def test_config_changed_by_a_command_line_applies_to_the_next(install, user_home):
+    """The listener starts after its command line has ended and only then
+    reads the config: a command line that edits it is followed by command
+    lines with the new options (with the listener started at the command
+    line's start, the change waited one command line more)."""
+    shm = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
+    shm.mkdir()
+    os.chown(shm, install.user.pw_uid, install.user.pw_gid)
+    write_config(user_home, "", install)
+    cfg = user_home / ".config" / "shournal" / "config.toml"
+    sh = Shell("bash", install, user_home)
+    try:
+        sh.run(f"echo a > {shm}/before")
+        sh.run(f"sleep 0.5; printf '[mounts]\\nexclude_paths = [\"/dev/shm\"]\\n' > {cfg}")
+        wait_stored(user_home)
+        sh.run(f"echo b > {shm}/after")
+        wait_stored(user_home)
+        sh.exit()
+    finally:
+        for f in shm.iterdir():
+            f.unlink()
+        shm.rmdir()
+    assert "exclude_paths" in cfg.read_text()
+    cmds = _commands(user_home)
+    assert [e.path for e in cmds[f"echo a > {shm}/before"].writes] == [
+        os.fsencode(shm / "before")]
+    assert cmds[f"echo b > {shm}/after"].writes == []
+
+
 def _holder_masks(user, skip: frozenset[str] = frozenset()) -> set[int]:
     """fanotify mark masks of the user's running holders (gid shournal),
     except those of the processes in `skip`."""
