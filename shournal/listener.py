@@ -50,9 +50,9 @@ _FLUSH_TIMEOUT = 10.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
 # While the command runs, messages are only received and kept; filtering
 # and building events waits until it has ended, so Python takes (almost) no
-# CPU from the user's command (bench/README.md: on 2 cores a busy listener
-# delays the command's wake-ups after I/O).  These bound what is kept: past
-# them, the pending messages are handled at once.
+# CPU while the user's command runs (on 2 cores it would compete with it).
+# These bound what is kept: past them, the pending messages are handled at
+# once.
 _PENDING_BYTES = 16 << 20
 _PENDING_FDS = 512
 
