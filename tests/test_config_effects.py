@@ -5,7 +5,9 @@ never marked, and without any read recording no read marks are set."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,25 +27,29 @@ def _commands(home: Path) -> dict[str, object]:
         store.close()
 
 
-def test_excluded_mount_is_not_observed(install, user_home, tmp_path):
-    shm = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
-    shm.mkdir()
-    os.chown(shm, install.user.pw_uid, install.user.pw_gid)
+@pytest.fixture
+def shm(install) -> Iterator[Path]:
+    """A directory of the test user's on /dev/shm (another mount)."""
+    d = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
+    d.mkdir()
+    os.chown(d, install.user.pw_uid, install.user.pw_gid)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_excluded_mount_is_not_observed(install, user_home, shm):
     write_config(user_home, '[mounts]\nexclude_paths = ["/dev/shm"]\n', install)
     sh = Shell("bash", install, user_home)
-    try:
-        sh.run("true")  # the first listener writes the options
-        wait_stored(user_home)
-        args = (user_home / "run" / "shournal" / "setup-args").read_bytes()
-        assert args.startswith(b"--writable-reads\0--exclude-mount\0/dev/shm\0"), args
-        sh.run(f"echo x > {shm}/excluded")
-        sh.run("echo y > here")
-        wait_stored(user_home)
-        sh.exit()
-    finally:
-        for f in shm.iterdir():
-            f.unlink()
-        shm.rmdir()
+    sh.run("true")  # the first listener writes the options
+    wait_stored(user_home)
+    args = (user_home / "run" / "shournal" / "setup-args").read_bytes()
+    assert args.startswith(b"--writable-reads\0--exclude-mount\0/dev/shm\0"), args
+    sh.run(f"echo x > {shm}/excluded")
+    sh.run("echo y > here")
+    wait_stored(user_home)
+    sh.exit()
     cmds = _commands(user_home)
     assert cmds[f"echo x > {shm}/excluded"].writes == []
     assert [e.path for e in cmds["echo y > here"].writes] == [
@@ -51,28 +57,20 @@ def test_excluded_mount_is_not_observed(install, user_home, tmp_path):
     ]
 
 
-def test_config_changed_by_a_command_line_applies_to_the_next(install, user_home):
+def test_config_changed_by_a_command_line_applies_to_the_next(install, user_home, shm):
     """The listener starts after its command line has ended and only then
     reads the config: a command line that edits it is followed by command
     lines with the new options (with the listener started at the command
     line's start, the change waited one command line more)."""
-    shm = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
-    shm.mkdir()
-    os.chown(shm, install.user.pw_uid, install.user.pw_gid)
     write_config(user_home, "", install)
     cfg = user_home / ".config" / "shournal" / "config.toml"
     sh = Shell("bash", install, user_home)
-    try:
-        sh.run(f"echo a > {shm}/before")
-        sh.run(f"sleep 0.5; printf '[mounts]\\nexclude_paths = [\"/dev/shm\"]\\n' > {cfg}")
-        wait_stored(user_home)
-        sh.run(f"echo b > {shm}/after")
-        wait_stored(user_home)
-        sh.exit()
-    finally:
-        for f in shm.iterdir():
-            f.unlink()
-        shm.rmdir()
+    sh.run(f"echo a > {shm}/before")
+    sh.run(f"sleep 0.5; printf '[mounts]\\nexclude_paths = [\"/dev/shm\"]\\n' > {cfg}")
+    wait_stored(user_home)
+    sh.run(f"echo b > {shm}/after")
+    wait_stored(user_home)
+    sh.exit()
     assert "exclude_paths" in cfg.read_text()
     cmds = _commands(user_home)
     assert [e.path for e in cmds[f"echo a > {shm}/before"].writes] == [
