@@ -10,7 +10,7 @@ import subprocess
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +139,14 @@ def user_home(install: Install) -> Iterator[Path]:
     (home / "run").chmod(0o700)
     yield home
     shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
 
 
 def wait_stored(home: Path, timeout: float = 60.0) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_stored
+from fixtures_shell import Shell, journal_url, wait_for, wait_stored
 
 from shournal.query import find_commands
 from shournal.store import Store
@@ -17,13 +17,6 @@ from shournal.store import Store
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
 SHELLS = ["bash", "zsh"]
-
-
-def wait_for(cond, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def warnings_in(text: str) -> list[str]:

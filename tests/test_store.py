@@ -406,6 +406,13 @@ def source_tree_events(n: int, seed: int = 1) -> tuple[list[FileEvent], list[Fil
     return writes, reads
 
 
+def journal_bytes(path: Path) -> int:
+    """The SQLite journal with its -wal and -shm files."""
+    return path.stat().st_size + sum(
+        p.stat().st_size for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
+    )
+
+
 def test_storage_bytes_per_event(tmp_path: Path) -> None:
     n = 20_000
     path = tmp_path / "j.sqlite"
@@ -415,9 +422,7 @@ def test_storage_bytes_per_event(tmp_path: Path) -> None:
         s.add_command(record(writes=writes, reads=reads))
         elapsed = time.perf_counter() - started
     # Closing the last connection checkpoints the WAL into the main file.
-    size = path.stat().st_size + sum(
-        p.stat().st_size for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
-    )
+    size = journal_bytes(path)
     per_event = size / n
     print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events, {elapsed:.2f} s)")
     # Schema 2 (one file_event table): 93.6; schema 3: 99.9 (96.3 at
@@ -460,9 +465,7 @@ def test_storage_bytes_per_event_copy(tmp_path: Path) -> None:
     writes, reads = copy_tree_events(files)
     with Store(sqlite_url(path)) as s:
         s.add_command(record(writes=writes, reads=reads))
-    size = path.stat().st_size + sum(
-        p.stat().st_size for p in (Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
-    )
+    size = journal_bytes(path)
     per_event = size / (2 * files)
     print(f"\nstorage (copy): {per_event:.1f} bytes/event ({size} bytes, {2 * files} events)")
     # 107.1 with a unique index on directory paths and every mode stored;

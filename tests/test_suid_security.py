@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import xxhash
-from fixtures_shell import Install, Shell, journal_url, write_config
+from fixtures_shell import Install, Shell, journal_url, wait_for, write_config
 from sqlalchemy import select as sql_select
 
 from shournal.query import find_commands
@@ -470,14 +470,6 @@ def run(argv: Sequence[str], *, env: dict[str, str] | None = None,
         out.seek(0)
         err.seek(0)
         return Ran(rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def user_dir(parent: Path, user, name: str) -> Path:
