@@ -379,8 +379,8 @@ static void relay_sleep_ms(long ms)
 }
 
 /* One sendmsg of a whole message with its fds; errno as sendmsg's. */
-static ssize_t send_one(int sock, const struct iovec *iov, int iovlen, const int *fds,
-                        uint32_t nfds, int flags)
+static ssize_t sendmsg_fds(int sock, const struct iovec *iov, int iovlen, const int *fds,
+                           uint32_t nfds, int flags)
 {
     union {
         char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
@@ -411,6 +411,24 @@ static int send_would_block(int err)
     return err == EAGAIN || err == EINTR || err == ENOBUFS || err == ETOOMANYREFS;
 }
 
+/* Send one message and close its fds (they are the listener's now).  With
+ * `block`, wait for room; without, 1 means "the socket is full".  -1: the
+ * listener is gone. */
+static int send_message(int sock, const struct iovec *iov, int iovlen, const int *fds,
+                        uint32_t nfds, int block)
+{
+    while (sendmsg_fds(sock, iov, iovlen, fds, nfds, MSG_DONTWAIT) < 0) {
+        if (!send_would_block(errno))
+            return -1;
+        if (!block)
+            return 1;
+        relay_sleep_ms(1);
+    }
+    for (uint32_t i = 0; i < nfds; i++)
+        (void)close(fds[i]);
+    return 0;
+}
+
 /* Send queued messages in order: all of them if `block`, else as many as
  * the socket takes now.  -1: the listener is gone. */
 static int queue_pump(struct relay *r, int block)
@@ -418,16 +436,9 @@ static int queue_pump(struct relay *r, int block)
     while (r->qhead) {
         struct queued *q = r->qhead;
         struct iovec iov = {q->data, q->len};
-        if (send_one(r->sock, &iov, 1, q->fds, q->nfds, MSG_DONTWAIT) < 0) {
-            if (!send_would_block(errno))
-                return -1;
-            if (!block)
-                return 0;
-            relay_sleep_ms(1);
-            continue;
-        }
-        for (uint32_t i = 0; i < q->nfds; i++)
-            (void)close(q->fds[i]);
+        int rc = send_message(r->sock, &iov, 1, q->fds, q->nfds, block);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;
         r->qbytes -= q->charge;
         r->qhead = q->next;
         if (r->qhead == NULL)
@@ -451,31 +462,24 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
     size_t charge = sizeof(struct queued) + len + sizeof(int) * r->nfds;
     struct queued *q;
 
+    int iovlen = r->used ? 2 : 1, rc;
+
     if (r->qhead && queue_pump(r, 0) != 0)
         return -1;
     if (r->qhead == NULL) {
-        if (send_one(r->sock, iov, r->used ? 2 : 1, r->fds, r->nfds, MSG_DONTWAIT) >= 0) {
-            for (uint32_t i = 0; i < r->nfds; i++)
-                (void)close(r->fds[i]);
+        rc = send_message(r->sock, iov, iovlen, r->fds, r->nfds, 0);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
             goto sent;
-        }
-        if (!send_would_block(errno))
-            return -1; /* the listener is gone */
     }
     if (r->qbytes + charge > QUEUE_MAX && queue_pump(r, 1) != 0)
         return -1;
     q = malloc(charge);
     if (q == NULL) {
         /* no memory for the queue: wait for the socket instead */
-        if (queue_pump(r, 1) != 0)
+        if (queue_pump(r, 1) != 0 || send_message(r->sock, iov, iovlen, r->fds, r->nfds, 1) != 0)
             return -1;
-        while (send_one(r->sock, iov, r->used ? 2 : 1, r->fds, r->nfds, 0) < 0) {
-            if (!send_would_block(errno))
-                return -1;
-            relay_sleep_ms(1);
-        }
-        for (uint32_t i = 0; i < r->nfds; i++)
-            (void)close(r->fds[i]);
         goto sent;
     }
     q->next = NULL;
