@@ -229,8 +229,9 @@ def _read_all(fd: int, size: int) -> bytes | None:
 
 
 def _raise_nofile() -> None:
-    """Every relayed event arrives with an open fd (up to 253 per message):
-    a login's soft limit of 1024 is tight for a burst."""
+    """Reads of script candidates arrive with their fd (up to 253 per
+    message) and are kept until settled (up to _PENDING_FDS): a login's
+    soft limit of 1024 is tight for a burst."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
