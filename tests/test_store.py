@@ -611,22 +611,27 @@ def _downgrade_to(s: Store, version: int) -> None:
         conn.execute(m.SchemaVersion.__table__.update().values(version=version))
 
 
+def _sqlite_rebuild(conn: Connection, table: str, columns: str, select: str) -> None:
+    """SQLite cannot alter constraints or drop referenced columns: build the
+    table anew with `columns`, filled by `select`."""
+    conn.execute(text(f"CREATE TABLE {table}_rebuilt ({columns})"))
+    conn.execute(text(f"INSERT INTO {table}_rebuilt {select}"))
+    conn.execute(text(f"DROP TABLE {table}"))
+    conn.execute(text(f"ALTER TABLE {table}_rebuilt RENAME TO {table}"))
+
+
 def _directory_back_to_unique_path(conn: Connection, sqlite: bool) -> None:
     """directory as schemas 1 and 2 had it: a unique path, no path_hash."""
     if not sqlite:
         conn.execute(text("ALTER TABLE directory DROP COLUMN path_hash"))
         conn.execute(text("ALTER TABLE directory ADD CONSTRAINT uq_directory_path UNIQUE (path)"))
         return
-    conn.execute(
-        text(
-            "CREATE TABLE directory_old (id INTEGER NOT NULL, path BLOB NOT NULL, "
-            "CONSTRAINT pk_directory PRIMARY KEY (id), "
-            "CONSTRAINT uq_directory_path UNIQUE (path))"
-        )
+    _sqlite_rebuild(
+        conn, "directory",
+        "id INTEGER NOT NULL, path BLOB NOT NULL, CONSTRAINT pk_directory PRIMARY KEY (id), "
+        "CONSTRAINT uq_directory_path UNIQUE (path)",
+        "SELECT id, path FROM directory",
     )
-    conn.execute(text("INSERT INTO directory_old SELECT id, path FROM directory"))
-    conn.execute(text("DROP TABLE directory"))
-    conn.execute(text("ALTER TABLE directory_old RENAME TO directory"))
 
 
 
@@ -646,27 +651,20 @@ def _cwd_back_to_text(conn: Connection, sqlite: bool) -> None:
         return
     # SQLite cannot drop a referencing column: rebuild the table as schema
     # 2 had it (the caller turned foreign keys off).
-    conn.execute(
-        text(
-            "CREATE TABLE command_v2 (id INTEGER NOT NULL PRIMARY KEY, text TEXT NOT NULL, "
-            "return_value INTEGER NOT NULL, start_time DATETIME NOT NULL, "
-            "end_time DATETIME NOT NULL, working_dir TEXT NOT NULL, "
-            "session_id INTEGER REFERENCES shell_session (id), "
-            "env_id INTEGER NOT NULL REFERENCES env (id), "
-            "hash_setting_id INTEGER REFERENCES hash_setting (id), "
-            "dropped_writes INTEGER NOT NULL, dropped_reads INTEGER NOT NULL, "
-            "lost_events INTEGER NOT NULL)"
-        )
+    _sqlite_rebuild(
+        conn, "command",
+        "id INTEGER NOT NULL PRIMARY KEY, text TEXT NOT NULL, "
+        "return_value INTEGER NOT NULL, start_time DATETIME NOT NULL, "
+        "end_time DATETIME NOT NULL, working_dir TEXT NOT NULL, "
+        "session_id INTEGER REFERENCES shell_session (id), "
+        "env_id INTEGER NOT NULL REFERENCES env (id), "
+        "hash_setting_id INTEGER REFERENCES hash_setting (id), "
+        "dropped_writes INTEGER NOT NULL, dropped_reads INTEGER NOT NULL, "
+        "lost_events INTEGER NOT NULL",
+        "SELECT c.id, c.text, c.return_value, c.start_time, c.end_time, w.path, "
+        "c.session_id, c.env_id, c.hash_setting_id, c.dropped_writes, c.dropped_reads, "
+        "c.lost_events FROM command c JOIN working_dir w ON w.id = c.cwd_id",
     )
-    conn.execute(
-        text(
-            "INSERT INTO command_v2 SELECT c.id, c.text, c.return_value, c.start_time, "
-            "c.end_time, w.path, c.session_id, c.env_id, c.hash_setting_id, c.dropped_writes, "
-            "c.dropped_reads, c.lost_events FROM command c JOIN working_dir w ON w.id = c.cwd_id"
-        )
-    )
-    conn.execute(text("DROP TABLE command"))
-    conn.execute(text("ALTER TABLE command_v2 RENAME TO command"))
     conn.execute(text("CREATE INDEX ix_command_start_time ON command (start_time)"))
     conn.execute(text("DROP TABLE working_dir"))
 
