@@ -7,7 +7,6 @@ import os
 import random
 import sqlite3
 import stat
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -418,13 +417,12 @@ def test_storage_bytes_per_event(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     writes, reads = source_tree_events(n)
     with Store(sqlite_url(path)) as s:
-        started = time.perf_counter()
         s.add_command(record(writes=writes, reads=reads))
-        elapsed = time.perf_counter() - started
     # Closing the last connection checkpoints the WAL into the main file.
     size = journal_bytes(path)
     per_event = size / n
-    print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events, {elapsed:.2f} s)")
+    # (how fast the store takes them is bench/storage.py's business)
+    print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events)")
     # Schema 2 (one file_event table): 93.6; schema 3: 99.9 (96.3 at
     # 150,000 events), every read here being a new version (nothing to
     # deduplicate) that costs a read_file row and index entry plus a
@@ -433,7 +431,6 @@ def test_storage_bytes_per_event(tmp_path: Path) -> None:
     # path_hash instead of a unique path index, and the common mode stored
     # as NULL: 95.0 (91.4 at 150,000).
     assert per_event <= 97
-    assert elapsed < 10
 
 
 def copy_tree_events(files: int, seed: int = 2) -> tuple[list[FileEvent], list[FileEvent]]:
