@@ -53,6 +53,10 @@
 
 #define MAGIC "_///shournal///_/"
 #define SETUP_TIMEOUT_MS 5000
+#define GO_ACK_TIMEOUT_MS 1000
+/* An idle shell gives its prepared namespace (one fanotify group of the
+ * user's fs.fanotify.max_user_groups) back after this long. */
+#define PREPARED_IDLE_S "600"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -76,6 +80,12 @@ static int g_in_trigger = 0;
 static char g_pending[512];
 static int g_textfd = -1;          /* command text written by the hook */
 static int g_text_is_history = 0;  /* bash: "  123  text" from `history 1` */
+/* The namespace prepared at the prompt for the next command line (see
+ * prepare_next), and what it was prepared for. */
+static int g_next_sock = -1;
+static char g_next_cwd[PATH_MAX];
+static struct stat g_next_args;
+static int g_mounts_fd = -1; /* /proc/self/mounts: polls POLLPRI on (u)mounts */
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
@@ -252,12 +262,13 @@ static int setup_args_from_config(char *buf, char **out, int max)
     return n;
 }
 
-static void spawn_helper(int sock_child)
+static void spawn_helper(int sock_child, int prepared)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
-    /* "setup" [OPTIONS from setup-args] "--lazy-listener" "--" LISTENER */
-    char *args[2 + SETUP_MAX_OPTS + 3 + 1];
+    /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--prepared" S]
+     * "--" LISTENER */
+    char *args[2 + SETUP_MAX_OPTS + 5 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     sigset_t none;
     int devnull, n = 0;
@@ -290,11 +301,33 @@ static void spawn_helper(int sock_child)
     /* Python starts when the command line has ended (or has many events),
      * not next to a short command */
     args[n++] = "--lazy-listener";
+    if (prepared) {
+        args[n++] = "--prepared";
+        args[n++] = PREPARED_IDLE_S;
+    }
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;
     real_execve(g_suid, args, environ);
     _exit(127);
+}
+
+/* 1: readable, 0: not within `ms`, -1: poll failed */
+static int wait_readable(int fd, int ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int64_t deadline = now_ns() + (int64_t)ms * 1000000;
+
+    for (;;) {
+        int left = (int)((deadline - now_ns()) / 1000000), rc;
+        if (left <= 0)
+            return 0;
+        rc = poll(&pfd, 1, left);
+        if (rc > 0)
+            return 1;
+        if (rc < 0 && errno != EINTR)
+            return -1;
+    }
 }
 
 static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, int *nsfd,
@@ -308,26 +341,19 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, i
     } u;
     struct iovec iov = {buf, sizeof buf - 1};
     struct msghdr mh = {0};
-    struct pollfd pfd = {sock, POLLIN, 0};
     struct cmsghdr *c;
     ssize_t n;
     int rc;
-    int64_t deadline = now_ns() + (int64_t)SETUP_TIMEOUT_MS * 1000000;
 
     *rootfd = -1;
-    for (;;) {
-        int left = (int)((deadline - now_ns()) / 1000000);
-        if (left <= 0) {
-            snprintf(why, whylen, "helper did not answer");
-            return -1;
-        }
-        rc = poll(&pfd, 1, left);
-        if (rc > 0)
-            break;
-        if (rc < 0 && errno != EINTR) {
-            snprintf(why, whylen, "poll: %s", strerror(errno));
-            return -1;
-        }
+    rc = wait_readable(sock, SETUP_TIMEOUT_MS);
+    if (rc < 0) {
+        snprintf(why, whylen, "poll: %s", strerror(errno));
+        return -1;
+    }
+    if (rc == 0) {
+        snprintf(why, whylen, "helper did not answer");
+        return -1;
     }
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
@@ -433,19 +459,16 @@ static void throttle_listeners(void)
         nanosleep(&ts, NULL);
 }
 
-static void do_prepare(void)
+/* Fork the helper, detached; our end of its control socket, or -1. */
+static int start_helper(int prepared, char *why, size_t whylen)
 {
-    struct shournal_setup_done done;
-    char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
-    int sv[2], rootfd, nsfd, syncfd, status, fd;
+    int sv[2], status;
     sigset_t block, old;
     pid_t pid;
 
-    sync_previous_holder();
-    throttle_listeners();
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-        warn_once("not recording: socketpair: %s", strerror(errno));
-        return;
+        snprintf(why, whylen, "socketpair: %s", strerror(errno));
+        return -1;
     }
     /* Block SIGCHLD so the shell's handler cannot reap our short-lived
      * child before we do. */
@@ -455,7 +478,7 @@ static void do_prepare(void)
     pid = real_fork();
     if (pid == 0) {
         close(sv[0]);
-        spawn_helper(sv[1]);
+        spawn_helper(sv[1], prepared);
     }
     close(sv[1]);
     if (pid > 0)
@@ -464,15 +487,122 @@ static void do_prepare(void)
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         close(sv[0]);
-        warn_once("not recording: fork: %s", strerror(errno));
-        return;
+        snprintf(why, whylen, "fork: %s", strerror(errno));
+        return -1;
     }
-    if (recv_setup(sv[0], &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
-        close(sv[0]);
-        warn_once("not recording: %s", why);
-        return;
+    return sv[0];
+}
+
+static void args_file_state(struct stat *st)
+{
+    char path[PATH_MAX + 32];
+
+    memset(st, 0, sizeof *st);
+    if (g_rundir[0]) {
+        snprintf(path, sizeof path, "%s/setup-args", g_rundir);
+        if (stat(path, st) != 0)
+            memset(st, 0, sizeof *st);
     }
-    g_sock = move_high(sv[0], 1024, 0);
+}
+
+/* The set-up (a setuid exec, unshare, fanotify group and marks, the
+ * holder) is most of what recording adds to a command line: do it while
+ * the prompt waits for the user, and only check at the next command line
+ * that the namespace still fits -- same working directory (the listener
+ * got it), same helper options (setup-args), no mount or umount since
+ * (new mounts would lack marks).  Otherwise it is dropped and set up the
+ * usual way. */
+static void prepare_next(void)
+{
+    char why[SHOURNAL_MAX_FAIL_LEN];
+    struct pollfd pfd = {g_mounts_fd, POLLPRI, 0};
+    int fd;
+
+    if (g_state != ST_IDLE || g_next_sock >= 0 || g_mounts_fd < 0 || !is_shell() ||
+        getcwd(g_next_cwd, sizeof g_next_cwd) == NULL)
+        return;
+    args_file_state(&g_next_args);
+    (void)poll(&pfd, 1, 0); /* forget (u)mounts made before now */
+    fd = start_helper(1, why, sizeof why);
+    if (fd >= 0) /* a failure shows when the usual set-up repeats it */
+        g_next_sock = move_high(fd, 1024, 1);
+}
+
+static void drop_next(void)
+{
+    if (g_next_sock >= 0) /* the helper sees EOF before GO: it just exits */
+        close(g_next_sock);
+    g_next_sock = -1;
+}
+
+static int next_still_fits(void)
+{
+    char cwd[PATH_MAX];
+    struct stat st;
+    struct pollfd pfd = {g_mounts_fd, POLLPRI, 0};
+
+    if (getcwd(cwd, sizeof cwd) == NULL || strcmp(cwd, g_next_cwd) != 0)
+        return 0;
+    args_file_state(&st);
+    if (st.st_dev != g_next_args.st_dev || st.st_ino != g_next_args.st_ino ||
+        st.st_size != g_next_args.st_size ||
+        st.st_mtim.tv_sec != g_next_args.st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != g_next_args.st_mtim.tv_nsec ||
+        st.st_ctim.tv_sec != g_next_args.st_ctim.tv_sec ||
+        st.st_ctim.tv_nsec != g_next_args.st_ctim.tv_nsec)
+        return 0;
+    return !(poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLPRI | POLLERR)));
+}
+
+/* The prepared namespace's control socket, its SETUP_DONE taken and the
+ * helper's GO_ACK received; -1 if there is none that fits or it is gone
+ * (idle too long, killed): the caller sets up the usual way, which also
+ * reports any failure. */
+static int take_next(struct shournal_setup_done *done, int *rootfd, int *nsfd, int *syncfd)
+{
+    char why[SHOURNAL_MAX_FAIL_LEN];
+    struct shournal_go m = {SHOURNAL_MSG_GO, 0};
+    int sock = g_next_sock;
+
+    g_next_sock = -1;
+    if (sock < 0)
+        return -1;
+    if (next_still_fits() && recv_setup(sock, done, rootfd, nsfd, syncfd, why, sizeof why) == 0) {
+        if (send(sock, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m &&
+            wait_readable(sock, GO_ACK_TIMEOUT_MS) > 0 &&
+            recv(sock, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m &&
+            m.type == SHOURNAL_MSG_GO_ACK)
+            return sock;
+        close(*rootfd);
+        close(*nsfd);
+        close(*syncfd);
+    }
+    close(sock);
+    return -1;
+}
+
+static void do_prepare(void)
+{
+    struct shournal_setup_done done;
+    char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
+    int sock, rootfd, nsfd, syncfd, fd;
+
+    sync_previous_holder();
+    throttle_listeners();
+    sock = take_next(&done, &rootfd, &nsfd, &syncfd);
+    if (sock < 0) {
+        sock = start_helper(0, why, sizeof why);
+        if (sock < 0) {
+            warn_once("not recording: %s", why);
+            return;
+        }
+        if (recv_setup(sock, &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
+            close(sock);
+            warn_once("not recording: %s", why);
+            return;
+        }
+    }
+    g_sock = move_high(sock, 1024, 0);
     g_rootfd = move_high(rootfd, g_sock, 1);
     g_nsfd = move_high(nsfd, g_rootfd, 1);
     g_syncfd = move_high(syncfd, g_nsfd, 1);
@@ -632,6 +762,7 @@ static void do_enable(void)
 
     if (g_state == ST_WITHIN)
         do_cleanup(NULL, 0);
+    drop_next(); /* made with the old settings */
     g_shell_pid = getpid();
     if ((s = getenv("SHOURNAL_SUID_PATH")) && s[0] == '/')
         snprintf(g_suid, sizeof g_suid, "%s", s);
@@ -648,6 +779,11 @@ static void do_enable(void)
     s = getenv("_SHOURNAL_SEQ");
     snprintf(g_seq, sizeof g_seq, "%s", s ? s : "");
     setup_rundir();
+    if (g_mounts_fd < 0) {
+        int fd = real_open("/proc/self/mounts", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            g_mounts_fd = move_high(fd, 1024, 1);
+    }
     g_last_warning[0] = '\0';
     g_state = ST_IDLE;
 }
@@ -698,11 +834,13 @@ static int handle_trigger_in(const char *action)
         do_enable();
         b64(g_session, sizeof g_session, sid);
         snprintf(resp, sizeof resp, "ok %s", sid);
+        prepare_next();
         return respond(resp);
     }
     if (strcmp(action, "disable") == 0) {
         if (g_state == ST_WITHIN)
             do_cleanup(NULL, 0);
+        drop_next();
         if (g_prev_sync >= 0) { /* nothing follows to sync for */
             close(g_prev_sync);
             g_prev_sync = -1;
@@ -734,6 +872,7 @@ static int handle_trigger_in(const char *action)
             do_cleanup(dropped ? NULL : (text ? text : ""), atoi(action + 8));
         free(text);
         show_listener_warnings();
+        prepare_next();
         return respond(dropped ? "ok dropped" : "ok");
     }
     errno = ENOENT;
@@ -855,6 +994,8 @@ EXPORT int creat64(const char *path, mode_t mode)
  * of the shell itself with a new counter value starts a command line. */
 EXPORT pid_t fork(void)
 {
+    pid_t pid;
+
     resolve();
     if (g_state == ST_IDLE && is_shell()) {
         const char *s = getenv("_SHOURNAL_SEQ");
@@ -863,7 +1004,15 @@ EXPORT pid_t fork(void)
             do_prepare();
         }
     }
-    return real_fork();
+    pid = real_fork();
+    /* A child forked at the prompt (a prompt's `$(...)`, an async prompt
+     * worker) must not hold the next command line's socket: that command
+     * line would not end before the child does. */
+    if (pid == 0 && g_next_sock >= 0) {
+        close(g_next_sock);
+        g_next_sock = -1;
+    }
+    return pid;
 }
 
 EXPORT int execve(const char *filename, char *const argv[], char *const envp[])

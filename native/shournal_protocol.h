@@ -14,6 +14,8 @@
 #define SHOURNAL_MSG_SETUP_DONE 1u
 #define SHOURNAL_MSG_SETUP_FAIL 2u
 #define SHOURNAL_MSG_COMMAND 3u
+#define SHOURNAL_MSG_GO 7u     /* shell -> prepared helper: taken, see below */
+#define SHOURNAL_MSG_GO_ACK 8u /* prepared helper -> shell: still there */
 
 /* Fixed descriptor numbers handed from helper to listener. */
 #define SHOURNAL_FD_SOCKET 3
@@ -30,6 +32,18 @@ struct shournal_setup_done {
     int32_t holder_pid;   /* process pinning the namespace, for `exec` */
     int32_t listener_pid; /* becomes the Python listener */
     uint32_t flags;
+};
+
+/* A prepared namespace (setup --prepared IDLE_SECONDS) is set up while the
+ * shell still shows its prompt, for the next command line.  The shell takes
+ * it by reading SETUP_DONE and sending GO; the helper answers GO_ACK.  A
+ * helper that gets EOF (or anything else) before GO, or no GO within
+ * IDLE_SECONDS, exits without starting the listener: nothing was recorded,
+ * and an idle shell does not hold a fanotify group for long.  A shell that
+ * gets no GO_ACK sets up a namespace the usual way. */
+struct shournal_go {
+    uint32_t type;
+    uint32_t reserved;
 };
 
 /* helper -> shell; followed by a short human readable reason */

@@ -75,6 +75,7 @@
 #endif
 
 #define MAX_EXCLUDES 64
+#define MAX_PREPARED_IDLE_S 86400
 #define EXIT_USAGE 2
 
 extern char **environ;
@@ -713,6 +714,11 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
     signal(SIGHUP, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    /* A prepared namespace may wait long at a prompt: pin no directory
+     * (a busy copy of a mount makes its umount fail); paths we read come
+     * from /proc/self/fd. */
+    if (chdir("/") != 0)
+        _exit(1);
     /* Only now does /proc/<pid> show our credential: the trampoline must
      * not be pointed at us before. */
     if (write(ready_wr, &c, 1) != 1)
@@ -824,7 +830,8 @@ static void usage(void)
     dprintf(STDERR_FILENO,
             "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
             "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
-            "         [--archive-ext EXT]...] [--discard-events] [--lazy-listener] -- LISTENER [ARG]...\n"
+            "         [--archive-ext EXT]...] [--discard-events] [--lazy-listener [--prepared IDLE_SECONDS]]\n"
+            "         -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
             "       %s check | --version\n",
             g_prog, g_prog, g_prog);
@@ -881,11 +888,46 @@ static void wait_for_listener_start(int pressure)
         ;
 }
 
+/* --prepared: the namespace waits, at the shell's prompt, to be taken by
+ * the next command line (see struct shournal_go).  0: taken; -1: abandoned
+ * (EOF, anything but GO, or idle for `idle_s` seconds).  We are the user
+ * here (privileges dropped); whatever the shell sends is only compared. */
+static int wait_for_go(long idle_s)
+{
+    struct pollfd p = {SHOURNAL_FD_SOCKET, POLLIN, 0};
+    struct shournal_go m = {0, 0};
+    struct timespec now;
+    time_t deadline;
+    ssize_t n;
+    int rc;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+        return -1;
+    deadline = now.tv_sec + (time_t)idle_s;
+    for (;;) {
+        if (clock_gettime(CLOCK_MONOTONIC, &now) != 0 || now.tv_sec >= deadline)
+            return -1;
+        rc = poll(&p, 1, (int)(deadline - now.tv_sec) * 1000);
+        if (rc > 0)
+            break;
+        if (rc < 0 && errno != EINTR)
+            return -1;
+    }
+    do
+        n = recv(SHOURNAL_FD_SOCKET, &m, sizeof m, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof m || m.type != SHOURNAL_MSG_GO)
+        return -1;
+    m.type = SHOURNAL_MSG_GO_ACK;
+    return send(SHOURNAL_FD_SOCKET, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
     int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
         root_marked = 0, lazy = 0;
+    long prepared = 0; /* idle seconds, 0: not prepared */
     /* Without options (no config seen yet: the first command line of a
      * fresh installation) the defaults are the config's; for archiving,
      * any extension (the listener filters, with the fd it gets). */
@@ -933,6 +975,9 @@ static int cmd_setup(int argc, char **argv)
             o.discard = 1;
         } else if (strcmp(argv[i], "--lazy-listener") == 0) {
             lazy = 1;
+        } else if (strcmp(argv[i], "--prepared") == 0 && i + 1 < argc) {
+            if (parse_count(argv[++i], MAX_PREPARED_IDLE_S, &prepared) != 0 || prepared < 1)
+                usage();
         } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
             const char *p = argv[++i];
             if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
@@ -942,7 +987,8 @@ static int cmd_setup(int argc, char **argv)
             usage();
         }
     }
-    if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX)
+    if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX ||
+        (prepared && !lazy))
         usage();
     if (check_socket(SHOURNAL_FD_SOCKET) != 0)
         usage();
@@ -1032,8 +1078,15 @@ static int cmd_setup(int argc, char **argv)
      * SIG_IGN survives the exec, so this covers the interpreter start too. */
     signal(SIGHUP, SIG_IGN);
     /* a failure leaves the listener to find its directory itself */
-    if (hand_over_cwd() == 0 && lazy)
+    if (hand_over_cwd() == 0 && lazy) {
+        /* Not taken: nothing ran in the namespace; the holder follows us
+         * out when the relay closes, and with it the fanotify group. */
+        if (prepared && wait_for_go(prepared) != 0)
+            _exit(0);
         wait_for_listener_start(pressure[0]);
+    } else if (prepared) {
+        _exit(0); /* the shell sets up without us */
+    }
     (void)close(pressure[0]);
 
     /* The relay end may sit on a low number: move it high first so the

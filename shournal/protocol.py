@@ -13,6 +13,8 @@ MSG_COMMAND = 3
 MSG_EVENTS = 4
 MSG_FLUSH = 5
 MSG_FLUSHED = 6
+MSG_GO = 7
+MSG_GO_ACK = 8
 
 FD_SOCKET = 3
 FD_EVENTS = 4
@@ -39,6 +41,7 @@ EVENTS = struct.Struct("=IIIIIIII")  # type, count, lost, seq, forwarded, nfds,
 # the path follows, padded to a multiple of 8
 RECORD = struct.Struct("=QQqQIIIiHHI")
 FLUSH = struct.Struct("=II")  # type, seq
+GO = struct.Struct("=II")  # type, reserved (GO and GO_ACK)
 
 
 class ProtocolError(RuntimeError):

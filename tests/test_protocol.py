@@ -17,6 +17,7 @@ PROGRAM = r"""
 int main(void) {
     V(SHOURNAL_MSG_SETUP_DONE); V(SHOURNAL_MSG_SETUP_FAIL); V(SHOURNAL_MSG_COMMAND);
     V(SHOURNAL_MSG_EVENTS); V(SHOURNAL_MSG_FLUSH); V(SHOURNAL_MSG_FLUSHED);
+    V(SHOURNAL_MSG_GO); V(SHOURNAL_MSG_GO_ACK); V(sizeof(struct shournal_go));
     V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_FDS_PER_MSG);
     V(SHOURNAL_MAX_EVENTS_MSG); V(SHOURNAL_REC_HASH); V(SHOURNAL_REC_FD);
     V(SHOURNAL_SYNC_TIMEOUT_MS);
@@ -44,6 +45,9 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_MSG_EVENTS": protocol.MSG_EVENTS,
         "SHOURNAL_MSG_FLUSH": protocol.MSG_FLUSH,
         "SHOURNAL_MSG_FLUSHED": protocol.MSG_FLUSHED,
+        "SHOURNAL_MSG_GO": protocol.MSG_GO,
+        "SHOURNAL_MSG_GO_ACK": protocol.MSG_GO_ACK,
+        "sizeof(struct shournal_go)": protocol.GO.size,
         "SHOURNAL_FD_SOCKET": protocol.FD_SOCKET,
         "SHOURNAL_FD_EVENTS": protocol.FD_EVENTS,
         "SHOURNAL_MAX_FDS_PER_MSG": protocol.MAX_FDS_PER_MSG,

@@ -710,6 +710,13 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup archive ext too long", ["setup", "--archive-ext", "x" * 33, "--", *listener]),
         ("setup lazy with value", ["setup", "--lazy-listener=1", "--", *listener]),
         ("setup lazy after --", ["setup", "--", "--lazy-listener", *listener]),
+        ("setup prepared not lazy", ["setup", "--prepared", "5", "--", *listener]),
+        *[(f"setup prepared {v!r}", ["setup", "--lazy-listener", "--prepared", v, "--",
+                                      *listener])
+          for v in ("0", "-1", "+5", "5s", "", "86401", "99999999999999999999")],
+        ("setup prepared swallowing --", ["setup", "--lazy-listener", "--prepared", "--",
+                                          *listener]),
+        ("setup prepared missing", ["setup", "--lazy-listener", "--prepared"]),
         ("setup 33 archive exts", ["setup", *[a for i in range(33)
                                               for a in ("--archive-ext", f"e{i}")],
                                    "--", *listener]),
@@ -1411,3 +1418,67 @@ def test_lazy_listener_starts_when_the_holders_queue_fills(install, tools, scrat
     assert r.rc == 0, r
     wait_for((out / "ready").exists, "the listener woken by the holder's queue")
     assert not select.select([rec.holder_pidfd], [], [], 0)[0]  # the holder is fine
+
+
+# ====================== 10. the namespace prepared at the prompt (--prepared)
+# The shell sets up the next command line's namespace while its prompt
+# waits: the helper must start nothing and hold nothing (no directory, no
+# fanotify group for long) until the shell takes it with GO.
+GO = struct.Struct("<II")
+MSG_GO, MSG_GO_ACK = 7, 8
+
+
+def test_prepared_namespace_is_taken_with_go(install, tools, scratch, recorders):
+    out = user_dir(scratch, install.user, "out")
+    work = user_dir(scratch, install.user, "work")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener", "--prepared", "600"],
+                          wrap=["/usr/bin/env", "-C", str(work)])
+    time.sleep(0.3)
+    assert _waiting(rec, install)
+    # pins no directory while the prompt waits (a busy mount copy fails umount)
+    assert os.readlink(f"/proc/{rec.child}/cwd") == "/"
+    assert os.readlink(f"/proc/{rec.holder}/cwd") == "/"
+    rec.sock.send(GO.pack(MSG_GO, 0))
+    assert GO.unpack(rec.sock.recv(64)) == (MSG_GO_ACK, 0)
+    # from here on an ordinary lazy listener: a command runs, then ends
+    r = helper_exec(install, rec.holder, "/bin/sh", ["PATH=/usr/bin:/bin"], "sh", "-c",
+                    f'echo x > "{work}/f"')
+    assert r.rc == 0, r
+    time.sleep(0.3)
+    assert _waiting(rec, install) and not (out / "ready").exists()
+    rec.sock.send(b"the command line ended")
+    wait_for((out / "ready").exists, "the listener of the taken namespace")
+    environ = Path(f"/proc/{rec.child}/environ").read_bytes().split(b"\0")
+    assert f"SHOURNAL_CWD={work}".encode() in environ
+
+
+@pytest.mark.parametrize("how", ["eof", "junk", "command", "idle"])
+def test_prepared_namespace_not_taken_starts_nothing(how, install, tools, scratch, recorders):
+    """A shell that drops its prepared namespace (exit, a changed working
+    directory, disable) or idles too long: the helper exits without the
+    listener, and the holder -- with the fanotify group -- follows."""
+    out = user_dir(scratch, install.user, "out")
+    rec = recorders.start(install.user, [str(tools.report), str(out)],
+                          opts=["--lazy-listener", "--prepared", "1" if how == "idle" else "600"])
+    time.sleep(0.2)
+    assert _waiting(rec, install)
+    if how == "eof":
+        rec.sock.close()
+    elif how == "junk":
+        rec.sock.send(GO.pack(MSG_GO_ACK, 0))  # well-formed, but not GO
+    elif how == "command":
+        rec.sock.send(b"the command line ended")  # never taken: nothing ran
+    assert recorders.wait(rec) == 0
+    assert select.select([rec.holder_pidfd], [], [], TIMEOUT)[0], "the holder stays"
+    assert not (out / "ready").exists(), "the listener ran"
+    assert rec.output() == ""  # quietly
+    if how == "idle":  # too late now: no answer, and the shell sees EOF
+        try:
+            rec.sock.send(GO.pack(MSG_GO, 0))
+        except OSError:
+            pass
+        else:
+            rec.sock.settimeout(TIMEOUT)
+            assert rec.sock.recv(64) == b""
+

@@ -1,0 +1,201 @@
+"""The namespace a shell prepares at its prompt for the next command line
+(real bash and zsh on a pty, the setuid helper, real mounts): it is taken
+by that command line, dropped when it no longer fits -- another working
+directory, a mount made meanwhile -- or when it is gone, and never keeps a
+command line open or a helper behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fixtures_shell import Install, Shell, journal_url, wait_for, wait_stored
+
+from shournal.query import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+SHELLS = ["bash", "zsh"]
+
+
+def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]]:
+    """(helpers, others) running the helper for the shells using `home`
+    (their environment has its runtime dir).  A helper was started detached
+    (its parent is not one of these processes); the others are holders,
+    whose parent is their helper or listener, and exec trampolines."""
+    parent: dict[int, int] = {}
+    is_helper: dict[int, bool] = {}
+    runtime = f"XDG_RUNTIME_DIR={home / 'run'}".encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if runtime not in (d / "environ").read_bytes().split(b"\0"):
+                continue
+            is_helper[int(d.name)] = os.readlink(d / "exe") == str(install.helper)
+            parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+    ours = [p for p in parent if is_helper[p]]
+    return ([p for p in ours if parent[p] not in parent],
+            [p for p in ours if parent[p] in parent])
+
+
+def the_prepared_helper(install: Install, home: Path) -> int:
+    """The one helper no command line has taken: a taken one has a marker
+    (<pid>.run) until its listener has stored."""
+    found: list[int] = []
+    rundir = home / "run" / "shournal"
+
+    def one() -> bool:
+        found[:] = [p for p in helper_processes(install, home)[0]
+                    if not any(rundir.glob(f"{p}.*"))]
+        return len(found) == 1
+
+    wait_for(one, "exactly one prepared namespace at the prompt")
+    return found[0]
+
+
+def steady(sh: Shell, home: Path) -> None:
+    """Past a fresh home's first command line, whose listener writes
+    setup-args (a namespace prepared before that is dropped, as it would be
+    after a config change)."""
+    sh.run("true")
+    wait_stored(home)
+    sh.run("true")
+
+
+def stored(home: Path, **criteria) -> list:
+    store = Store(journal_url(home))
+    try:
+        return find_commands(store, **criteria)
+    finally:
+        store.close()
+
+
+def warnings_in(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "shournal:" in line]
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    helper = the_prepared_helper(install, user_home)
+    ns = os.readlink(f"/proc/{helper}/ns/mnt")
+    assert ns != os.readlink("/proc/self/ns/mnt")
+    out = sh.run(f"readlink /proc/self/ns/mnt > {work}/ns")
+    assert warnings_in(out) == [], out
+    assert (work / "ns").read_text().strip() == ns
+    assert the_prepared_helper(install, user_home) != helper  # the next one, for the next line
+    sh.exit()
+    assert [c.text for c in stored(user_home, wfile=work / "ns")] == [
+        f"readlink /proc/self/ns/mnt > {work}/ns"]
+
+
+CD_AT_PROMPT = {
+    # runs after shournal's own prompt hook, which prepared the namespace
+    "bash": "_cdto=\nPROMPT_COMMAND='if [[ -n $_cdto ]]; then cd \"$_cdto\"; _cdto=; fi'",
+    "zsh": "_cdto=\n_cd_at_prompt() { if [[ -n $_cdto ]]; then cd \"$_cdto\"; _cdto=; fi }\n"
+           "precmd_functions+=(_cd_at_prompt)",
+}
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, user_home):
+    work = user_home / "work"
+    there = work / "there"
+    there.mkdir()
+    os.chown(there, install.user.pw_uid, install.user.pw_gid)
+    sh = Shell(kind, install, user_home, rc_extra=CD_AT_PROMPT[kind])
+    steady(sh, user_home)
+    sh.run(f"_cdto={there}")  # the hook changes directory after this line
+    sh.run("echo x > rel")
+    sh.exit()
+    assert (there / "rel").read_text() == "x\n"
+    (cmd,) = stored(user_home, wfile=there / "rel")
+    assert cmd.working_dir == str(there)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
+    """The prepared namespace copied the mount table when it was made; a
+    file system mounted while the prompt waits must be there, and marked."""
+    work = user_home / "work"
+    mnt = work / "mnt"
+    mnt.mkdir()
+    sh = Shell(kind, install, user_home)
+    try:
+        steady(sh, user_home)
+        the_prepared_helper(install, user_home)  # made before the mount
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", str(mnt)],
+                       check=True)
+        sh.run(f"echo x > {mnt}/f")
+        sh.exit()
+        assert (mnt / "f").read_text() == "x\n"  # in the tmpfs, not under it
+        assert [c.text for c in stored(user_home, wfile=mnt / "f")] == [f"echo x > {mnt}/f"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    os.kill(the_prepared_helper(install, user_home), signal.SIGKILL)  # its holder follows
+    wait_for(lambda: helper_processes(install, user_home) == ([], []), "the killed helper's holder")
+    out = sh.run(f"echo x > {work}/f")
+    assert warnings_in(out) == [], out  # nothing of the user's was lost
+    sh.exit()
+    assert [c.text for c in stored(user_home, wfile=work / "f")] == [f"echo x > {work}/f"]
+
+
+BACKGROUND_AT_PROMPT = {
+    # a forked shell (no exec) that outlives the prompt, like an async
+    # prompt worker; `:` keeps the shell from exec'ing sleep in its place
+    "bash": "_bg=\nPROMPT_COMMAND='if [[ -n $_bg ]]; then { sleep 60; :; } & _bg=; fi'",
+    "zsh": "_bg=\n_bg_at_prompt() { if [[ -n $_bg ]]; then { sleep 60; : } &! _bg=; fi }\n"
+           "precmd_functions+=(_bg_at_prompt)",
+}
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, install,
+                                                                         user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home, rc_extra=BACKGROUND_AT_PROMPT[kind])
+    try:
+        steady(sh, user_home)
+        sh.run("_bg=1")
+        sh.run(f"echo x > {work}/f")
+        # stored once the line ended, not when the 60 s sleep does
+        wait_for(lambda: len(stored(user_home, wfile=work / "f")) == 1,
+                 "the command line's record", timeout=20)
+        sh.exit()
+    finally:
+        subprocess.run(["pkill", "-u", install.user.pw_name, "-x", "sleep"], check=False)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_home):
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    the_prepared_helper(install, user_home)
+    sh.run("SHOURNAL_DISABLE")
+    gone = lambda: helper_processes(install, user_home) == ([], [])  # noqa: E731
+    wait_for(gone, "no namespace while disabled")
+    time.sleep(0.3)
+    assert helper_processes(install, user_home) == ([], [])  # and none made at the prompt
+    sh.run("SHOURNAL_ENABLE")
+    the_prepared_helper(install, user_home)
+    sh.proc.sendeof()  # Ctrl-D at the prompt: no command line takes it
+    sh.proc.expect(__import__("pexpect").EOF, timeout=60)
+    sh.proc.close()
+    wait_for(gone, "the dropped namespace's helper")
