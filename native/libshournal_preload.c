@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -262,7 +263,15 @@ static int setup_args_from_config(char *buf, char **out, int max)
     return n;
 }
 
-static void spawn_helper(int sock_child, int prepared)
+/* Start `shournal-suid setup` on `sock`.  Not with fork(): a fork
+ * write-protects all of the shell's memory, which then takes a page fault
+ * on every page it touches next (~1.5 ms before the prompt on a 2-vCPU
+ * VM).  posix_spawn (CLONE_VM|CLONE_VFORK) copies nothing and does not
+ * run our wrappers.  The helper is a child of the shell in a session of
+ * its own, with default signals and nothing open but fds 0-3; when it (as
+ * the listener) exits, the shell's SIGCHLD handler reaps it like any child
+ * it does not know (bash and zsh reap and ignore those). */
+static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
 {
     static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
                                SIGCHLD, SIGHUP};
@@ -270,31 +279,13 @@ static void spawn_helper(int sock_child, int prepared)
      * "--" LISTENER */
     char *args[2 + SETUP_MAX_OPTS + 5 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
-    sigset_t none;
-    int devnull, n = 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, dfl;
+    short flags = POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    pid_t pid;
+    int n = 0, rc;
 
-    setsid();
-    if (real_fork() != 0)
-        _exit(0); /* the grandchild is adopted; the shell never waits for it */
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], SIG_DFL);
-    if (sock_child != SHOURNAL_FD_SOCKET) {
-        if (dup2(sock_child, SHOURNAL_FD_SOCKET) < 0)
-            _exit(1);
-    } else {
-        fcntl(SHOURNAL_FD_SOCKET, F_SETFD, 0);
-    }
-    devnull = real_open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-    }
-    if (syscall(SYS_close_range, SHOURNAL_FD_SOCKET + 1u, ~0u, 0u) != 0)
-        for (int fd = SHOURNAL_FD_SOCKET + 1; fd < 4096; fd++)
-            close(fd);
     args[n++] = g_suid;
     args[n++] = "setup";
     n += setup_args_from_config(extra, args + n, SETUP_MAX_OPTS);
@@ -308,8 +299,34 @@ static void spawn_helper(int sock_child, int prepared)
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;
-    real_execve(g_suid, args, environ);
-    _exit(127);
+
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&dfl, sigs[i]);
+    rc = posix_spawn_file_actions_init(&fa);
+    if (rc == 0) {
+        if ((rc = posix_spawnattr_init(&at)) != 0) {
+            posix_spawn_file_actions_destroy(&fa);
+        } else {
+            /* `sock` is never 0-3 (see start_helper) */
+            if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
+                (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
+                (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
+                (rc = posix_spawn_file_actions_adddup2(&fa, sock, SHOURNAL_FD_SOCKET)) == 0 &&
+                (rc = posix_spawn_file_actions_addclosefrom_np(&fa, SHOURNAL_FD_SOCKET + 1)) ==
+                    0 &&
+                (rc = posix_spawnattr_setflags(&at, flags)) == 0 &&
+                (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
+                (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
+                rc = posix_spawn(&pid, g_suid, &fa, &at, args, environ);
+            posix_spawnattr_destroy(&at);
+            posix_spawn_file_actions_destroy(&fa);
+        }
+    }
+    if (rc != 0)
+        snprintf(why, whylen, "cannot run %.300s: %s", g_suid, strerror(rc));
+    return rc == 0 ? 0 : -1;
 }
 
 /* 1: readable, 0: not within `ms`, -1: poll failed */
@@ -459,37 +476,29 @@ static void throttle_listeners(void)
         nanosleep(&ts, NULL);
 }
 
-/* Fork the helper, detached; our end of its control socket, or -1. */
+/* Start the helper; our end of its control socket, or -1. */
 static int start_helper(int prepared, char *why, size_t whylen)
 {
-    int sv[2], status;
-    sigset_t block, old;
-    pid_t pid;
+    int sv[2], child;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         snprintf(why, whylen, "socketpair: %s", strerror(errno));
         return -1;
     }
-    /* Block SIGCHLD so the shell's handler cannot reap our short-lived
-     * child before we do. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    pid = real_fork();
-    if (pid == 0) {
-        close(sv[0]);
-        spawn_helper(sv[1], prepared);
-    }
+    /* above 0-3, so that the spawn's dup2 onto fd 3 is never a no-op */
+    child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     close(sv[1]);
-    if (pid > 0)
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) {
+    if (child < 0) {
+        snprintf(why, whylen, "fcntl: %s", strerror(errno));
         close(sv[0]);
-        snprintf(why, whylen, "fork: %s", strerror(errno));
         return -1;
     }
+    if (spawn_helper(child, prepared, why, whylen) != 0) {
+        close(child);
+        close(sv[0]);
+        return -1;
+    }
+    close(child);
     return sv[0];
 }
 

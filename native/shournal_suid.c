@@ -76,6 +76,7 @@
 
 #define MAX_EXCLUDES 64
 #define MAX_PREPARED_IDLE_S 86400
+#define LISTENER_NICE 10 /* shournal/listener.py: the same after its command */
 #define EXIT_USAGE 2
 
 extern char **environ;
@@ -883,9 +884,21 @@ static int hand_over_cwd(void)
 static void wait_for_listener_start(int pressure)
 {
     struct pollfd p[2] = {{SHOURNAL_FD_SOCKET, POLLIN, 0}, {pressure, POLLIN, 0}};
+    struct sched_param sp = {0};
 
+    /* Woken when the shell ends the command line, we would preempt the
+     * shell right before its prompt (and exec Python there).  A SCHED_BATCH
+     * task never preempts on wakeup, yet gets its full share of the CPU:
+     * woken by the holder's queue, the listener still keeps up with a
+     * running command.  Unprivileged, and kept across exec. */
+    (void)sched_setscheduler(0, SCHED_BATCH, &sp);
     while (poll(p, 2, -1) < 0 && errno == EINTR)
         ;
+    /* The command line has ended: from here on the listener yields to
+     * whatever the user runs next.  Raising one's own nice value needs no
+     * privilege; the listener keeps it. */
+    if (p[0].revents && !p[1].revents)
+        (void)setpriority(PRIO_PROCESS, 0, LISTENER_NICE);
 }
 
 /* --prepared: the namespace waits, at the shell's prompt, to be taken by
@@ -992,6 +1005,13 @@ static int cmd_setup(int argc, char **argv)
         usage();
     if (check_socket(SHOURNAL_FD_SOCKET) != 0)
         usage();
+    if (prepared) {
+        /* Nothing waits for this set-up (the shell shows its prompt): it
+         * must not take the CPU from the shell.  SCHED_BATCH never
+         * preempts on wakeup; the holder inherits it (it batches anyway). */
+        struct sched_param sp = {0};
+        (void)sched_setscheduler(0, SCHED_BATCH, &sp);
+    }
     g_sock = SHOURNAL_FD_SOCKET;
     close_from(SHOURNAL_FD_SOCKET + 1);
 

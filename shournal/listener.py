@@ -55,6 +55,8 @@ _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
 # once.
 _PENDING_BYTES = 16 << 20
 _PENDING_FDS = 512
+# Once its command line has ended the listener runs at this nice value.
+LISTENER_NICE = 10
 
 
 class Collector:
@@ -407,9 +409,13 @@ def listen(
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
     # The command line has ended: what is left (the last events, settling
-    # the kept ones, storing) yields to whatever the user runs next.
+    # the kept ones, storing) yields to whatever the user runs next.  (A
+    # listener started at the end of its command line already is at this
+    # nice value: shournal-suid's LISTENER_NICE.)
     with suppress(OSError):
-        os.nice(10)
+        now = os.getpriority(os.PRIO_PROCESS, 0)
+        if now < LISTENER_NICE:
+            os.setpriority(os.PRIO_PROCESS, 0, LISTENER_NICE)
     complete = relay.flush(collector)
     for _ in range(_GRACE_FLUSHES):
         time.sleep(_GRACE_SLEEP)

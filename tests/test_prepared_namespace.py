@@ -23,13 +23,19 @@ pytestmark = [pytest.mark.shell, pytest.mark.root]
 SHELLS = ["bash", "zsh"]
 
 
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
 def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]]:
-    """(helpers, others) running the helper for the shells using `home`
-    (their environment has its runtime dir).  A helper was started detached
-    (its parent is not one of these processes); the others are holders,
-    whose parent is their helper or listener, and exec trampolines."""
+    """(helpers, holders) for the shells using `home` (their environment
+    has its runtime dir): processes running the helper, the holders being
+    those whose parent is a helper or a listener (the helper's own pid)."""
     parent: dict[int, int] = {}
-    is_helper: dict[int, bool] = {}
+    exe: dict[int, str] = {}
     runtime = f"XDG_RUNTIME_DIR={home / 'run'}".encode()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -37,13 +43,14 @@ def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]
         try:
             if runtime not in (d / "environ").read_bytes().split(b"\0"):
                 continue
-            is_helper[int(d.name)] = os.readlink(d / "exe") == str(install.helper)
-            parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            exe[int(d.name)] = os.readlink(d / "exe")
+            parent[int(d.name)] = _parent(int(d.name))
         except OSError:
             continue
-    ours = [p for p in parent if is_helper[p]]
-    return ([p for p in ours if parent[p] not in parent],
-            [p for p in ours if parent[p] in parent])
+    shells = {p for p, e in exe.items() if Path(e).name in ("bash", "zsh")}
+    ours = [p for p, e in exe.items() if e == str(install.helper)]
+    holders = [p for p in ours if parent[p] in exe and parent[p] not in shells]
+    return [p for p in ours if p not in holders], holders
 
 
 def the_prepared_helper(install: Install, home: Path) -> int:
@@ -53,9 +60,10 @@ def the_prepared_helper(install: Install, home: Path) -> int:
     rundir = home / "run" / "shournal"
 
     def one() -> bool:
-        found[:] = [p for p in helper_processes(install, home)[0]
-                    if not any(rundir.glob(f"{p}.*"))]
-        return len(found) == 1
+        helpers, holders = helper_processes(install, home)
+        found[:] = [p for p in helpers if not any(rundir.glob(f"{p}.*"))]
+        # set up: its holder is there (forked after unshare and marks)
+        return len(found) == 1 and any(_parent(h) == found[0] for h in holders)
 
     wait_for(one, "exactly one prepared namespace at the prompt")
     return found[0]
