@@ -40,6 +40,20 @@ def test_helper_not_setuid_runs_commands_with_one_warning(kind, install, user_ho
 
 
 @pytest.mark.parametrize("kind", SHELLS)
+def test_missing_helper_runs_commands_with_one_warning(kind, install, user_home):
+    missing = install.root / f"no-such-helper-{kind}"
+    sh = Shell(kind, install, user_home, extra_env={"SHOURNAL_SUID_PATH": str(missing)})
+    first = sh.run("echo one > out1; cat out1")
+    second = sh.run("echo two > out2; cat out2")
+    sh.exit()
+    assert "one" in first and "two" in second
+    assert len(warnings_in(first)) == 1, first
+    assert f"cannot run {missing}: No such file or directory" in warnings_in(first)[0]
+    assert warnings_in(second) == [], second
+    assert (user_home / "work" / "out2").read_text() == "two\n"
+
+
+@pytest.mark.parametrize("kind", SHELLS)
 def test_store_failure_is_reported_at_the_next_prompt(kind, install, user_home):
     bad_url = f"sqlite:///{user_home}/no/such/dir/journal.sqlite"
     os.makedirs(user_home / "no", exist_ok=True)

@@ -207,3 +207,41 @@ def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_hom
     sh.proc.expect(__import__("pexpect").EOF, timeout=60)
     sh.proc.close()
     wait_for(gone, "the dropped namespace's helper")
+
+
+def _status(pid: int) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+def _policy(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/sched").read_text().splitlines():
+        if line.startswith("policy"):
+            return int(line.split(":")[1])
+    raise AssertionError(f"no policy for {pid}")
+
+
+SCHED_BATCH = 3
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home):
+    """posix_spawn'ed by the shell: nothing of the shell's is inherited but
+    the control socket (no terminal, no signal mask, a session of its own),
+    and it runs SCHED_BATCH so it never preempts the shell at its prompt."""
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    helper = the_prepared_helper(install, user_home)
+    shell = _parent(helper)
+    assert Path(f"/proc/{shell}/exe").resolve().name in ("bash", "zsh")
+    fddir = Path(f"/proc/{helper}/fd")
+    fds = {int(fd.name): os.readlink(fd) for fd in fddir.iterdir()}
+    assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3, fds
+    assert fds[3].startswith("socket:"), fds
+    assert not [t for t in fds.values() if t.startswith("/dev/pts") or t == "/dev/tty"], fds
+    assert os.getsid(helper) == helper != os.getsid(shell)
+    assert int(_status(helper)["SigBlk"], 16) == 0
+    holder = next(h for h in helper_processes(install, user_home)[1] if _parent(h) == helper)
+    assert _policy(helper) == _policy(holder) == SCHED_BATCH
+    assert _policy(shell) == 0  # the shell's own policy is untouched
+    sh.exit()
