@@ -33,9 +33,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -304,26 +302,25 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     sigemptyset(&dfl);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         sigaddset(&dfl, sigs[i]);
-    rc = posix_spawn_file_actions_init(&fa);
-    if (rc == 0) {
-        if ((rc = posix_spawnattr_init(&at)) != 0) {
-            posix_spawn_file_actions_destroy(&fa);
-        } else {
-            /* `sock` is never 0-3 (see start_helper) */
-            if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
-                (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
-                (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
-                (rc = posix_spawn_file_actions_adddup2(&fa, sock, SHOURNAL_FD_SOCKET)) == 0 &&
-                (rc = posix_spawn_file_actions_addclosefrom_np(&fa, SHOURNAL_FD_SOCKET + 1)) ==
-                    0 &&
-                (rc = posix_spawnattr_setflags(&at, flags)) == 0 &&
-                (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
-                (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
-                rc = posix_spawn(&pid, g_suid, &fa, &at, args, environ);
-            posix_spawnattr_destroy(&at);
-            posix_spawn_file_actions_destroy(&fa);
-        }
+    if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
+        goto out;
+    if ((rc = posix_spawnattr_init(&at)) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        goto out;
     }
+    /* `sock` is never 0-3 (see start_helper) */
+    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, sock, SHOURNAL_FD_SOCKET)) == 0 &&
+        (rc = posix_spawn_file_actions_addclosefrom_np(&fa, SHOURNAL_FD_SOCKET + 1)) == 0 &&
+        (rc = posix_spawnattr_setflags(&at, flags)) == 0 &&
+        (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
+        (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
+        rc = posix_spawn(&pid, g_suid, &fa, &at, args, environ);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+out:
     if (rc != 0)
         snprintf(why, whylen, "cannot run %.300s: %s", g_suid, strerror(rc));
     return rc == 0 ? 0 : -1;

@@ -715,6 +715,12 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
     signal(SIGHUP, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    /* Reading the fanotify group keeps up with the command as an ordinary
+     * task, even when forked by a prepared set-up (SCHED_BATCH). */
+    {
+        struct sched_param sp = {0};
+        (void)sched_setscheduler(0, SCHED_OTHER, &sp);
+    }
     /* A prepared namespace may wait long at a prompt: pin no directory
      * (a busy copy of a mount makes its umount fail); paths we read come
      * from /proc/self/fd. */
@@ -887,18 +893,21 @@ static void wait_for_listener_start(int pressure)
     struct sched_param sp = {0};
 
     /* Woken when the shell ends the command line, we would preempt the
-     * shell right before its prompt (and exec Python there).  A SCHED_BATCH
-     * task never preempts on wakeup, yet gets its full share of the CPU:
-     * woken by the holder's queue, the listener still keeps up with a
-     * running command.  Unprivileged, and kept across exec. */
+     * shell right before its prompt (and exec Python there): a SCHED_BATCH
+     * task never preempts on wakeup.  Unprivileged both ways, and kept
+     * across exec. */
     (void)sched_setscheduler(0, SCHED_BATCH, &sp);
     while (poll(p, 2, -1) < 0 && errno == EINTR)
         ;
-    /* The command line has ended: from here on the listener yields to
-     * whatever the user runs next.  Raising one's own nice value needs no
-     * privilege; the listener keeps it. */
-    if (p[0].revents && !p[1].revents)
+    if (p[0].revents && !p[1].revents) {
+        /* The command line has ended: from here on the listener yields to
+         * whatever the user runs next. */
         (void)setpriority(PRIO_PROCESS, 0, LISTENER_NICE);
+    } else {
+        /* Woken by the holder's queue (or its end) while the command runs:
+         * keep up with it as an ordinary task. */
+        (void)sched_setscheduler(0, SCHED_OTHER, &sp);
+    }
 }
 
 /* --prepared: the namespace waits, at the shell's prompt, to be taken by
@@ -1008,7 +1017,7 @@ static int cmd_setup(int argc, char **argv)
     if (prepared) {
         /* Nothing waits for this set-up (the shell shows its prompt): it
          * must not take the CPU from the shell.  SCHED_BATCH never
-         * preempts on wakeup; the holder inherits it (it batches anyway). */
+         * preempts on wakeup (the holder goes back to SCHED_OTHER). */
         struct sched_param sp = {0};
         (void)sched_setscheduler(0, SCHED_BATCH, &sp);
     }

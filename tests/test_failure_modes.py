@@ -23,32 +23,23 @@ def warnings_in(text: str) -> list[str]:
     return [line for line in text.splitlines() if "shournal" in line and ":" in line]
 
 
+@pytest.mark.parametrize("broken", ["not setuid", "missing"])
 @pytest.mark.parametrize("kind", SHELLS)
-def test_helper_not_setuid_runs_commands_with_one_warning(kind, install, user_home):
-    plain = install.root / f"not-setuid-{kind}"
-    shutil.copy2(install.helper, plain)
-    plain.chmod(0o755)  # copy2 drops nothing, chmod drops the setuid bit
-    sh = Shell(kind, install, user_home, extra_env={"SHOURNAL_SUID_PATH": str(plain)})
+def test_broken_helper_runs_commands_with_one_warning(kind, broken, install, user_home):
+    helper = install.root / f"helper-{broken.replace(' ', '-')}-{kind}"
+    if broken == "not setuid":
+        shutil.copy2(install.helper, helper)
+        helper.chmod(0o755)  # copy2 drops nothing, chmod drops the setuid bit
+        expected = "not setuid root"
+    else:
+        expected = f"cannot run {helper}: No such file or directory"
+    sh = Shell(kind, install, user_home, extra_env={"SHOURNAL_SUID_PATH": str(helper)})
     first = sh.run("echo one > out1; cat out1")
     second = sh.run("echo two > out2; cat out2")
     sh.exit()
     assert "one" in first and "two" in second
     assert len(warnings_in(first)) == 1, first
-    assert "not setuid root" in warnings_in(first)[0]
-    assert warnings_in(second) == [], second
-    assert (user_home / "work" / "out2").read_text() == "two\n"
-
-
-@pytest.mark.parametrize("kind", SHELLS)
-def test_missing_helper_runs_commands_with_one_warning(kind, install, user_home):
-    missing = install.root / f"no-such-helper-{kind}"
-    sh = Shell(kind, install, user_home, extra_env={"SHOURNAL_SUID_PATH": str(missing)})
-    first = sh.run("echo one > out1; cat out1")
-    second = sh.run("echo two > out2; cat out2")
-    sh.exit()
-    assert "one" in first and "two" in second
-    assert len(warnings_in(first)) == 1, first
-    assert f"cannot run {missing}: No such file or directory" in warnings_in(first)[0]
+    assert expected in warnings_in(first)[0]
     assert warnings_in(second) == [], second
     assert (user_home / "work" / "out2").read_text() == "two\n"
 
