@@ -598,12 +598,11 @@ static void do_prepare(void)
     sock = take_next(&done, &rootfd, &nsfd, &syncfd);
     if (sock < 0) {
         sock = start_helper(0, why, sizeof why);
-        if (sock < 0) {
-            warn_once("not recording: %s", why);
-            return;
-        }
-        if (recv_setup(sock, &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
+        if (sock >= 0 && recv_setup(sock, &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
             close(sock);
+            sock = -1;
+        }
+        if (sock < 0) {
             warn_once("not recording: %s", why);
             return;
         }
@@ -1014,10 +1013,8 @@ EXPORT pid_t fork(void)
     /* A child forked at the prompt (a prompt's `$(...)`, an async prompt
      * worker) must not hold the next command line's socket: that command
      * line would not end before the child does. */
-    if (pid == 0 && g_next_sock >= 0) {
-        close(g_next_sock);
-        g_next_sock = -1;
-    }
+    if (pid == 0)
+        drop_next();
     return pid;
 }
 

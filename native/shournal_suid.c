@@ -688,6 +688,14 @@ static int holder_ids(gid_t grp)
 /* The holder pins the namespace (its ids -- real uid, shournal gid -- are
  * the trampoline's credential: no user can create such a process) and is
  * the only owner of the fanotify group. */
+/* SCHED_OTHER or SCHED_BATCH for ourselves: both ways need no privilege,
+ * and a failure only costs latency. */
+static void set_policy(int policy)
+{
+    struct sched_param sp = {0};
+    (void)sched_setscheduler(0, policy, &sp);
+}
+
 static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
                        pid_t listener, const struct holder_opts *o) __attribute__((noreturn));
 static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
@@ -717,10 +725,7 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
     signal(SIGPIPE, SIG_IGN);
     /* Reading the fanotify group keeps up with the command as an ordinary
      * task, even when forked by a prepared set-up (SCHED_BATCH). */
-    {
-        struct sched_param sp = {0};
-        (void)sched_setscheduler(0, SCHED_OTHER, &sp);
-    }
+    set_policy(SCHED_OTHER);
     /* A prepared namespace may wait long at a prompt: pin no directory
      * (a busy copy of a mount makes its umount fail); paths we read come
      * from /proc/self/fd. */
@@ -890,13 +895,12 @@ static int hand_over_cwd(void)
 static void wait_for_listener_start(int pressure)
 {
     struct pollfd p[2] = {{SHOURNAL_FD_SOCKET, POLLIN, 0}, {pressure, POLLIN, 0}};
-    struct sched_param sp = {0};
 
     /* Woken when the shell ends the command line, we would preempt the
      * shell right before its prompt (and exec Python there): a SCHED_BATCH
      * task never preempts on wakeup.  Unprivileged both ways, and kept
      * across exec. */
-    (void)sched_setscheduler(0, SCHED_BATCH, &sp);
+    set_policy(SCHED_BATCH);
     while (poll(p, 2, -1) < 0 && errno == EINTR)
         ;
     if (p[0].revents && !p[1].revents) {
@@ -906,7 +910,7 @@ static void wait_for_listener_start(int pressure)
     } else {
         /* Woken by the holder's queue (or its end) while the command runs:
          * keep up with it as an ordinary task. */
-        (void)sched_setscheduler(0, SCHED_OTHER, &sp);
+        set_policy(SCHED_OTHER);
     }
 }
 
@@ -1018,8 +1022,7 @@ static int cmd_setup(int argc, char **argv)
         /* Nothing waits for this set-up (the shell shows its prompt): it
          * must not take the CPU from the shell.  SCHED_BATCH never
          * preempts on wakeup (the holder goes back to SCHED_OTHER). */
-        struct sched_param sp = {0};
-        (void)sched_setscheduler(0, SCHED_BATCH, &sp);
+        set_policy(SCHED_BATCH);
     }
     g_sock = SHOURNAL_FD_SOCKET;
     close_from(SHOURNAL_FD_SOCKET + 1);
