@@ -141,6 +141,22 @@ def user_home(install: Install) -> Iterator[Path]:
     shutil.rmtree(home, ignore_errors=True)
 
 
+def warnings_in(text: str) -> list[str]:
+    """The shournal warning lines in what a shell printed."""
+    return [line for line in text.splitlines() if "shournal" in line and ":" in line]
+
+
+SCHED_OTHER, SCHED_BATCH = 0, 3
+
+
+def proc_sched(pid: int) -> tuple[int, int]:
+    """(scheduling policy, nice value) of `pid`."""
+    policy = next(int(line.split(":")[1]) for line in
+                  Path(f"/proc/{pid}/sched").read_text().splitlines()
+                  if line.startswith("policy"))
+    return policy, int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():

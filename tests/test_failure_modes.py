@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_for, wait_stored
+from fixtures_shell import Shell, journal_url, wait_for, wait_stored, warnings_in
 
 from shournal.query import find_commands
 from shournal.store import Store
@@ -17,10 +17,6 @@ from shournal.store import Store
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
 SHELLS = ["bash", "zsh"]
-
-
-def warnings_in(text: str) -> list[str]:
-    return [line for line in text.splitlines() if "shournal" in line and ":" in line]
 
 
 @pytest.mark.parametrize("broken", ["not setuid", "missing"])

@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Install, Shell, journal_url, wait_for, wait_stored
+from fixtures_shell import (
+    SCHED_BATCH,
+    SCHED_OTHER,
+    Install,
+    Shell,
+    journal_url,
+    proc_sched,
+    wait_for,
+    wait_stored,
+    warnings_in,
+)
 
 from shournal.query import find_commands
 from shournal.store import Store
@@ -84,10 +94,6 @@ def stored(home: Path, **criteria) -> list:
         return find_commands(store, **criteria)
     finally:
         store.close()
-
-
-def warnings_in(text: str) -> list[str]:
-    return [line for line in text.splitlines() if "shournal:" in line]
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -214,16 +220,6 @@ def _status(pid: int) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
 
 
-def _policy(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/sched").read_text().splitlines():
-        if line.startswith("policy"):
-            return int(line.split(":")[1])
-    raise AssertionError(f"no policy for {pid}")
-
-
-SCHED_OTHER, SCHED_BATCH = 0, 3
-
-
 @pytest.mark.parametrize("kind", SHELLS)
 def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home):
     """posix_spawn'ed by the shell: nothing of the shell's is inherited but
@@ -242,7 +238,7 @@ def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home
     assert os.getsid(helper) == helper != os.getsid(shell)
     assert int(_status(helper)["SigBlk"], 16) == 0
     holder = next(h for h in helper_processes(install, user_home)[1] if _parent(h) == helper)
-    assert _policy(helper) == SCHED_BATCH
+    assert proc_sched(helper)[0] == SCHED_BATCH
     # the holder reads fanotify as an ordinary task; the shell is untouched
-    assert _policy(holder) == _policy(shell) == SCHED_OTHER
+    assert proc_sched(holder)[0] == proc_sched(shell)[0] == SCHED_OTHER
     sh.exit()

@@ -27,7 +27,16 @@ from pathlib import Path
 
 import pytest
 import xxhash
-from fixtures_shell import Install, Shell, journal_url, wait_for, write_config
+from fixtures_shell import (
+    SCHED_BATCH,
+    SCHED_OTHER,
+    Install,
+    Shell,
+    journal_url,
+    proc_sched,
+    wait_for,
+    write_config,
+)
 from sqlalchemy import select as sql_select
 
 from shournal.query import find_commands
@@ -1351,17 +1360,6 @@ def test_closed_standard_fds_are_not_reused(install, tools, scratch):
 # when the holder is gone -- else events would pile up or a listener hang.
 
 
-SCHED_OTHER, SCHED_BATCH = 0, 3
-
-
-def _sched(pid: int) -> tuple[int, int]:
-    """(scheduling policy, nice value) of `pid`."""
-    policy = next(int(line.split(":")[1]) for line in
-                  Path(f"/proc/{pid}/sched").read_text().splitlines()
-                  if line.startswith("policy"))
-    return policy, int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
-
-
 def _waiting(rec: Recorder, install: Install) -> bool:
     """Still the helper, waiting (the listener not exec'd yet)."""
     return os.readlink(f"/proc/{rec.child}/exe") == str(install.helper)
@@ -1385,7 +1383,7 @@ def test_lazy_listener_waits_for_the_end_of_the_command_line(install, tools, scr
     environ = Path(f"/proc/{rec.child}/environ").read_bytes().split(b"\0")
     assert f"SHOURNAL_CWD={work}".encode() in environ
     # after its command line: yields to the user (and never preempted the shell)
-    assert _sched(rec.child) == (SCHED_BATCH, 10)
+    assert proc_sched(rec.child) == (SCHED_BATCH, 10)
 
 
 def test_lazy_listener_starts_when_the_control_socket_closes(install, tools, scratch,
@@ -1432,7 +1430,7 @@ def test_lazy_listener_starts_when_the_holders_queue_fills(install, tools, scrat
     wait_for((out / "ready").exists, "the listener woken by the holder's queue")
     assert not select.select([rec.holder_pidfd], [], [], 0)[0]  # the holder is fine
     # during its command line: keeps up as an ordinary task, like the holder
-    assert _sched(rec.child) == _sched(rec.holder) == (SCHED_OTHER, 0)
+    assert proc_sched(rec.child) == proc_sched(rec.holder) == (SCHED_OTHER, 0)
 
 
 # ====================== 10. the namespace prepared at the prompt (--prepared)
