@@ -40,6 +40,13 @@ def _parent(pid: int) -> int:
         return 0
 
 
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
 def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]]:
     """(helpers, holders) for the shells using `home` (their environment
     has its runtime dir): processes running the helper, the holders being
@@ -72,8 +79,10 @@ def the_prepared_helper(install: Install, home: Path) -> int:
     def one() -> bool:
         helpers, holders = helper_processes(install, home)
         found[:] = [p for p in helpers if not any(rundir.glob(f"{p}.*"))]
-        # set up: its holder is there (forked after unshare and marks)
-        return len(found) == 1 and any(_parent(h) == found[0] for h in holders)
+        # set up: it answered the shell and waits in "/" (after its holder
+        # reported ready)
+        return len(found) == 1 and any(_parent(h) == found[0] for h in holders) and \
+            _cwd(found[0]) == "/"
 
     wait_for(one, "exactly one prepared namespace at the prompt")
     return found[0]
@@ -174,8 +183,11 @@ def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, us
 BACKGROUND_AT_PROMPT = {
     # a forked shell (no exec) that outlives the prompt, like an async
     # prompt worker; `:` keeps the shell from exec'ing sleep in its place
-    "bash": "_bg=\nPROMPT_COMMAND='if [[ -n $_bg ]]; then { sleep 60; :; } & _bg=; fi'",
-    "zsh": "_bg=\n_bg_at_prompt() { if [[ -n $_bg ]]; then { sleep 60; : } &! _bg=; fi }\n"
+    # (its output away from the pty, so the shell's exit is not held either)
+    "bash": "_bg=\nPROMPT_COMMAND='if [[ -n $_bg ]]; then "
+            "{ sleep 300; :; } >/dev/null 2>&1 & _bg=; fi'",
+    "zsh": "_bg=\n_bg_at_prompt() { if [[ -n $_bg ]]; then "
+           "{ sleep 300; : } >/dev/null 2>&1 &! _bg=; fi }\n"
            "precmd_functions+=(_bg_at_prompt)",
 }
 
@@ -189,9 +201,9 @@ def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, 
         steady(sh, user_home)
         sh.run("_bg=1")
         sh.run(f"echo x > {work}/f")
-        # stored once the line ended, not when the 60 s sleep does
+        # stored once the line ended, not when the 300 s sleep does
         wait_for(lambda: len(stored(user_home, wfile=work / "f")) == 1,
-                 "the command line's record", timeout=20)
+                 "the command line's record", timeout=60)
         sh.exit()
     finally:
         subprocess.run(["pkill", "-u", install.user.pw_name, "-x", "sleep"], check=False)
