@@ -353,12 +353,17 @@ struct queued {
 };
 
 /* The listener (Python) is started lazily (--lazy-listener): at the end of
- * the command line, or once this much waits in the holder's queue.  Past
- * QUEUE_MAX the holder blocks on the socket again and the kernel's queue
- * (with its overflow count) takes the slack, as without a queue. */
+ * the command line, or once this much waits in the holder's queue.  24 MiB
+ * is ~230,000 records of typical paths (~108 bytes each): a copy of a
+ * kernel source tree (157,000 events) runs to its end without a Python
+ * start-up next to it, whose disk reads cost a cold-cache copy several
+ * points (bench/README.md, session 7).  Past QUEUE_MAX the holder blocks on
+ * the socket again and the kernel's queue (with its overflow count) takes
+ * the slack, as without a queue; the 24 MiB between the two are the
+ * listener's time to start. */
 _Static_assert(sizeof(struct shournal_events) % 8 == 0, "queued fds follow the data aligned");
-#define QUEUE_PRESSURE (4u << 20)
-#define QUEUE_MAX (32u << 20)
+#define QUEUE_PRESSURE (24u << 20)
+#define QUEUE_MAX (48u << 20)
 
 struct relay {
     int fan, sock, procfd;

@@ -17,7 +17,7 @@ never waits for it (the helper answers the shell before exec'ing Python), a
 crash loses at most this command, and there is no daemon life cycle to get
 wrong.  Its price -- a Python start-up per command line -- is paid after
 the command: the helper execs us only when the command line has ended, or
-when the holder's queue of records passes 4 MiB (shournal-suid
+when the holder's queue of records passes 24 MiB (shournal-suid
 --lazy-listener), and before the next command line the shell syncs with
 the previous holder only; bench/latency.py measures what the prompt does
 wait for.  While the command runs we only receive (see Collector.take).

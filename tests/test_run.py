@@ -60,15 +60,22 @@ def test_run_options_after_the_command_belong_to_it(install, user_home):
 
 
 def test_run_a_burst_larger_than_the_holders_queue_threshold_loses_nothing(install, user_home):
-    """60,000 files closed as fast as Python can: ~6.5 MB of records, more
-    than the socket (~200 KB) and the queue threshold (4 MiB) that wakes the
-    lazily started listener.  Every event arrives, none is lost."""
+    """Files with ~1 KB paths closed as fast as Python can: 28 MiB of
+    records, more than the socket (~200 KB) and the queue threshold
+    (QUEUE_PRESSURE, 24 MiB) that wakes the lazily started listener while
+    its command still runs.  Every event arrives, none is lost."""
     write_config(user_home, "[write_events]\nmax_event_count = 0\n", install)
-    n = 60_000
+    nested = "/".join(c * 240 for c in "abc")
+    name = "f" * 240
+    path_len = len(f"{user_home}/work/burst/{nested}/{name}000000")
+    record = 48 + (path_len + 7) // 8 * 8  # struct shournal_record + padded path
+    n = (28 << 20) // record
+    assert n * record > 24 << 20
     script = (
         "import os\n"
-        "os.mkdir('burst')\n"
-        f"for i in range({n}): open(f'burst/{{i:06}}', 'w').close()\n"
+        f"d = 'burst/{nested}'\n"
+        "os.makedirs(d)\n"
+        f"for i in range({n}): open(f'{{d}}/{name}{{i:06}}', 'w').close()\n"
     )
     res = run_as_user(install, user_home, "run", "--", "python3", "-c", script)
     assert res.returncode == 0, res.stderr
@@ -76,4 +83,5 @@ def test_run_a_burst_larger_than_the_holders_queue_threshold_loses_nothing(insta
     (cmd,) = commands(user_home, command_text="python3 -c %")
     assert (cmd.lost_events, cmd.dropped_writes) == (0, 0)
     assert len(cmd.writes) == n
-    assert {e.path.rsplit(b"/", 1)[1] for e in cmd.writes} == {b"%06d" % i for i in range(n)}
+    assert {e.path.rsplit(b"/", 1)[1] for e in cmd.writes} == {
+        b"%s%06d" % (name.encode(), i) for i in range(n)}

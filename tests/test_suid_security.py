@@ -1410,22 +1410,28 @@ def test_lazy_listener_starts_when_the_holder_is_gone(install, tools, scratch, r
 def test_lazy_listener_starts_when_the_holders_queue_fills(install, tools, scratch,
                                                           recorders):
     """A long command line with many events: the holder queues what the
-    socket cannot take, and past QUEUE_PRESSURE (4 MiB of records) it wakes
-    the listener before the command line ends (else it would have to block
-    and the kernel queue would overflow)."""
+    socket cannot take, and past QUEUE_PRESSURE (24 MiB of records) it
+    wakes the listener before the command line ends (else it would have to
+    block and the kernel queue would overflow)."""
     out = user_dir(scratch, install.user, "out")
     work = user_dir(scratch, install.user, "work")
     rec = recorders.start(install.user, [str(tools.report), str(out)],
                           opts=["--lazy-listener", "--no-read"])
-    few = "import sys\nfor i in range(int(sys.argv[2])): open(f'{sys.argv[1]}/{i:06}', 'w').close()"
+    # paths of ~1 KB make records of ~1 KB (48 bytes + the padded path)
+    few = ("import os, sys\nd, first, n = sys.argv[1], *map(int, sys.argv[2:])\n"
+           "os.makedirs(d, exist_ok=True)\n"
+           "for i in range(first, first + n): open(f'{d}/{i:06}', 'w').close()")
+    deep = work.joinpath(*(c * 240 for c in "abc"), "f" * 240)
+    mib = (1 << 20) // (48 + (len(f"{deep}/000000") + 7) // 8 * 8)  # records per MiB
+    # 20 MiB: a big command (a kernel tree copied: 17 MB) starts no Python
     r = helper_exec(install, rec.holder, "/usr/bin/python3", [], "python3", "-c", few,
-                    str(work), "2000")  # ~230 KB of records: no pressure yet
+                    str(deep), "0", str(20 * mib), timeout=120)
     assert r.rc == 0, r
     time.sleep(0.5)
     assert _waiting(rec, install)
-    # 50,000 closes * (48-byte record + padded path) > 4 MiB
+    # 6 MiB more: past 24 MiB
     r = helper_exec(install, rec.holder, "/usr/bin/python3", [], "python3", "-c", few,
-                    str(work), "50000", timeout=120)
+                    str(deep), str(20 * mib), str(6 * mib), timeout=120)
     assert r.rc == 0, r
     wait_for((out / "ready").exists, "the listener woken by the holder's queue")
     assert not select.select([rec.holder_pidfd], [], [], 0)[0]  # the holder is fine
