@@ -371,6 +371,7 @@ struct relay {
     pid_t listener;
     const struct holder_opts *o;
     uint32_t lost, count, nfds, forwarded;
+    uint32_t ignored; /* inode ignore marks tried (IGNORE_MARKS_MAX) */
     size_t used, qbytes;
     struct queued *qhead, **qtail;
     uint8_t *hashbuf;
@@ -524,6 +525,30 @@ static int user_may_access(int fd, int mode)
     return errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY ? 0 : -1;
 }
 
+/* With --writable-reads, a read of a file the user may not write is
+ * dropped; a build reads each system header hundreds of times (make -j2 of
+ * elfutils: ~250,000 such reads).  After the first, an ignore mark on the
+ * file's inode for FAN_CLOSE_NOWRITE makes the kernel skip the rest: no
+ * event, no fd opened for us, no faccessat2 (bench/README.md, session 7).
+ * Only for "permission denied" (a property of the inode: a read-only mount
+ * of a file that is writable elsewhere stays observed), at most
+ * IGNORE_MARKS_MAX per command line (each pins an inode and counts against
+ * fs.fanotify.max_user_marks); a modification of the file clears the mark
+ * (no FAN_MARK_IGNORED_SURV_MODIFY).  The group and its marks end with the
+ * command line. */
+#define IGNORE_MARKS_MAX 8192u
+
+static void ignore_reads_of(struct relay *r, int fd)
+{
+    if (r->ignored >= IGNORE_MARKS_MAX)
+        return;
+    r->ignored++;
+    if (fanotify_mark(r->fan, FAN_MARK_ADD | FAN_MARK_IGNORED_MASK, FAN_CLOSE_NOWRITE, fd,
+                      NULL) != 0 &&
+        errno == ENOSPC)
+        r->ignored = IGNORE_MARKS_MAX; /* the user's mark limit: stop trying */
+}
+
 /* A read of a script the listener may archive: its fd travels along, so
  * the content is the one the command read even if the file goes away.
  * Only a pre-filter (size, extension); the listener applies the rest. */
@@ -559,8 +584,11 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     if (m->pid == r->listener || o->discard)
         goto drop;
     ok = user_may_access(m->fd, R_OK);
-    if (ok == 1 && o->reads_need_write && !(m->mask & FAN_CLOSE_WRITE))
+    if (ok == 1 && o->reads_need_write && !(m->mask & FAN_CLOSE_WRITE)) {
         ok = user_may_access(m->fd, W_OK);
+        if (ok == 0 && (errno == EACCES || errno == EPERM))
+            ignore_reads_of(r, m->fd);
+    }
     if (ok < 0)
         goto lost;
     if (ok == 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -85,3 +86,63 @@ def test_run_a_burst_larger_than_the_holders_queue_threshold_loses_nothing(insta
     assert len(cmd.writes) == n
     assert {e.path.rsplit(b"/", 1)[1] for e in cmd.writes} == {
         b"%s%06d" % (name.encode(), i) for i in range(n)}
+
+
+def _ignore_marks(user) -> dict[int, int]:
+    """inode -> ignored mask of the fanotify inode marks held by the
+    user's processes (the holders)."""
+    marks: dict[int, int] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != user.pw_uid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+                with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                    for line in fh:
+                        if line.startswith("fanotify ino:"):
+                            f = dict(kv.split(":", 1) for kv in line.split()[1:] if ":" in kv)
+                            marks[int(f["ino"], 16)] = int(f.get("ignored_mask", "0"), 16)
+        except OSError:
+            continue
+    return marks
+
+
+def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, user_home):
+    """Default config: reads are recorded only of files the user may write.
+    The first read of any other file makes the holder put an ignore mark
+    for FAN_CLOSE_NOWRITE on its inode, so further reads (a build reads
+    each system header hundreds of times) make no event at all.  A write
+    clears the mark: the file's next read is observed again."""
+    write_config(user_home, "", install)
+    ro = user_home / "work" / "ro.txt"
+    ro.write_text("x")
+    os.chown(ro, install.user.pw_uid, install.user.pw_gid)
+    ro.chmod(0o444)
+    script = ("cat ro.txt ro.txt /etc/hostname > /dev/null; sleep 3; "
+              "chmod u+w ro.txt; echo y >> ro.txt; cat ro.txt > /dev/null")
+    env = install.env(user_home)
+    proc = subprocess.Popen(
+        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
+         *[f"{k}={v}" for k, v in env.items()], str(install.cli), "run", "--", "sh", "-c",
+         script],
+        cwd=user_home / "work", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        want = {ro.stat().st_ino, os.stat("/etc/hostname").st_ino}
+        deadline = time.monotonic() + 10
+        marks: dict[int, int] = {}
+        while not want <= marks.keys() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            marks = _ignore_marks(install.user)
+        close_nowrite = 0x10
+        assert {marks.get(ino) for ino in want} == {close_nowrite}, marks
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    (cmd,) = commands(user_home, command_text="sh -c %")
+    path = os.fsencode(ro)
+    assert [e.path for e in cmd.writes] == [path]
+    # the read after the write (3 bytes) is there; the two before it
+    # (a file the user could not write) are not
+    assert [(e.path, e.size) for e in cmd.reads] == [(path, 3)]
