@@ -256,6 +256,7 @@ class Bench:
     nofile: int | None = None  # soft RLIMIT_NOFILE for every variant; None: inherited
     profile: bool = False  # run the full listener under cProfile
     listener_cpu: bool = False  # record the full listener's CPU time
+    cpu_share: bool = False  # sample every run with `perf record -a -g`
     state: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -334,9 +335,12 @@ class Bench:
         if variant in ("full", "floor", "relay"):
             argv = [SHOURNAL, "run", "--", *argv]
         rec: dict = {"variant": variant, "run": n, "load_before": loadavg()}
+        perf = PerfRecorder(self.tmp / f"perf.{n}") if self.cpu_share else None
         t0 = time.perf_counter()
         proc = sh(self.as_user(argv, env, cwd), check=False, capture_output=True, text=True)
         rec["total_s"] = time.perf_counter() - t0
+        if perf:
+            rec["cpu_share"] = perf.stop()
         rec["exit"] = proc.returncode
         if proc.stderr.strip():
             rec["stderr"] = proc.stderr.strip()[-2000:]
@@ -384,6 +388,87 @@ class Bench:
     def discard_data(self, rec: dict) -> None:
         shutil.rmtree(rec.pop("data_home"), ignore_errors=True)
         rec.pop("journal", None)
+
+
+# ------------------------------------------------------- CPU attribution
+
+# Who a perf sample belongs to, by the task's name (comm, 15 characters).
+_SHOURNAL_COMMS = {"shournal-suid": "holder", "shournal-listen": "listener",
+                   "null_listener": "listener", "shournal": "cli"}
+
+
+class PerfRecorder:
+    """`perf record -a -g` around one run (--cpu-share).
+
+    Wall times vary by +-10% between runs on a shared VM (a CPU-bound loop
+    alone does), so a 2% overhead of a 60 s build cannot be resolved by a
+    few repetitions.  Inside one monitored run, though, every CPU sample
+    says who used the CPU: the holder (comm shournal-suid), the listener,
+    and the kernel's fanotify work in the workload's own processes (a
+    `fsnotify` frame in the sample's call chain: the event made at each
+    close).  The shares of those in the run's busy samples do not depend
+    on how fast the machine happened to be; for a CPU-bound workload
+    (`make -j2` on 2 CPUs) they are what the monitored run had to share
+    its CPUs with.  perf's own cost applies to every variant alike; the
+    wall times of such runs are still reported, but are not the paper's
+    figures."""
+
+    def __init__(self, out: Path, freq: int = 499) -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            ["perf", "record", "-a", "-g", "-F", str(freq), "-q", "-o", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.5)  # perf's set-up, outside the run
+
+    def stop(self) -> dict:
+        self.proc.send_signal(2)
+        self.proc.wait(timeout=120)
+        try:
+            return perf_shares(self.out)
+        finally:
+            self.out.unlink(missing_ok=True)
+            Path(f"{self.out}.old").unlink(missing_ok=True)
+
+
+def perf_shares(data: Path) -> dict:
+    """Samples of a `perf record -a -g` file by owner: idle, holder,
+    listener, cli (`shournal run` itself), perf, fsnotify (the workload's
+    processes inside the kernel's fanotify event code) and workload (all
+    other busy samples, kernel threads included); plus the holder's and
+    fsnotify's share of the busy samples of the workload's time."""
+    counts = dict.fromkeys(
+        ("idle", "holder", "listener", "cli", "perf", "fsnotify", "workload"), 0)
+    proc = subprocess.Popen(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            errors="replace")
+    assert proc.stdout is not None
+    owner, chain = None, False
+
+    def close() -> None:
+        if owner == "workload" and chain:
+            counts["fsnotify"] += 1
+        elif owner is not None:
+            counts[owner] += 1
+
+    for line in proc.stdout:
+        if line.startswith("\t"):  # a frame of the current sample's call chain
+            if owner == "workload" and line.split()[-1:] == ["fsnotify"]:
+                chain = True
+        elif line.strip():  # a sample's first line: its comm (may contain spaces)
+            close()
+            comm = line.strip()
+            owner = ("idle" if comm == "swapper" else "perf" if comm == "perf"
+                     else _SHOURNAL_COMMS.get(comm, "workload"))
+            chain = False
+    close()
+    proc.wait()
+    base = counts["workload"] + counts["fsnotify"]
+    if base:
+        counts["holder_pct"] = 100 * counts["holder"] / base
+        counts["fsnotify_pct"] = 100 * counts["fsnotify"] / base
+        counts["listener_pct"] = 100 * counts["listener"] / base
+    return counts
 
 
 # --------------------------------------------------------------- journal
@@ -581,6 +666,12 @@ def summarize(records: list[dict], cache: str) -> dict:
         cpu = [r["listener_user_s"] + r["listener_sys_s"] for r in full if "listener_user_s" in r]
         if cpu:
             out["listener_cpu_median_s"] = median(cpu)
+    for v in ALL_VARIANTS:
+        shares = [r["cpu_share"] for r in recs if r["variant"] == v and "cpu_share" in r]
+        for key in ("holder_pct", "fsnotify_pct", "listener_pct"):
+            vals = [sh[key] for sh in shares if key in sh]
+            if vals:
+                out[f"{v}_{key}_median"] = median(vals)
     floor = [r for r in recs if r["variant"] in ("floor", "relay")]
     if floor:
         out["floor_after_command_median_s"] = median(
@@ -639,6 +730,15 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
                 f" pp (90% bootstrap interval {lo:+.1f} .. {hi:+.1f} pp)"
             )
     for s in summaries:
+        for v in ALL_VARIANTS:
+            if f"{v}_holder_pct_median" in s:
+                print(
+                    f"{s['cache']} {v}: share of the workload's CPU samples (medians, perf):"
+                    f" holder {s[f'{v}_holder_pct_median']:.2f}%,"
+                    f" fanotify events in the workload {s[f'{v}_fsnotify_pct_median']:.2f}%,"
+                    f" listener {s[f'{v}_listener_pct_median']:.2f}%"
+                )
+    for s in summaries:
         if "listener_cpu_median_s" in s:
             cpu = s["listener_cpu_median_s"]
             print(f"{s['cache']}: listener CPU (user+sys) median {cpu:.2f} s")
@@ -673,6 +773,12 @@ def common_args(p: argparse.ArgumentParser, reps: int) -> None:
         "--listener-cpu",
         action="store_true",
         help="run the full listener under /usr/bin/time and report its CPU seconds",
+    )
+    p.add_argument(
+        "--cpu-share",
+        action="store_true",
+        help="record every run with `perf record -a -g` and report who used the CPU "
+        "(holder, listener, fanotify in the workload); see PerfRecorder",
     )
     p.add_argument(
         "--variants",

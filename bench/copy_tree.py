@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     read_includes = ["$HOME"] if args.no_reads else ["$HOME", str(tree)]
     bench = c.Bench(
         user, work, "copy_tree", read_includes=read_includes, nofile=args.nofile,
-        profile=args.profile, listener_cpu=args.listener_cpu,
+        profile=args.profile, listener_cpu=args.listener_cpu, cpu_share=args.cpu_share,
     )
     body = f"cp -a {tree} {dst}"
 

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = work / "git" / "repo"
     bench = c.Bench(
         user, work, "git_checkout", read_includes=["$HOME", str(repo)], nofile=args.nofile,
-        profile=args.profile, listener_cpu=args.listener_cpu,
+        profile=args.profile, listener_cpu=args.listener_cpu, cpu_share=args.cpu_share,
     )
     ensure_repo(bench, tree, args.delete, args.edit)
     changed = len(

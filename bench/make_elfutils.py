@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     root = work / "elfutils"
     bench = c.Bench(
         user, work, "make_elfutils", read_includes=["$HOME", str(root)], nofile=args.nofile,
-        profile=args.profile, listener_cpu=args.listener_cpu,
+        profile=args.profile, listener_cpu=args.listener_cpu, cpu_share=args.cpu_share,
     )
     tree = ensure_source(bench)
     if args.setup_only:
