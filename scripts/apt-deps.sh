@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
 PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
-[ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev"
+[ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev linux-perf"
 # Building the .deb, linting it, and testing it and the container image from
 # a fresh debootstrap root filesystem (packaging/test-fresh-system.sh).
 [ "${1-}" = "--packaging" ] && PKGS="$PKGS debhelper dpkg-dev lintian debootstrap podman rsync"
