@@ -371,7 +371,7 @@ struct relay {
     pid_t listener;
     const struct holder_opts *o;
     uint32_t lost, count, nfds, forwarded;
-    uint32_t ignored; /* inode ignore marks tried (IGNORE_MARKS_MAX) */
+    uint32_t ignored, ignore_max; /* inode ignore marks tried, allowed */
     size_t used, qbytes;
     struct queued *qhead, **qtail;
     uint8_t *hashbuf;
@@ -531,22 +531,50 @@ static int user_may_access(int fd, int mode)
  * file's inode for FAN_CLOSE_NOWRITE makes the kernel skip the rest: no
  * event, no fd opened for us, no faccessat2 (bench/README.md, session 7).
  * Only for "permission denied" (a property of the inode: a read-only mount
- * of a file that is writable elsewhere stays observed), at most
- * IGNORE_MARKS_MAX per command line (each pins an inode and counts against
- * fs.fanotify.max_user_marks); a modification of the file clears the mark
- * (no FAN_MARK_IGNORED_SURV_MODIFY).  The group and its marks end with the
- * command line. */
-#define IGNORE_MARKS_MAX 8192u
+ * of a file that is writable elsewhere stays observed).  The group and its
+ * marks end with the command line; a modification of the file clears the
+ * mark (no FAN_MARK_IGNORED_SURV_MODIFY).
+ *
+ * Each mark pins an inode and counts against the user's
+ * fs.fanotify.max_user_marks, which every other command line of his needs
+ * for its mount marks.  That limit is 1% of RAM's worth of inode marks,
+ * 8,192 on machines of 2 GB or less: one build must not take it all.  So a
+ * command line takes at most 1/32 of it and never more than 4,096 (the
+ * elfutils build needs ~1,000), and stops at the first ENOSPC. */
+#define IGNORE_MARKS_MAX 4096u
+#define MAX_USER_MARKS "/proc/sys/fs/fanotify/max_user_marks"
+
+static uint32_t ignore_marks_budget(void)
+{
+    char buf[32];
+    ssize_t n;
+    unsigned long limit;
+    char *end;
+    int fd = open(MAX_USER_MARKS, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    (void)close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    errno = 0;
+    limit = strtoul(buf, &end, 10);
+    if (errno != 0 || end == buf || (*end != '\n' && *end != '\0'))
+        return 0;
+    limit /= 32;
+    return limit < IGNORE_MARKS_MAX ? (uint32_t)limit : IGNORE_MARKS_MAX;
+}
 
 static void ignore_reads_of(struct relay *r, int fd)
 {
-    if (r->ignored >= IGNORE_MARKS_MAX)
+    if (r->ignored >= r->ignore_max)
         return;
     r->ignored++;
     if (fanotify_mark(r->fan, FAN_MARK_ADD | FAN_MARK_IGNORED_MASK, FAN_CLOSE_NOWRITE, fd,
                       NULL) != 0 &&
         errno == ENOSPC)
-        r->ignored = IGNORE_MARKS_MAX; /* the user's mark limit: stop trying */
+        r->ignored = r->ignore_max; /* the user's mark limit: stop trying */
 }
 
 /* A read of a script the listener may archive: its fd travels along, so
@@ -776,6 +804,7 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
     r->qtail = &r->qhead;
     r->listener = listener;
     r->o = o;
+    r->ignore_max = o->reads_need_write ? ignore_marks_budget() : 0;
     for (;;) {
         /* While batching, the fanotify group waits; the listener and the
          * shell never do. */

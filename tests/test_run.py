@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
-from fixtures_shell import journal_url, write_config
+from fixtures_shell import journal_url, wait_for, write_config
 
 from shournal.query import find_commands
 from shournal.store import Store
@@ -107,6 +108,16 @@ def _ignore_marks(user) -> dict[int, int]:
     return marks
 
 
+def _start_run(install, home, *argv) -> subprocess.Popen:
+    """`shournal run -- ARGV` as the user, in the background."""
+    env = install.env(home)
+    return subprocess.Popen(
+        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
+         *[f"{k}={v}" for k, v in env.items()], str(install.cli), "run", "--", *argv],
+        cwd=home / "work", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
 def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, user_home):
     """Default config: reads are recorded only of files the user may write.
     The first read of any other file makes the holder put an ignore mark
@@ -120,13 +131,7 @@ def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, use
     ro.chmod(0o444)
     script = ("cat ro.txt ro.txt /etc/hostname > /dev/null; sleep 3; "
               "chmod u+w ro.txt; echo y >> ro.txt; cat ro.txt > /dev/null")
-    env = install.env(user_home)
-    proc = subprocess.Popen(
-        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
-         *[f"{k}={v}" for k, v in env.items()], str(install.cli), "run", "--", "sh", "-c",
-         script],
-        cwd=user_home / "work", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = _start_run(install, user_home, "sh", "-c", script)
     try:
         want = {ro.stat().st_ino, os.stat("/etc/hostname").st_ino}
         deadline = time.monotonic() + 10
@@ -146,3 +151,47 @@ def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, use
     # the read after the write (3 bytes) is there; the two before it
     # (a file the user could not write) are not
     assert [(e.path, e.size) for e in cmd.reads] == [(path, 3)]
+
+
+@pytest.fixture
+def max_user_marks():
+    """fs.fanotify.max_user_marks, restored afterwards."""
+    knob = Path("/proc/sys/fs/fanotify/max_user_marks")
+    old = knob.read_text()
+    yield knob
+    knob.write_text(old)
+
+
+def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
+        install, user_home, max_user_marks):
+    """Every ignore mark counts against the user's max_user_marks, which
+    his other command lines need for their mount marks.  With the limit of
+    a 2 GB machine (8,192) a command line reading 1,000 files the user may
+    not write takes 256 ignore marks, not 1,000, and a second command line
+    started meanwhile is still recorded."""
+    max_user_marks.write_text("8192\n")
+    write_config(user_home, "", install)
+    ro = user_home / "work" / "ro"
+    ro.mkdir()
+    for i in range(1000):
+        (ro / f"{i:04}").write_text("x")  # root's, mode 644: readable, not writable
+    script = "cat ro/* > /dev/null; touch read; while [ ! -e go ]; do sleep 0.05; done"
+    proc = _start_run(install, user_home, "sh", "-c", script)
+    try:
+        wait_for((user_home / "work" / "read").exists, "the reads")
+        counted = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the holder stops adding
+            counted.append(len(_ignore_marks(install.user)))  # cat, libc, ... and ro/
+            if len(counted) > 10 and counted[-1] == counted[-11] > 0:
+                break
+            time.sleep(0.1)
+        assert counted[-1] == 8192 // 32, counted
+        other = run_as_user(install, user_home, "run", "--", "sh", "-c", "echo x > other")
+        assert other.returncode == 0 and other.stderr == "", other.stderr
+        assert commands(user_home, wfile=user_home / "work" / "other")
+        (user_home / "work" / "go").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
