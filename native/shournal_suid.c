@@ -537,10 +537,10 @@ static int user_may_access(int fd, int mode)
  *
  * Each mark pins an inode and counts against the user's
  * fs.fanotify.max_user_marks, which every other command line of his needs
- * for its mount marks.  That limit is 1% of RAM's worth of inode marks,
- * 8,192 on machines of 2 GB or less: one build must not take it all.  So a
- * command line takes at most 1/32 of it and never more than 4,096 (the
- * elfutils build needs ~1,000), and stops at the first ENOSPC. */
+ * for its mount marks.  That limit is 1% of RAM's worth of inode marks:
+ * 8,192 with 1 GB or less (205,039 with 24 GB).  One build must not take
+ * it all, so a command line takes at most 1/32 of it and never more than
+ * 4,096 (the elfutils build takes ~530), and stops at the first ENOSPC. */
 #define IGNORE_MARKS_MAX 4096u
 #define MAX_USER_MARKS "/proc/sys/fs/fanotify/max_user_marks"
 

@@ -166,7 +166,7 @@ def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
         install, user_home, max_user_marks):
     """Every ignore mark counts against the user's max_user_marks, which
     his other command lines need for their mount marks.  With the limit of
-    a 2 GB machine (8,192) a command line reading 1,000 files the user may
+    a 1 GB machine (8,192) a command line reading 1,000 files the user may
     not write takes 256 ignore marks, not 1,000, and a second command line
     started meanwhile is still recorded."""
     max_user_marks.write_text("8192\n")
