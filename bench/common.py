@@ -638,6 +638,7 @@ def summarize(records: list[dict], cache: str) -> dict:
         if ratios:
             out[f"{v}_ratio_median"] = median(ratios)
             out[f"{v}_ratios"] = ratios
+            out[f"{v}_overhead_ci90_pct"] = bootstrap_median_ci([(x - 1) * 100 for x in ratios])
             out[f"{v}_total_ratio_median"] = median(tratios)
     if "full_ratio_median" in out and "floor_ratio_median" in out:
         out["full_minus_floor_pp"] = (out["full_ratio_median"] - out["floor_ratio_median"]) * 100
@@ -722,6 +723,12 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
         " ratio to plain, as overhead; total full: whole `shournal run` incl. storing vs plain;"
         " after cmd: median seconds `shournal run` needed after the command ended)"
     )
+    for s in summaries:
+        cis = [f"{v} {lo:+.1f} .. {hi:+.1f}%" for v in ALL_VARIANTS
+               if f"{v}_overhead_ci90_pct" in s for lo, hi in [s[f"{v}_overhead_ci90_pct"]]]
+        if cis:
+            print(f"{s['cache']}: 90% bootstrap intervals of the median overheads: "
+                  + ", ".join(cis))
     for s in summaries:
         if "paired_gap_pp" in s:
             lo, hi = s["paired_gap_ci90_pp"]
