@@ -16,11 +16,16 @@ from shournal.store import Store
 pytestmark = [pytest.mark.root]
 
 
-def run_as_user(install, home, *argv, **kw):
+def cli_as_user(install, home, *argv) -> list[str]:
+    """The argv of `shournal ARGV` run as the test user, environment cleared."""
     env = install.env(home)
+    return ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
+            *[f"{k}={v}" for k, v in env.items()], str(install.cli), *argv]
+
+
+def run_as_user(install, home, *argv, **kw):
     return subprocess.run(
-        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
-         *[f"{k}={v}" for k, v in env.items()], str(install.cli), *argv],
+        cli_as_user(install, home, *argv),
         cwd=home / "work", capture_output=True, text=True, timeout=120, **kw,
     )
 
@@ -110,10 +115,8 @@ def _ignore_marks(user) -> dict[int, int]:
 
 def _start_run(install, home, *argv) -> subprocess.Popen:
     """`shournal run -- ARGV` as the user, in the background."""
-    env = install.env(home)
     return subprocess.Popen(
-        ["runuser", "-u", install.user.pw_name, "--", "env", "-i",
-         *[f"{k}={v}" for k, v in env.items()], str(install.cli), "run", "--", *argv],
+        cli_as_user(install, home, "run", "--", *argv),
         cwd=home / "work", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
