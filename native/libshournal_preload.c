@@ -914,8 +914,9 @@ static int open_in_ns(const char *path, int flags, mode_t mode)
     /* g_rootfd is the namespace's copy of our root, not our root: "..",
      * absolute symlinks and the like must resolve as if it were (a plain
      * openat would climb out of a chroot).  Magic links (/dev/stdout,
-     * /dev/fd/N) are refused that way (ELOOP): those, and kernels or
-     * seccomp filters without openat2, take the shell's own open. */
+     * /dev/fd/N) are refused that way (EXDEV; ELOOP in other kernels):
+     * those, and kernels or seccomp filters without openat2, take the
+     * shell's own open. */
     {
         struct open_how how = {.flags = (uint64_t)(unsigned)flags,
                                .mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0,

@@ -147,7 +147,7 @@ def test_recording_works_in_the_jail(jail, install, user_home):
     printed += sh.run("cp out1 out2")
     sh.exit()
     assert "only in the jail" in printed
-    assert warnings_in(printed) == [], printed
+    assert warnings_in(printed) == [] and "Success" not in printed, printed
     assert only_command(user_home, wfile=work / "out1").text == "cat /JAIL; echo hi > out1"
     assert only_command(user_home, wfile=work / "out2").text == "cp out1 out2"
 
@@ -164,7 +164,11 @@ def test_shell_redirections_keep_the_jail(jail, install, user_home):
         sh = Shell("bash", install, user_home, chroot=jail.root)
         printed = sh.run(f"cat < {up}{outside}/secret; echo x > {up}{outside}/escaped")
         printed += sh.run("echo hi > inside")
+        # a magic link (/dev/fd/63) cannot resolve in the namespace's root:
+        # the shell's own open
+        printed += sh.run("cat < <(echo via-magic-link)")
         sh.exit()
+        assert "via-magic-link\r\n" in printed.replace("echo via-magic-link", "")
         assert "host only" not in printed
         assert not (outside / "escaped").exists()
         assert "No such file or directory" in printed
