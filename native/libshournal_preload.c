@@ -33,9 +33,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "shournal_protocol.h"
 
@@ -909,7 +911,22 @@ static int open_in_ns(const char *path, int flags, mode_t mode)
         rel++;
     if (*rel == '\0')
         return -2; /* "/" itself */
-    return real_openat(g_rootfd, rel, flags, mode);
+    /* g_rootfd is the namespace's copy of our root, not our root: "..",
+     * absolute symlinks and the like must resolve as if it were (a plain
+     * openat would climb out of a chroot).  Magic links (/dev/stdout,
+     * /dev/fd/N) are refused that way (EXDEV; ELOOP in other kernels):
+     * those, and kernels or seccomp filters without openat2, take the
+     * shell's own open. */
+    {
+        struct open_how how = {.flags = (uint64_t)(unsigned)flags,
+                               .mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0,
+                               .resolve = RESOLVE_IN_ROOT};
+        int fd = (int)syscall(SYS_openat2, g_rootfd, rel, &how, sizeof how);
+        if (fd < 0 && (errno == ELOOP || errno == EXDEV || errno == EAGAIN ||
+                       errno == ENOSYS || errno == EINVAL || errno == EPERM))
+            return -2;
+        return fd;
+    }
 }
 
 static int intercept(const char *path, int flags, mode_t mode, int *res)

@@ -21,6 +21,9 @@
  *     this program can have created it;
  *   - setresgid/setresuid to the real ids, verified, before anything of the
  *     user's runs;
+ *   - a joined program keeps the caller's root directory (a chroot stays
+ *     a jail: setns() alone would reset it), verified by dev and inode,
+ *     or nothing runs (tests/test_chroot.py);
  *   - the fanotify group never reaches user code: made with CAP_SYS_ADMIN,
  *     its event fds are opened without permission checks and it could mark
  *     anything.  The holder keeps it and relays an event only if the user
@@ -199,15 +202,17 @@ static int drop_privileges(void)
         return -1;
     if (setresuid(ruid, ruid, ruid) != 0)
         return -1;
-    if (getresuid(&r, &e, &s) != 0 || r != ruid || e != ruid || s != ruid)
+    if (getresuid(&r, &e, &s) != 0 || getresgid(&rg, &eg, &sg) != 0)
         return -1;
-    if (getresgid(&rg, &eg, &sg) != 0 || rg != rgid || eg != rgid || sg != rgid)
+    /* the checks below fail without a call failing: say so in errno
+     * (the expected failure of setuid(0) sets it too) */
+    if (r != ruid || e != ruid || s != ruid || rg != rgid || eg != rgid || sg != rgid ||
+        (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) ||
+        /* with securebits left set, the uid change above would keep caps */
+        prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != 0) {
+        errno = EPERM;
         return -1;
-    if (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
-        return -1;
-    /* with securebits left set, the uid change above would keep caps */
-    if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != 0)
-        return -1;
+    }
     umask(g_umask);
     return 0;
 }
@@ -284,15 +289,25 @@ static int mount_ignored(const char *dir, char *const *excludes, int nexcl)
     return 0;
 }
 
-/* Mark every mount of the (new) namespace; returns how many were marked. */
+/* Mark every mount of the (new) namespace; returns how many were marked.
+ * The mount holding our root is marked through "/" itself: in a chroot
+ * whose root is not a mount point (schroot, a package build root) no line
+ * of /proc/self/mounts names it.  *root_marked: 1 if that worked (or the
+ * user excluded "/"); if not, errno on return is that mark's. */
 static int mark_mounts(int fan, uint64_t mask, char *const *excludes, int nexcl, int *root_marked)
 {
-    FILE *f = setmntent("/proc/self/mounts", "re");
+    FILE *f;
     struct mntent ent;
     char buf[8192];
-    int count = 0;
+    int count = 0, root_err = 0;
 
-    *root_marked = 0;
+    *root_marked = 1;
+    if (!mount_ignored("/", excludes, nexcl) &&
+        fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, mask, AT_FDCWD, "/") != 0) {
+        root_err = errno;
+        *root_marked = 0;
+    }
+    f = setmntent("/proc/self/mounts", "re");
     if (f == NULL)
         return -1;
     while (getmntent_r(f, &ent, buf, sizeof buf) != NULL) {
@@ -302,10 +317,9 @@ static int mark_mounts(int fan, uint64_t mask, char *const *excludes, int nexcl,
         if (fanotify_mark(fan, FAN_MARK_ADD | FAN_MARK_MOUNT, mask, AT_FDCWD, ent.mnt_dir) != 0)
             continue; /* vanished or inaccessible mount: not fatal */
         count++;
-        if (strcmp(ent.mnt_dir, "/") == 0)
-            *root_marked = 1;
     }
     endmntent(f);
+    errno = root_err;
     return count;
 }
 
@@ -1212,8 +1226,8 @@ static int cmd_exec(int argc, char **argv)
     pid_t holder;
     long envc;
     char **env, **args, *filename, cwd[PATH_MAX], procpath[64];
-    int procfd, nsfd, oldcwd, have_cwd;
-    struct stat st, st_old, st_new;
+    int procfd, nsfd, rootfd, oldcwd, have_cwd, err;
+    struct stat st, st_old, st_new, st_root;
     gid_t grp;
 
     /* argv: exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]... */
@@ -1266,9 +1280,19 @@ static int cmd_exec(int argc, char **argv)
         _exit(1);
     }
     nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+    err = errno;
+    /* setns() puts us at the namespace's root: for a caller in a chroot,
+     * outside his jail.  The holder unshared from inside the caller's root,
+     * so its root is that directory's copy in the namespace; the program
+     * runs there (below) or not at all. */
+    rootfd = nsfd < 0 ? -1 : openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (nsfd >= 0 && rootfd < 0) {
+        err = errno;
+        (void)close(nsfd);
+        nsfd = -1;
+    }
     (void)close(procfd);
     if (nsfd < 0) {
-        int err = errno;
         if (drop_privileges() != 0)
             _exit(1);
         /* ENOENT: the holder is exiting -- as above, silently.  Anything
@@ -1281,19 +1305,37 @@ static int cmd_exec(int argc, char **argv)
     }
     have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';
     oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (stat("/", &st_root) != 0 || fstat(rootfd, &st) != 0 || st.st_dev != st_root.st_dev ||
+        st.st_ino != st_root.st_ino) {
+        (void)drop_privileges();
+        warn("refusing to join the namespace of pid %d: made under another root directory "
+             "(chroot)", (int)holder);
+        _exit(1);
+    }
     if (setns(nsfd, CLONE_NEWNS) != 0) {
+        err = errno;
         if (drop_privileges() != 0)
             _exit(1);
-        warn("not observed: setns: %s", strerror(errno));
+        warn("not observed: setns: %s", strerror(err));
         exec_user(filename, args, env);
     }
     (void)close(nsfd);
+    /* Still privileged: back into the caller's root (its copy), verified
+     * to be the same directory before anything of the user's runs. */
+    if (fchdir(rootfd) != 0 || chroot(".") != 0 || stat("/", &st) != 0 ||
+        st.st_dev != st_root.st_dev || st.st_ino != st_root.st_ino) {
+        (void)drop_privileges();
+        warn("refusing to run: your root directory is not reachable in the namespace of pid %d",
+             (int)holder);
+        _exit(1);
+    }
+    (void)close(rootfd);
     if (drop_privileges() != 0) {
         warn("cannot drop privileges");
         _exit(1);
     }
-    /* setns() moved us to the namespace's root; re-enter the working
-     * directory by path so relative opens go through the marked mounts. */
+    /* Re-enter the working directory by path (it is relative to the root
+     * kept above) so relative opens go through the marked mounts. */
     if (!have_cwd || chdir(cwd) != 0 || oldcwd < 0 || fstat(oldcwd, &st_old) != 0 ||
         stat(".", &st_new) != 0 || st_old.st_dev != st_new.st_dev ||
         st_old.st_ino != st_new.st_ino) {

@@ -200,7 +200,10 @@ class Shell:
     """A real interactive bash or zsh of the test user on a pty."""
 
     def __init__(self, kind: str, install: Install, home: Path, *, enable: bool = True,
-                 extra_env: dict[str, str] | None = None, rc_extra: str = "") -> None:
+                 extra_env: dict[str, str] | None = None, rc_extra: str = "",
+                 chroot: Path | None = None) -> None:
+        """`chroot`: run the shell inside that directory (which must show the
+        home, the install and the checkout at their paths)."""
         import pexpect
 
         self.kind = kind
@@ -227,6 +230,9 @@ class Shell:
             raise ValueError(kind)
         os.chown(rc, install.user.pw_uid, install.user.pw_gid)
         cmd = ["runuser", "-u", install.user.pw_name, "--", "env", "-i"]
+        if chroot is not None:
+            # chroot(1) changes to the new "/"
+            cmd = ["/usr/sbin/chroot", str(chroot), *cmd, "-C", str(home / "work")]
         cmd += [f"{k}={v}" for k, v in env.items()]
         cmd += argv
         self.proc = pexpect.spawn(

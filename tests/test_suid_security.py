@@ -433,8 +433,10 @@ class Ran:
     err: str
 
 
-def as_user(user) -> list[str]:
-    return ["/usr/bin/setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
+def as_user(user, chroot: Path | None = None) -> list[str]:
+    """setpriv to `user`; with `chroot`, inside that directory (chroot as root first)."""
+    jail = ["/usr/sbin/chroot", str(chroot)] if chroot is not None else []
+    return [*jail, "/usr/bin/setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
             "--init-groups"]
 
 
@@ -534,15 +536,17 @@ class Recorders:
     children: list[int] = field(default_factory=list)
 
     def start(self, user, listener: Sequence[str], *, opts: Sequence[str] = (),
-              env: dict[str, str] | None = None, wrap: Sequence[str] = ()) -> Recorder:
-        """Run `setup` as `user` with a SEQPACKET socket on fd 3 and wait for
-        SETUP_DONE.  `wrap` goes between setpriv and the helper and must exec it."""
+              env: dict[str, str] | None = None, wrap: Sequence[str] = (),
+              chroot: Path | None = None) -> Recorder:
+        """Run `setup` as `user` (in `chroot` if given) with a SEQPACKET socket on
+        fd 3 and wait for SETUP_DONE.  `wrap` goes between setpriv and the helper
+        and must exec it."""
         parent, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = high_fd(child_end.fileno())
         child_end.close()
         log = tempfile.TemporaryFile()
         try:
-            argv = [*as_user(user), *wrap, str(self.install.helper), "setup", *opts, "--",
+            argv = [*as_user(user, chroot), *wrap, str(self.install.helper), "setup", *opts, "--",
                     *listener]
             pid = spawn(argv, env=env, fds={3: fd}, out=log.fileno(), err=log.fileno())
         except BaseException:
@@ -637,10 +641,10 @@ def start_reporting(recorders: Recorders, tools: Tools, user, out: Path, *cmd: s
 
 
 def helper_exec(install: Install, pid: int | str, filename: str, given_env: Sequence[str],
-                *argv: str, user=None, **kw) -> Ran:
-    """`exec PID FILENAME ENVC [ENV]... ARGV0 [ARG]...` as the user."""
+                *argv: str, user=None, chroot: Path | None = None, **kw) -> Ran:
+    """`exec PID FILENAME ENVC [ENV]... ARGV0 [ARG]...` as the user (in `chroot`)."""
     user = user or install.user
-    args = [*as_user(user), str(install.helper), "exec", str(pid), filename,
+    args = [*as_user(user, chroot), str(install.helper), "exec", str(pid), filename,
             str(len(given_env)), *given_env, *argv]
     return run(args, **kw)
 
