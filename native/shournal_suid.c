@@ -27,7 +27,10 @@
  *   - the fanotify group never reaches user code: made with CAP_SYS_ADMIN,
  *     its event fds are opened without permission checks and it could mark
  *     anything.  The holder keeps it and relays an event only if the user
- *     may read the file (faccessat2 with the user's ids and groups);
+ *     may read the file (faccessat2 with the user's ids and groups) and
+ *     reach it by its path (his own path walk leads to the same inode;
+ *     tests/test_holder_reopen.py);
+ *     an fd it relays is one it opened itself, as the user;
  *   - namespaces and fanotify groups are counted against the user, not
  *     root, so a user can exhaust only his own limits;
  *   - members of the shournal group are refused (they could forge holders);
@@ -54,6 +57,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -383,6 +387,7 @@ struct relay {
     int fan, sock, procfd;
     int pressure; /* write end: wakes the waiting listener; -1 once used */
     pid_t listener;
+    pid_t self; /* our own closes of relayed fds make events too */
     const struct holder_opts *o;
     uint32_t lost, count, nfds, forwarded;
     uint32_t ignored, ignore_max; /* inode ignore marks tried, allowed */
@@ -539,6 +544,56 @@ static int user_may_access(int fd, int mode)
     return errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY ? 0 : -1;
 }
 
+/* faccessat2 on the event's fd checks the inode only: a file readable by
+ * all in a directory only root may search (0700) would leak to a setuid
+ * program's, a sudo rule's or root's read of it (/proc/<pid>/root/...)
+ * in the namespace.  So the user's own walk of the event's path (our fs
+ * ids and groups: every directory's search permission) must lead to the
+ * same inode.  statx opens nothing: no side effects on FIFOs or devices,
+ * no file to close, and no fanotify event of our own (an open for reading,
+ * which would check read permission too, makes a FAN_CLOSE_NOWRITE for
+ * every event it checks); DONT_SYNC, as dev and ino need no round trip on
+ * network file systems.  One syscall per relayed event, ~3 us of the
+ * holder's CPU here (bench/README.md, helper_ab.py).
+ * 1 yes, 0 no (permission denied: dropped like any file the user may not
+ * read, uncounted, so it tells him nothing), -1 the path no longer leads
+ * there (renamed, replaced or unlinked since, a mount on top): the user
+ * might have seen it, so the caller counts it as lost. */
+static int user_reaches(const char *path, const struct stat *st)
+{
+    struct statx sx;
+    if (path[0] != '/')
+        return -1; /* "pipe:[...]" and the like: no path to walk */
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+              STATX_INO, &sx) != 0)
+        return errno == EACCES || errno == EPERM ? 0 : -1;
+    return sx.stx_ino == (uint64_t)st->st_ino &&
+                   makedev(sx.stx_dev_major, sx.stx_dev_minor) == st->st_dev
+               ? 1
+               : -1;
+}
+
+/* The fd that travels with a script candidate: opened by us, as the user,
+ * by the path just checked (the event's fd has O_NOATIME, which the kernel
+ * grants its owner only, and no permission check behind it).  Regular
+ * files only (archive_candidate), non-blocking against a lease.  Returns
+ * the fd, -1 with the verdict of user_reaches in *ok. */
+static int user_open(const char *path, const struct stat *st, int *ok)
+{
+    struct stat fs;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        *ok = errno == EACCES || errno == EPERM ? 0 : -1;
+        return -1;
+    }
+    if (fstat(fd, &fs) != 0 || fs.st_ino != st->st_ino || fs.st_dev != st->st_dev) {
+        (void)close(fd);
+        *ok = -1;
+        return -1;
+    }
+    return fd;
+}
+
 /* With --writable-reads, a read of a file the user may not write is
  * dropped; a build reads each system header hundreds of times (make -j2 of
  * elfutils: ~250,000 such reads).  After the first, an ignore mark on the
@@ -612,7 +667,10 @@ static int archive_candidate(const struct holder_opts *o, uint64_t mask, const s
 }
 
 /* One event: permission checks, then fstat, path and partial hash, taken
- * now (the next command line may change the file soon).  Consumes m->fd. */
+ * now (the next command line may change the file soon).  Consumes m->fd.
+ * The hash is read through m->fd (the same inode as checked; O_NOATIME and
+ * no fanotify event of our own); only the fd of a script candidate is
+ * opened again, by user_open. */
 static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
 {
     const struct holder_opts *o = r->o;
@@ -621,9 +679,9 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     char path[PATH_MAX], name[16];
     ssize_t plen;
     size_t need;
-    int ok, fdkeep = 0;
+    int ok, fdkeep = 0, fd = -1;
 
-    if (m->pid == r->listener || o->discard)
+    if (m->pid == r->listener || m->pid == r->self || o->discard)
         goto drop;
     ok = user_may_access(m->fd, R_OK);
     if (ok == 1 && o->reads_need_write && !(m->mask & FAN_CLOSE_WRITE)) {
@@ -643,6 +701,12 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     plen = readlinkat(r->procfd, name, path, sizeof path);
     if (plen <= 0 || (size_t)plen >= sizeof path)
         goto lost;
+    path[plen] = '\0';
+    ok = user_reaches(path, &st);
+    if (ok < 0)
+        goto lost;
+    if (ok == 0)
+        goto drop;
     memset(&rec, 0, sizeof rec);
     rec.mask = m->mask;
     rec.size = (uint64_t)st.st_size;
@@ -661,12 +725,20 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
             rec.flags |= SHOURNAL_REC_HASH;
     }
     fdkeep = archive_candidate(o, m->mask, &st, path, (size_t)plen);
-    if (fdkeep)
+    if (fdkeep) {
+        fd = user_open(path, &st, &ok);
+        if (fd < 0 && ok < 0)
+            goto lost;
+        if (fd < 0)
+            goto drop;
         rec.flags |= SHOURNAL_REC_FD;
+    }
     need = sizeof rec + (((size_t)plen + 7) & ~(size_t)7);
     if ((r->used + need > sizeof r->msg || (fdkeep && r->nfds == SHOURNAL_MAX_FDS_PER_MSG)) &&
         relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0) {
         (void)close(m->fd);
+        if (fd >= 0)
+            (void)close(fd);
         return -1;
     }
     memcpy(r->msg + r->used, &rec, sizeof rec);
@@ -675,10 +747,8 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     r->used += need;
     r->count++;
     r->forwarded++;
-    if (fdkeep) {
-        r->fds[r->nfds++] = m->fd;
-        return 0;
-    }
+    if (fdkeep)
+        r->fds[r->nfds++] = fd;
     (void)close(m->fd);
     return 0;
 lost:
@@ -817,6 +887,7 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
     r->pressure = pressure;
     r->qtail = &r->qhead;
     r->listener = listener;
+    r->self = getpid();
     r->o = o;
     r->ignore_max = o->reads_need_write ? ignore_marks_budget() : 0;
     for (;;) {
