@@ -259,6 +259,13 @@ def test_refuses_a_holder_in_a_user_namespace_of_the_user(install, tools, scratc
              "suidread", str(target)])
     assert r.rc == 1 and "refusing to join" in r.err and "user namespace" in r.err, r
     assert "euid 0" not in r.out, r
+    # control: the same program joins the user's genuine namespace (setuid
+    # programs work in recorded commands), where the file is the real one
+    rec = start_reporting(recorders, tools, user, user_dir(scratch, user, "rep"))
+    r = run([*as_user(user), str(install.helper), "exec", str(rec.holder), str(tools.suidread),
+             "0", "suidread", str(target)])
+    assert (r.rc, r.out.splitlines()[0]) == (0, "euid 0"), r
+    assert f"read {target} {len(target.read_bytes())}" in r.out, r
 
 
 # ============================================ 3. check is charged to the user
