@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import test_suid_security as _security
-from fixtures_shell import GROUP, _ensure_user, wait_for
+from fixtures_shell import GROUP, Shell, _ensure_user, wait_for, warnings_in
 from test_suid_security import (
     MSG_SETUP_FAIL,
     NO_SUCH_PID,
@@ -380,3 +380,27 @@ def test_setup_forks_with_headroom_in_the_process_limit(install, tools, scratch,
                           wrap=[PRLIMIT, f"--nproc={room}", "--"])
     assert recorders.wait(rec) == 0
     assert (out / "listener-ran").exists()
+
+
+@pytest.mark.shell
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_shell_runs_the_command_when_setup_cannot_fork(kind, install, user_home, scratch):
+    """What the user sees of the failure above: one line, and the command
+    runs (unobserved).  Only `setup` gets the limit of one process."""
+    wrapper = scratch / "limited-helper"
+    wrapper.write_text(f"""#!/bin/sh
+if [ "$1" = setup ]; then
+    exec {PRLIMIT} --nproc=1 -- {install.helper} "$@"
+fi
+exec {install.helper} "$@"
+""")
+    wrapper.chmod(0o755)
+    sh = Shell(kind, install, user_home, extra_env={"SHOURNAL_SUID_PATH": str(wrapper)})
+    first = sh.run("echo one > out1; cat out1")
+    second = sh.run("echo two > out2; cat out2")
+    sh.exit()
+    assert "one" in first and "two" in second
+    (line,) = warnings_in(first)
+    assert "fork: Resource temporarily unavailable" in line, line
+    assert warnings_in(second) == [], second
+    assert (user_home / "work" / "out2").read_text() == "two\n"
