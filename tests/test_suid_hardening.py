@@ -227,6 +227,15 @@ def test_member_without_the_group_is_refused(install, tools, scratch, member):
     assert "group FAIL member" in r.out.splitlines() and r.rc == 1, r
 
 
+def test_doctor_names_a_member_without_the_group(install, scratch, member):
+    home = user_dir(scratch, member, "home")
+    env = {**install.env(home), "USER": member.pw_name, "LOGNAME": member.pw_name}
+    r = run([*without_group(member), "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in env.items()],
+             str(install.cli), "doctor"], timeout=120)
+    (line,) = [x for x in r.out.splitlines() if x.split()[1:2] == ["group:"]]
+    assert line.startswith("FAIL") and "you are a member" in line, r
+
+
 def test_member_cannot_run_setuid_programs_in_his_own_namespace(install, tools, scratch,
                                                                  recorders, adopted, member):
     """The whole chain: as a member whose process lacks the group, `sg
