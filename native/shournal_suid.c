@@ -13,12 +13,16 @@
  *            same real user, drop privileges for good, exec the program.
  *   check  - report whether the above can work on this machine (doctor).
  *
- * Rules (each has an attacking test in tests/test_suid_security.py):
+ * Rules (each has an attacking test in tests/test_suid_security.py or
+ * tests/test_suid_hardening.py):
  *   - libc only, strict argv, the environment is never consulted while
- *     privileged;
+ *     privileged, nothing big on the stack (the user sets RLIMIT_STACK);
  *   - a namespace is joined only if its holder's /proc entry is owned by the
  *     real uid and the shournal group, which no user is a member of, so only
- *     this program can have created it;
+ *     this program can have created it, and only if the namespace belongs to
+ *     our own user namespace (in one of the user's, his files may be
+ *     bind-mounted over system files: setuid programs would run as root on
+ *     them);
  *   - setresgid/setresuid to the real ids, verified, before anything of the
  *     user's runs;
  *   - a joined program keeps the caller's root directory (a chroot stays
@@ -31,9 +35,14 @@
  *     reach it by its path (his own path walk leads to the same inode;
  *     tests/test_holder_reopen.py);
  *     an fd it relays is one it opened itself, as the user;
- *   - namespaces and fanotify groups are counted against the user, not
- *     root, so a user can exhaust only his own limits;
- *   - members of the shournal group are refused (they could forge holders);
+ *   - namespaces and fanotify groups (setup's and check's) are counted
+ *     against the user, not root, so a user can exhaust only his own
+ *     limits; our forks count against his RLIMIT_NPROC (no CAP_SYS_ADMIN or
+ *     CAP_SYS_RESOURCE in the effective set while forking), and check's
+ *     probe child dies with check;
+ *   - members of the shournal group are refused (they could forge holders),
+ *     by the group database as well as by the process's groups: a member
+ *     whose session lacks the group gets it with sg;
  *   - every descriptor not handed on is closed.
  */
 #define _GNU_SOURCE
@@ -41,8 +50,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <linux/nsfs.h>
 #include <mntent.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,6 +64,7 @@
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -221,18 +234,198 @@ static int drop_privileges(void)
     return 0;
 }
 
-/* Is the real user a member of the shournal group?  Such a user could
- * make a process with our credential himself. */
-static int user_in_group(gid_t grp)
+#define MAX_DB_BUF (1u << 20) /* for one passwd or group entry */
+
+/* A getpw*_r / getgr*_r buffer that was too small (ERANGE): double it. */
+static int grow_buf(char **buf, size_t *len)
 {
-    gid_t groups[NGROUPS_MAX];
-    int n = getgroups(NGROUPS_MAX, groups);
-    if (getgid() == grp || n < 0)
-        return 1;
+    char *p;
+    if (*len >= MAX_DB_BUF)
+        return -1;
+    p = realloc(*buf, *len * 2);
+    if (p == NULL)
+        return -1;
+    *buf = p;
+    *len *= 2;
+    return 0;
+}
+
+/* Is grp in a group list (getgroups, getgrouplist)?  Such lists are
+ * allocated: their length is the user's business (up to 65536). */
+static int list_has(const gid_t *list, int n, gid_t grp)
+{
     for (int i = 0; i < n; i++)
-        if (groups[i] == grp)
+        if (list[i] == grp)
             return 1;
     return 0;
+}
+
+/* The groups of `name` (primary `gid`) in the group database. */
+static int db_groups(const char *name, gid_t gid, gid_t **list, int *n)
+{
+    int want = 64;
+    for (;;) {
+        gid_t *p = realloc(*list, sizeof **list * (size_t)want);
+        int have = want;
+        if (p == NULL)
+            return -1;
+        *list = p;
+        if (getgrouplist(name, gid, *list, &want) >= 0) {
+            *n = want;
+            return 0;
+        }
+        if (want <= have || want > 65536)
+            return -1;
+    }
+}
+
+/* Is the real user a member of the shournal group?  Such a user could
+ * make a process with our credential himself (sg, newgrp), whether this
+ * process has the group or not (a session started before he was added
+ * lacks it), so the group database decides as well: his primary group and
+ * the group's member list, by uid (another name may share his uid) -- what
+ * sg and newgrp go by -- and, with `all_sources`, getgrouplist (what a new
+ * login gives him, from every NSS source: nested LDAP groups, ...).
+ * getgrouplist asks every source, so with nss-systemd each call loads that
+ * module (~0.4 ms of CPU here): setup (once per command line) and check
+ * ask it; exec (once per program) does not, as the namespaces it joins
+ * were made by a setup that did, and a holder forged by a member whom only
+ * getgrouplist names is still refused unless its namespace belongs to our
+ * user namespace, where he could not have mounted anything.
+ * 1 member, 0 not, -1 cannot tell (refused all the same). */
+static int user_in_group(gid_t grp, int all_sources)
+{
+    uid_t ruid = getuid();
+    struct passwd pw, *pwr = NULL;
+    struct group gr, *grr = NULL;
+    size_t len = 4096, mlen = 4096;
+    char *buf = malloc(len), *mbuf = malloc(mlen);
+    gid_t *list = NULL;
+    int n, e, rc = -1;
+
+    if (buf == NULL || mbuf == NULL)
+        goto out;
+    if (getgid() == grp || getegid() == grp) {
+        rc = 1;
+        goto out;
+    }
+    n = getgroups(0, NULL);
+    if (n < 0 || (list = calloc((size_t)n + 1, sizeof *list)) == NULL ||
+        (n = getgroups(n, list)) < 0)
+        goto out;
+    if (list_has(list, n, grp)) {
+        rc = 1;
+        goto out;
+    }
+    while ((e = getpwuid_r(ruid, &pw, buf, len, &pwr)) == ERANGE)
+        if (grow_buf(&buf, &len) != 0)
+            goto out;
+    if (e != 0)
+        goto out;
+    if (pwr != NULL && pw.pw_gid == grp) {
+        rc = 1;
+        goto out;
+    }
+    if (pwr != NULL && all_sources) {
+        if (db_groups(pw.pw_name, pw.pw_gid, &list, &n) != 0)
+            goto out;
+        if (list_has(list, n, grp)) {
+            rc = 1;
+            goto out;
+        }
+    }
+    while ((e = getgrgid_r(grp, &gr, buf, len, &grr)) == ERANGE)
+        if (grow_buf(&buf, &len) != 0)
+            goto out;
+    if (e != 0 || grr == NULL)
+        goto out;
+    for (char **m = gr.gr_mem; *m != NULL; m++) {
+        struct passwd mpw, *mpwr = NULL;
+        while ((e = getpwnam_r(*m, &mpw, mbuf, mlen, &mpwr)) == ERANGE)
+            if (grow_buf(&mbuf, &mlen) != 0)
+                goto out;
+        if (e != 0)
+            goto out;
+        if (mpwr != NULL && mpw.pw_uid == ruid) {
+            rc = 1;
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(list);
+    free(mbuf);
+    free(buf);
+    return rc;
+}
+
+/* "refusing: ..." for user_in_group's answer (1 or -1) */
+static const char *member_refusal(int member)
+{
+    return member > 0 ? "refusing: you are a member of group '" SHOURNAL_GROUP
+                        "' (remove that membership)"
+                      : "refusing: cannot read the group database for group '" SHOURNAL_GROUP "'";
+}
+
+/* fork(), counted against the user's RLIMIT_NPROC like any fork of his:
+ * CAP_SYS_ADMIN or CAP_SYS_RESOURCE in the effective set would exempt it.
+ * Both leave the effective set for the fork and come back in the parent;
+ * the child keeps the rest (CAP_SETUID, CAP_SETGID) for its own drop. */
+static pid_t fork_counted(void)
+{
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct saved[_LINUX_CAPABILITY_U32S_3], cut[_LINUX_CAPABILITY_U32S_3];
+    const int ia = CAP_TO_INDEX(CAP_SYS_ADMIN), ir = CAP_TO_INDEX(CAP_SYS_RESOURCE);
+    const uint32_t ma = CAP_TO_MASK(CAP_SYS_ADMIN), mr = CAP_TO_MASK(CAP_SYS_RESOURCE);
+    pid_t pid;
+    int err;
+
+    if (syscall(SYS_capget, &hdr, saved) != 0)
+        return -1;
+    memcpy(cut, saved, sizeof cut);
+    cut[ia].effective &= ~ma;
+    cut[ir].effective &= ~mr;
+    if (syscall(SYS_capset, &hdr, cut) != 0 || syscall(SYS_capget, &hdr, cut) != 0)
+        return -1;
+    if ((cut[ia].effective & ma) || (cut[ir].effective & mr)) {
+        errno = EPERM;
+        return -1;
+    }
+    pid = fork();
+    if (pid == 0)
+        return 0;
+    err = errno;
+    if (syscall(SYS_capset, &hdr, saved) != 0) {
+        err = errno;
+        if (pid > 0) {
+            (void)kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+        pid = -1;
+    }
+    errno = err;
+    return pid;
+}
+
+/* Does the mount namespace `nsfd` belong to the user namespace we run in?
+ * A setuid-root program is privileged only in a user namespace that maps
+ * root, which only root can make, and only a process privileged in that
+ * one can make a mount namespace belonging to it; any other (a user's own
+ * user namespace, where he may bind-mount his files over system files)
+ * is never joined.  1 yes, 0 no, -1 cannot tell. */
+static int ns_in_our_userns(int nsfd)
+{
+    struct stat theirs, ours;
+    int ufd = ioctl(nsfd, NS_GET_USERNS), rc;
+
+    if (ufd < 0)
+        return errno == EPERM ? 0 : -1; /* EPERM: not even below ours */
+    rc = fstat(ufd, &theirs);
+    (void)close(ufd);
+    if (rc != 0 || stat("/proc/self/ns/user", &ours) != 0)
+        return -1;
+    return theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
 }
 
 /* close_range(2) exists since 5.9; fall back to a bounded loop. */
@@ -1099,7 +1292,7 @@ static int cmd_setup(int argc, char **argv)
 {
     char *excludes[MAX_EXCLUDES];
     int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
-        root_marked = 0, lazy = 0;
+        root_marked = 0, lazy = 0, member;
     long prepared = 0; /* idle seconds, 0: not prepared */
     /* Without options (no config seen yet: the first command line of a
      * fresh installation) the defaults are the config's; for archiving,
@@ -1180,9 +1373,9 @@ static int cmd_setup(int argc, char **argv)
     if (shournal_gid(&grp) != 0)
         die_setup("group '%s' does not exist (groupadd --system %s)", SHOURNAL_GROUP,
                   SHOURNAL_GROUP);
-    if (user_in_group(grp))
-        die_setup("refusing: you are a member of group '%s' (remove that membership)",
-                  SHOURNAL_GROUP);
+    member = user_in_group(grp, 1);
+    if (member != 0)
+        die_setup("%s", member_refusal(member));
     /* The namespace and the fanotify group are counted (max_mnt_namespaces,
      * max_fanotify_groups) against the effective uid: make it the user's,
      * keeping our capabilities, so a user exhausts only his own limits. */
@@ -1208,7 +1401,7 @@ static int cmd_setup(int argc, char **argv)
         die_setup("socketpair: %s", strerror(errno));
 
     listener = getpid(); /* we become the listener */
-    holder = fork();
+    holder = fork_counted();
     if (holder < 0)
         die_setup("fork: %s", strerror(errno));
     if (holder == 0) {
@@ -1297,7 +1490,7 @@ static int cmd_exec(int argc, char **argv)
     pid_t holder;
     long envc;
     char **env, **args, *filename, cwd[PATH_MAX], procpath[64];
-    int procfd, nsfd, rootfd, oldcwd, have_cwd, err;
+    int procfd, nsfd, rootfd, oldcwd, have_cwd, err, member;
     struct stat st, st_old, st_new, st_root;
     gid_t grp;
 
@@ -1326,10 +1519,10 @@ static int cmd_exec(int argc, char **argv)
         exec_user(filename, args, env);
     }
 
-    if (user_in_group(grp)) {
+    member = user_in_group(grp, 0);
+    if (member != 0) {
         (void)drop_privileges();
-        warn("refusing: you are a member of group '%s' (remove that membership)",
-             SHOURNAL_GROUP);
+        warn("%s", member_refusal(member));
         _exit(1);
     }
     snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
@@ -1373,6 +1566,12 @@ static int cmd_exec(int argc, char **argv)
             warn("not observed: cannot join the namespace: %s (in a container: "
                  "--cap-add SYS_PTRACE)", strerror(err));
         exec_user(filename, args, env);
+    }
+    if (ns_in_our_userns(nsfd) != 1) {
+        (void)drop_privileges();
+        warn("refusing to join the namespace of pid %d: it belongs to another user namespace",
+             (int)holder);
+        _exit(1);
     }
     have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';
     oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1428,15 +1627,18 @@ static int check_join(void)
     char path[64];
     int fd, err = 0, ready[2];
     char c;
-    pid_t child;
+    pid_t child, parent = getpid();
 
     if (pipe2(ready, O_CLOEXEC) != 0)
         return errno;
-    child = fork();
+    child = fork_counted();
     if (child < 0)
         return errno;
     if (child == 0) {
-        if (setresuid(uid, uid, uid) != 0)
+        /* A killed check must not leave us behind; set after the uid
+         * change, which clears it. */
+        if (setresuid(uid, uid, uid) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 ||
+            getppid() != parent)
             _exit(1);
         (void)close(ready[0]);
         (void)close(ready[1]); /* EOF: our ids are set */
@@ -1463,22 +1665,28 @@ static int cmd_check(void)
 {
     gid_t grp;
     uint32_t flags = 0;
-    int fan, ok = 1, root_marked = 0;
+    int fan, ok = 1, root_marked = 0, root = geteuid() == 0, join_err = 0;
 
     printf("version %s\n", SHOURNAL_VERSION);
-    printf("setuid-root %s\n", geteuid() == 0 ? "ok" : "FAIL");
+    printf("setuid-root %s\n", root ? "ok" : "FAIL");
     if (shournal_gid(&grp) == 0) {
-        gid_t groups[NGROUPS_MAX];
-        int n = getgroups(NGROUPS_MAX, groups), member = getgid() == grp;
-        for (int i = 0; i < n; i++)
-            member |= groups[i] == grp;
-        printf("group %s\n", member ? "FAIL member" : "ok");
-        ok &= !member;
+        int member = user_in_group(grp, 1);
+        printf("group %s\n", member > 0 ? "FAIL member" : member < 0 ? "FAIL unreadable" : "ok");
+        ok &= member == 0;
     } else {
         printf("group FAIL missing\n");
         ok = 0;
     }
-    if (geteuid() == 0) {
+    /* before the namespace below: the probe's child must not pin it */
+    if (root)
+        join_err = check_join();
+    /* As in setup: the namespace and the fanotify group count against the
+     * user, who could otherwise stop checks holding them until root has
+     * none left. */
+    if (root && charge_user(1) != 0) {
+        printf("unshare FAIL cannot switch to the user's euid: %s\n", strerror(errno));
+        ok = 0;
+    } else if (root) {
         if (unshare(CLONE_NEWNS) != 0) {
             printf("unshare FAIL %s\n", strerror(errno));
             ok = 0;
@@ -1492,13 +1700,14 @@ static int cmd_check(void)
             ok &= root_marked;
             (void)close(fan);
         }
+        if (charge_user(0) != 0)
+            _exit(1);
     } else {
         ok = 0;
     }
-    if (geteuid() == 0) {
-        int err = check_join();
-        printf("join %s%s\n", err ? "FAIL " : "ok", err ? strerror(err) : "");
-        ok &= !err;
+    if (root) {
+        printf("join %s%s\n", join_err ? "FAIL " : "ok", join_err ? strerror(join_err) : "");
+        ok &= !join_err;
     }
     if (drop_privileges() != 0)
         _exit(1);
