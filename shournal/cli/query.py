@@ -37,8 +37,10 @@ class OutputFormat(StrEnum):
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    # One line, whatever the exception text looked like.
-    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    from shournal.render.human import printable
+
+    # One line, whatever the exception text looked like; never raw controls.
+    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
     raise typer.Exit(code)
 
 
@@ -293,10 +295,13 @@ def query(
             output,
         )
     if restored is not None:
-        print(f"shournal: restored {restored.count} file(s) into {restored.dest}", file=sys.stderr)
+        from shournal.render.human import printable
+
+        dest = printable(str(restored.dest))
+        print(f"shournal: restored {restored.count} file(s) into {dest}", file=sys.stderr)
         for cmd_id, path, why in restored.skipped:
-            shown = os.fsdecode(path)
-            print(f"shournal: command {cmd_id}: {shown} not restored: {why}", file=sys.stderr)
+            shown = printable(f"{os.fsdecode(path)} not restored: {why}")
+            print(f"shournal: command {cmd_id}: {shown}", file=sys.stderr)
     raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
 
 
