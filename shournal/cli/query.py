@@ -306,8 +306,10 @@ def query(
 
 
 def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
+    from shournal import _paths
     from shournal.restore import RestoreError, restore_read_files
 
+    default = restore_dir is None
     if restore_dir is None:
         import getpass
         import tempfile
@@ -315,9 +317,14 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
         restore_dir = Path(tempfile.gettempdir()) / f"shournal-restore-{getpass.getuser()}"
     try:
         restore_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if default:
+            # a fixed name in a shared directory: anybody may have made it first
+            _paths.check_own_directory(restore_dir, follow_links=False, forbidden_mode=0o077)
         return restore_read_files(store, commands, restore_dir)
     except RestoreError as e:
         _fail(str(e), EXIT_USAGE)
+    except _paths.UnsafeDirectory as e:
+        _fail(f"restore directory {e} (--restore-dir DIR chooses another)", EXIT_USAGE)
     except OSError as e:
         _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
 
