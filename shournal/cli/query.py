@@ -448,15 +448,25 @@ def _write_text(text: str, output: Path | None) -> None:
 
 
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+    import tempfile
+
     from shournal.render.html import write_html
 
-    # written beside the target and renamed: a failure leaves nothing behind
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    # Written beside the target and renamed: a failure leaves nothing
+    # behind.  mkstemp creates a new name (O_EXCL): in a directory others
+    # may write, a name they planted (a link to a file of ours) is never
+    # opened.  The report gets the mode any new file would (umask).
+    tmp = ""
     try:
-        with open(tmp, "w", encoding="ascii") as fp:
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        with open(fd, "w", encoding="ascii") as fp:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fp.fileno(), 0o666 & ~umask)
             write_html(commands, fp, stats=stats)
         os.replace(tmp, output)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
