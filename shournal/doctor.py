@@ -157,8 +157,11 @@ def run_checks() -> list[Check]:
 
 
 def print_report(checks: list[Check]) -> bool:
+    from shournal.render.human import printable
+
     for c in checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        # details quote paths, URLs and error texts: never raw controls
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {printable(c.detail)}")
         if not c.ok and c.fix:
             print(f"     fix: {c.fix}")
     failed = [c for c in checks if not c.ok]

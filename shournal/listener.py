@@ -331,11 +331,17 @@ class Relay:
         self.sock.close()
 
 
+# Files in the runtime dir are never opened through a link, nor created
+# over one (O_CREAT with O_NOFOLLOW fails on a link; rename replaces it).
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _warn(message: str) -> None:
     """Leave one line for the shell to show at its next prompt."""
     try:
-        rundir = _paths.runtime_dir()
-        with open(rundir / "warnings", "a", encoding="utf-8") as fh:
+        rundir = _paths.private_runtime_dir()
+        fd = os.open(rundir / "warnings", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
+        with open(fd, "a", encoding="utf-8") as fh:
             fh.write(message.replace("\n", " ") + "\n")
     except OSError:
         pass
@@ -344,19 +350,27 @@ def _warn(message: str) -> None:
 def _write_setup_args(cfg) -> None:
     """Leave the helper options for the shell's next command line (the
     preload library reads <rundir>/setup-args; it cannot read TOML)."""
+    import tempfile
+
     from shournal.config import helper_options
 
     data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg))
-    path = _paths.runtime_dir() / "setup-args"
     try:
-        with open(path, "rb") as fh:
+        path = _paths.private_runtime_dir() / "setup-args"
+    except OSError:
+        return
+    try:
+        with open(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as fh:
             if fh.read() == data:
                 return
     except OSError:
         pass
-    tmp = path.with_name(f"setup-args.{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
+        fd, tmp = tempfile.mkstemp(prefix="setup-args.", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with open(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
     except OSError:
@@ -367,16 +381,19 @@ def _write_setup_args(cfg) -> None:
 def _mark_drained() -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
     line may start (the shell waits for this); storing follows."""
-    rundir = _paths.runtime_dir()
     pid = os.getpid()
     try:
+        rundir = _paths.private_runtime_dir(create=False)
         os.rename(rundir / f"{pid}.end", rundir / f"{pid}.store")
     except OSError:
         pass
 
 
 def _remove_markers() -> None:
-    rundir = _paths.runtime_dir()
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+    except OSError:
+        return
     for suffix in ("run", "end", "store"):
         try:
             os.unlink(rundir / f"{os.getpid()}.{suffix}")

@@ -13,6 +13,7 @@ import base64
 import binascii
 import os
 import stat
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -381,8 +382,15 @@ def wait_for_pending(timeout: float = 3.0) -> int:
     or ``<pid>.store`` markers of live listeners in the runtime dir), at
     most ``timeout`` seconds; return how many are still pending.  Commands
     still running (``<pid>.run``) are not waited for: the query itself may
-    be one."""
-    directory = str(_paths.runtime_dir())
+    be one.  A runtime dir that is not the user's own is not read (anybody
+    could have put markers there): one line on stderr says so."""
+    try:
+        directory = str(_paths.private_runtime_dir(create=False))
+    except _paths.UnsafeDirectory as e:
+        print(f"shournal: {e}", file=sys.stderr)
+        return 0
+    except OSError:
+        return 0
     deadline = time.monotonic() + max(timeout, 0.0)
     while True:
         pending = _count_pending(directory)

@@ -251,7 +251,7 @@ def test_session_id_and_command_id(store: Store) -> None:
 def rundir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     d = tmp_path / "shournal"
-    d.mkdir()
+    d.mkdir(mode=0o700)  # as the preload library makes it; else it is not used
     return d
 
 

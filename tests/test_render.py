@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shournal.query import CommandView, FileEventView
-from shournal.render.human import NO_RESULTS, format_size, render_human
+from shournal.render.human import NO_RESULTS, format_size, printable, render_human
 from shournal.render.json import render_json
 
 SCRIPT = b"#!/usr/bin/env bash\necho hi | tee out.log\n"
@@ -148,6 +148,57 @@ def test_human_escapes_hostile_and_undecodable_paths() -> None:
     )
     text = human(readme_command(writes=[evil], reads=[], read_count=0))
     assert "     /tmp/\\x1b[31mred\\x0ax\\xff (1 byte) Hash: -" in text.splitlines()
+
+
+# OSC 52 sets the clipboard of the terminal that shows it; BEL ends it.
+OSC52 = "\x1b]52;c;aGk=\x07"
+
+
+def _raw_controls(text: str) -> set[str]:
+    """The C0/C1 controls in ``text`` other than tab and newline."""
+    return {c for c in text if c not in "\t\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0)}
+
+
+def test_printable_escapes_c0_and_c1_but_tab_and_optionally_newline() -> None:
+    assert printable("a\tb\x1b[1m\r\x7f\x9b\x85\n") == "a\tb\\x1b[1m\\x0d\\x7f\\x9b\\x85\\x0a"
+    assert printable("l1\nl2\x07", newlines=True) == "l1\nl2\\x07"
+    assert printable("caf\u00e9 \u2603") == "caf\u00e9 \u2603"
+
+
+def test_human_command_text_never_reaches_the_terminal_raw() -> None:
+    text = human(readme_command(text=f"echo $'{OSC52}' \r\x9b2J"))
+    assert _raw_controls(text) == set()
+    assert "$ echo $'\\x1b]52;c;aGk=\\x07' \\x0d\\x9b2J" in text.splitlines()[0]
+
+
+def test_human_multi_line_command_keeps_its_lines() -> None:
+    text = human(readme_command(text="cat <<EOF\nline \x1b[2J\nEOF"))
+    lines = text.splitlines()
+    assert lines[0].endswith("$ cat <<EOF")
+    assert lines[1:3] == ["line \\x1b[2J", "EOF"]
+
+
+def test_stats_command_text_is_escaped() -> None:
+    from shournal.render.human import render_stats
+    from shournal.stats import CommandModifications, JournalStats
+
+    stats = JournalStats(
+        most_modifications=[CommandModifications(command_id=1, text=f"x{OSC52}", written=2)]
+    )
+    text = render_stats(stats, min_count=1)
+    assert _raw_controls(text) == set()
+    assert "cmd-id 1: 2 written files $ x\\x1b]52;c;aGk=\\x07" in text
+
+
+def test_delete_listing_escapes_command_text_and_directory() -> None:
+    from shournal.cli.delete import _command_line
+    from shournal.maintenance import CommandSummary
+
+    line = _command_line(
+        CommandSummary(id=4, start_time=START, working_dir="/w\x1b[8m", text=f"a\nb{OSC52}")
+    )
+    assert _raw_controls(line) == set() and "\n" not in line
+    assert line.endswith("/w\\x1b[8m $ a\\nb\\x1b]52;c;aGk=\\x07")
 
 
 def test_human_separates_commands() -> None:

@@ -302,6 +302,33 @@ def test_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
 
 
+@pytest.mark.parametrize("create", [True, False])
+def test_default_location_of_another_user_or_open_to_others_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, create: bool
+) -> None:
+    """A data directory (after links) that is not the user's own, or that
+    group or others may write, is never used: somebody else could read or
+    forge the journal (tests/test_runtime_security.py has the attack)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    real = tmp_path / "shared" / "journal"
+    real.mkdir(parents=True)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "shournal").symlink_to(real)
+    real.chmod(0o777)
+    with pytest.raises(StoreUnavailable, match=r"-> .*journal is writable by group or others"):
+        Store(create=create)
+    real.chmod(0o700)
+    os.chown(real, 65534, -1)  # nobody
+    with pytest.raises(StoreUnavailable, match="belongs to uid 65534, not to you"):
+        Store(create=create)
+    assert os.listdir(real) == []
+    os.chown(real, os.getuid(), -1)
+    if create:
+        with Store() as s:
+            s.add_command(record())
+        assert (real / "journal.sqlite").is_file()
+
+
 def test_sqlite_pragmas(tmp_path: Path) -> None:
     with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar_one() == "wal"

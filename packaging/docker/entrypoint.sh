@@ -34,7 +34,9 @@ if [ -n "$reason" ]; then
     export SHOURNAL_DOCKER_UNRECORDED=1
 fi
 
-# A bind-mounted /journal starts empty.
+# A bind-mounted /journal starts empty: make the user's directory if the
+# host's permissions let him (shournal refuses a journal directory that is
+# not his own or that others may write, e.g. one made first by another user).
 user=$(id -un)
-[ -d "/journal/$user" ] || mkdir -p "/journal/$user" 2>/dev/null || true
+[ -d "/journal/$user" ] || mkdir -m 700 "/journal/$user" 2>/dev/null || true
 exec "$@"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -73,6 +74,21 @@ def _container(root: Path, caps: str, *cmd: str, nnp: bool = False,
     extra = [f"{k}={v}" for k, v in (env or {}).items()]
     return argv + ["env", "TERM=dumb", *extra, "/bin/sh", "-c",
                    f'cd ~ && exec {ENTRYPOINT} "$@"', "sh", *cmd]
+
+
+def test_journal_directories_are_made_by_root_with_fixed_owners(image_root: Path) -> None:
+    """Only root may make directories in /journal: a user who could would
+    make /journal/root first and read root's journal through the link."""
+    def owner_mode(rel: str) -> tuple[int, int]:
+        st = (image_root / rel).lstat()
+        assert stat.S_ISDIR(st.st_mode), rel
+        return st.st_uid, stat.S_IMODE(st.st_mode)
+
+    assert owner_mode("journal") == (0, 0o755)
+    assert owner_mode("journal/root") == (0, 0o700)
+    assert owner_mode("journal/user") == (1000, 0o700)
+    assert os.readlink(image_root / "root/.local/share/shournal") == "/journal/root"
+    assert os.readlink(image_root / "home/user/.local/share/shournal") == "/journal/user"
 
 
 def test_without_flags_one_line_and_exit_1(image_root: Path) -> None:

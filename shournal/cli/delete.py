@@ -28,7 +28,10 @@ _PROMPT_LIST = 20
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    from shournal.render.human import printable
+
+    # Messages may quote journal text (paths, names): never raw controls.
+    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
     raise typer.Exit(code)
 
 
@@ -38,8 +41,10 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def _command_line(cmd: CommandSummary) -> str:
     started = cmd.start_time.astimezone().strftime("%Y-%m-%d %H:%M")
-    text = cmd.text.replace("\n", "\\n")
-    return f"cmd-id {cmd.id} {started} {cmd.working_dir} $ {text}"
+    from shournal.render.human import printable
+
+    text = printable(cmd.text.replace("\n", "\\n"))
+    return f"cmd-id {cmd.id} {started} {printable(cmd.working_dir)} $ {text}"
 
 
 def _summary(result: DeleteResult) -> str:

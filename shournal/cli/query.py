@@ -37,8 +37,10 @@ class OutputFormat(StrEnum):
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    # One line, whatever the exception text looked like.
-    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    from shournal.render.human import printable
+
+    # One line, whatever the exception text looked like; never raw controls.
+    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
     raise typer.Exit(code)
 
 
@@ -293,16 +295,21 @@ def query(
             output,
         )
     if restored is not None:
-        print(f"shournal: restored {restored.count} file(s) into {restored.dest}", file=sys.stderr)
+        from shournal.render.human import printable
+
+        dest = printable(str(restored.dest))
+        print(f"shournal: restored {restored.count} file(s) into {dest}", file=sys.stderr)
         for cmd_id, path, why in restored.skipped:
-            shown = os.fsdecode(path)
-            print(f"shournal: command {cmd_id}: {shown} not restored: {why}", file=sys.stderr)
+            shown = printable(f"{os.fsdecode(path)} not restored: {why}")
+            print(f"shournal: command {cmd_id}: {shown}", file=sys.stderr)
     raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
 
 
 def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
+    from shournal import _paths
     from shournal.restore import RestoreError, restore_read_files
 
+    default = restore_dir is None
     if restore_dir is None:
         import getpass
         import tempfile
@@ -310,9 +317,14 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
         restore_dir = Path(tempfile.gettempdir()) / f"shournal-restore-{getpass.getuser()}"
     try:
         restore_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if default:
+            # a fixed name in a shared directory: anybody may have made it first
+            _paths.check_own_directory(restore_dir, follow_links=False, forbidden_mode=0o077)
         return restore_read_files(store, commands, restore_dir)
     except RestoreError as e:
         _fail(str(e), EXIT_USAGE)
+    except _paths.UnsafeDirectory as e:
+        _fail(f"restore directory {e} (--restore-dir DIR chooses another)", EXIT_USAGE)
     except OSError as e:
         _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
 
@@ -436,15 +448,25 @@ def _write_text(text: str, output: Path | None) -> None:
 
 
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+    import tempfile
+
     from shournal.render.html import write_html
 
-    # written beside the target and renamed: a failure leaves nothing behind
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    # Written beside the target and renamed: a failure leaves nothing
+    # behind.  mkstemp creates a new name (O_EXCL): in a directory others
+    # may write, a name they planted (a link to a file of ours) is never
+    # opened.  The report gets the mode any new file would (umask).
+    tmp = ""
     try:
-        with open(tmp, "w", encoding="ascii") as fp:
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        with open(fd, "w", encoding="ascii") as fp:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fp.fileno(), 0o666 & ~umask)
             write_html(commands, fp, stats=stats)
         os.replace(tmp, output)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)

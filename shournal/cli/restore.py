@@ -23,7 +23,10 @@ EXIT_STORE = 3
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    from shournal.render.human import printable
+
+    # Messages may quote journal text (paths, names): never raw controls.
+    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
     raise typer.Exit(code)
 
 
@@ -38,7 +41,10 @@ def _target_for(name: bytes, output: Path | None) -> Path:
 
 def _confirm_overwrite(target: Path) -> bool:
     try:
-        return typer.confirm(f"{target} exists. Overwrite?", default=False, err=True)
+        from shournal.render.human import printable
+
+        question = f"{printable(str(target))} exists. Overwrite?"
+        return typer.confirm(question, default=False, err=True)
     except typer.Abort:  # Ctrl-D / Ctrl-C at the prompt
         typer.echo("", err=True)
         return False
@@ -105,5 +111,8 @@ def restore(
         _fail(str(e), EXIT_USAGE)
     except RestoreError as e:
         _fail(str(e), EXIT_USAGE)
-    typer.echo(f"Restored {os.fsdecode(item.path)} (file id {file_id}) to {restored.target}")
+    from shournal.render.human import printable
+
+    shown = printable(f"{os.fsdecode(item.path)} (file id {file_id}) to {restored.target}")
+    typer.echo(f"Restored {shown}")
     raise typer.Exit(EXIT_OK)

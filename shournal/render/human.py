@@ -22,13 +22,17 @@ _INDENT_SECTION = "  "
 _INDENT_FILE = "     "
 _INDENT_CONTENT = "          "
 
-# File names and archived scripts may contain terminal escape sequences or
-# newlines; those must never reach the terminal raw.
+# Command lines, file names and archived scripts may contain terminal escape
+# sequences or newlines; those must never reach the terminal raw.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x09}
+_CONTROL_BUT_NEWLINE = {c: e for c, e in _CONTROL.items() if c != 0x0A}
 
 
-def printable(text: str) -> str:
-    return text.translate(_CONTROL)
+def printable(text: str, *, newlines: bool = False) -> str:
+    """``text`` with every C0/C1 control but tab written as ``\\xNN``;
+    ``newlines`` keeps line breaks (a multi-line command is shown on its
+    lines)."""
+    return text.translate(_CONTROL_BUT_NEWLINE if newlines else _CONTROL)
 
 
 def format_size(size: int) -> str:
@@ -201,8 +205,9 @@ def render_command(
     if cmd.return_value_known:
         status = f"$?={cmd.return_value}"
         head += _paint(status, "ok" if cmd.return_value == 0 else "fail", color) + " "
-    # The command line is shown as typed, never escaped or wrapped.
-    lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {cmd.text}"]
+    # The command line is shown as typed (on its lines), never wrapped.
+    text = printable(cmd.text, newlines=True)
+    lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {text}"]
     body = _command_body(cmd, max_files, max_lines, local_hostname, tz)
     body = _wrap(body, width)
     if color:
@@ -309,7 +314,8 @@ def render_stats(
     section(
         "Commands with most file modifications:",
         [
-            f"cmd-id {e.command_id}: {_plural(e.written, 'written file')} $ {e.text}"
+            f"cmd-id {e.command_id}: {_plural(e.written, 'written file')} $ "
+            f"{printable(e.text, newlines=True)}"
             for e in stats.most_modifications
         ],
     )

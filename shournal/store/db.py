@@ -302,6 +302,16 @@ class Store:
                     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 except OSError as e:
                     raise StoreUnavailable(f"cannot create {path.parent}: {e.strerror}") from None
+            # Another user who made it first (e.g. in the Docker edition's
+            # shared /journal) would read, or forge, this user's journal.
+            try:
+                _paths.check_own_directory(path.parent, follow_links=True, forbidden_mode=0o022)
+            except FileNotFoundError:
+                pass  # a reader finds no journal below
+            except _paths.UnsafeDirectory as e:
+                raise StoreUnavailable(f"journal directory {e}") from None
+            except OSError as e:
+                raise StoreUnavailable(f"cannot use {path.parent}: {e.strerror}") from None
             url = f"sqlite:///{path}"
         try:
             parsed = make_url(url)
