@@ -18,7 +18,8 @@ What must hold for each one:
 Deterministic: SHOURNAL_FUZZ_SEED (default below) and the iteration number
 make each case; SHOURNAL_FUZZ_ITERATIONS sets the count (the default keeps
 this module within about a minute); SHOURNAL_FUZZ_HELPER fuzzes another
-setuid build (e.g. an installed one) instead of the fresh one."""
+setuid build (e.g. an installed one) instead of the fresh one, and
+SHOURNAL_FUZZ_NATIVE builds the ASan helper from another copy of native/."""
 
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ SETUP_OPTS: list[list[bytes]] = [
     [b"--archive-max-size", b"512000"], [b"--archive-ext", b"sh"], [b"--no-archive"],
     [b"--discard-events"], [b"--exclude-mount", b"/nonexistent"],
 ]
+# options with a count limit in setup (MAX_EXCLUDES, MAX_ARCHIVE_EXT)
+LIMITED: dict[tuple[bytes, ...], int] = {
+    (b"--exclude-mount", b"/nonexistent"): 64, (b"--archive-ext", b"sh"): 32,
+}
 WORDS: list[bytes] = [
     b"setup", b"exec", b"check", b"--version", b"--help", b"--", b"-", b"",
     *(o[0] for o in SETUP_OPTS), b"--lazy-listener", b"--prepared", b"--no-read=1",
@@ -148,7 +153,7 @@ def _valid(rng: random.Random, t: Targets) -> list[bytes]:
 
 
 def _mutate(rng: random.Random, argv: list[bytes]) -> None:
-    op = rng.randrange(10)
+    op = rng.randrange(12)
     j = rng.randrange(1, len(argv)) if len(argv) > 1 else 1
     if op == 0 and len(argv) > 1:  # replace
         argv[j] = rng.choice(WORDS)
@@ -169,6 +174,11 @@ def _mutate(rng: random.Random, argv: list[bytes]) -> None:
     elif op == 7 and len(argv) > 1 and argv[j].lstrip(b"-").isdigit():  # a number's neighbours
         v = int(argv[j])
         argv[j] = str(rng.choice([v - 1, v + 1, -v, v + 2**31, v + 2**32, v * 2**64])).encode()
+    elif op in (10, 11):  # an option many times, among the options: at and past its limit
+        opt, limit = rng.choice([*LIMITED.items(), (rng.choice(SETUP_OPTS), 64)])
+        end = argv.index(b"--") if b"--" in argv else len(argv)
+        at = rng.randrange(min(2, end), end + 1)
+        argv[at:at] = list(opt) * (limit + rng.choice([-1, 0, 1]))
     elif op == 8:  # argv[0]
         argv[0] = rng.choice([b"", b"x" * 131_000, b"\xff", b"%n%s", b"/nonexistent"])
     elif len(argv) > 1 and argv[j]:  # a byte
@@ -376,7 +386,8 @@ def asan_helper(install: Install) -> Iterator[Path]:
         build.chmod(0o755)
         flags = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined " \
                 "-fno-sanitize-recover=all"
-        subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"BUILD={build}",
+        native = os.environ.get("SHOURNAL_FUZZ_NATIVE", str(REPO / "native"))
+        subprocess.run(["make", "-s", "-C", native, f"BUILD={build}",
                         f"CFLAGS={flags}", f"{build}/shournal-suid"], check=True,
                        capture_output=True)
         (build / "shournal-suid").chmod(0o755)
