@@ -1046,6 +1046,11 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
 
     if (r == NULL || holder_ids(grp) != 0)
         _exit(1);
+    /* With fs.suid_dumpable=1 the change of ids made us dumpable as the
+     * user: a core (where core_pattern says) and /proc files of his.  The
+     * trampoline needs neither: /proc/<pid> shows our ids regardless. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        _exit(1);
     r->hashbuf = malloc(o->chunk);
     /* our own fds, for their paths: relative lookups are cheaper */
     r->procfd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -951,9 +951,11 @@ def test_refuses_an_ordinary_process_of_the_user(install, tools, scratch, record
     assert not (out / "ran").exists()
 
 
-def test_refuses_the_users_own_user_and_mount_namespace(install, tools, scratch, recorders):
+def test_refuses_the_users_own_user_and_mount_namespace(userns_allowed, install, tools, scratch,
+                                                        recorders):
     """The user is "root" in a namespace of his own and has bind-mounted
-    over a directory: joining it would let him rewrite what paths mean."""
+    over a directory: joining it would let him rewrite what paths mean.
+    (With unprivileged user namespaces allowed, as on Debian by default.)"""
     out = user_dir(scratch, install.user, "out")
     target = user_dir(scratch, install.user, "target")
     decoy = user_dir(scratch, install.user, "decoy")
@@ -1028,7 +1030,10 @@ def test_joins_the_users_own_holder(install, tools, scratch, recorders):
 # ================================== 5. the holder cannot be tampered with
 
 
-def test_holder_credential_and_isolation(install, tools, scratch, recorders):
+@pytest.mark.parametrize("suid_dumpable", ["0", "1", "2"], indirect=True)
+def test_holder_credential_and_isolation(suid_dumpable, install, tools, scratch, recorders):
+    """Whatever fs.suid_dumpable says: the refusals rest on the holder's
+    gids (shournal), not on its dumpability."""
     out = user_dir(scratch, install.user, "out")
     rec = start_reporting(recorders, tools, install.user, out)
     st = os.stat(f"/proc/{rec.holder}")
@@ -1074,15 +1079,23 @@ def test_holder_credential_and_isolation(install, tools, scratch, recorders):
     assert proc_status(rec.holder)["State"][0] in ("S", "R")
 
 
-def test_user_cannot_make_the_holder_dump_core(install, tools, scratch, recorders):
+@pytest.mark.parametrize("suid_dumpable", ["0", "1", "2"], indirect=True)
+def test_user_cannot_make_the_holder_dump_core(suid_dumpable, install, tools, scratch,
+                                               recorders):
     """SIGSEGV from the user must not make the holder write its memory, as
-    uid user and gid shournal, into a directory the user picked.  (Fails
-    while run_holder() sets PR_SET_DUMPABLE: /proc/<pid> itself shows the
-    euid/egid whether dumpable or not.)"""
+    uid user and gid shournal, where he can read it -- whatever
+    fs.suid_dumpable says (1 makes a process that changed its ids dumpable
+    as itself).  The holder never needs to be dumpable: /proc/<pid> itself
+    shows the euid/egid whether dumpable or not."""
     out = user_dir(scratch, install.user, "out")
     cwd = user_dir(scratch, install.user, "cwd")
     wrap = ["/bin/sh", "-c", 'ulimit -c unlimited && cd "$0" && exec "$@"', str(cwd)]
     rec = start_reporting(recorders, tools, install.user, out, wrap=wrap)
+    # the kernel gives the /proc files of a process that is not dumpable
+    # (as its user) to root; the holder's cwd is "/", so that is what shows
+    # a core could be written where core_pattern says (an absolute path)
+    st = os.stat(f"/proc/{rec.holder}/environ")
+    assert (st.st_uid, st.st_gid) == (0, 0), f"the holder is dumpable: {st}"
     r = run([*as_user(install.user), "/bin/kill", "-SEGV", str(rec.holder)])
     assert r.rc == 0, r
     assert select.select([rec.holder_pidfd], [], [], TIMEOUT)[0], "holder survived SIGSEGV"
