@@ -31,8 +31,8 @@ from shournal.query import CommandView, FileEventView, find_commands
 from shournal.record import CommandRecord, FileEvent
 from shournal.render.html import (
     clean_text,
-    json_for_script,
     commands_per_day,
+    json_for_script,
     render_html,
     write_html,
 )
