@@ -215,3 +215,30 @@ def test_relative_paths_are_resolved(
     res = run_shournal(["query", *args, "--output-format", "jsonl"], env, cwd=cwd)
     assert res.returncode == 0, res
     assert [json.loads(line)["command"] for line in res.stdout.splitlines()] == ["make"]
+
+
+# -- the import graph ------------------------------------------------------------
+
+
+def _shournal_imports(module: str) -> set[str]:
+    import ast
+
+    import shournal
+
+    path = Path(shournal.__file__).parent / (module.replace(".", "/") + ".py")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return {n for n in names if n == "shournal" or n.startswith("shournal.")}
+
+
+def test_data_types_and_criteria_are_at_the_bottom_of_the_import_graph() -> None:
+    """Every import, function-level ones included: no circle through
+    query, criteria and the store's reader."""
+    assert _shournal_imports("data") == set()
+    assert _shournal_imports("criteria") == {"shournal.data"}
+    assert "shournal.query" not in _shournal_imports("store.reader")
+    assert "shournal.query" not in _shournal_imports("stats")

@@ -79,9 +79,12 @@ def option(flag: str, help: str, metavar: str = "VALUE", *extra: str) -> Any:
     return typer.Option(flag, *extra, help=help, show_default=False, metavar=metavar)
 
 
-def int_option(flag: str, help: str, *, low: int = 0, metavar: str = "N", **kw: Any) -> Any:
+def int_option(
+    flag: str, help: str, *, low: int | None = 0, metavar: str = "N", **kw: Any
+) -> Any:
     """An integer option bounded to what the journal can compare with
-    (64-bit): a larger value is a usage error, not an overflow."""
+    (64-bit): a larger value is a usage error, not an overflow.  ``low``
+    None: no lower bound (the command says what a negative value means)."""
     return typer.Option(flag, min=low, max=INT64_MAX, help=help, metavar=metavar, **kw)
 
 

@@ -42,6 +42,7 @@ def restore(
         int,
         int_option(
             "--file-id",
+            low=None,  # a negative id is no such file (status 1), as an unknown one
             metavar="ID",
             help="Id of the read file, as shown after 'id' in shournal query's output.",
             show_default=False,
