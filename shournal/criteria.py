@@ -25,6 +25,19 @@ original; minutes are ``min``).  A time is a period as long as its precision:
 ``2024-05-01`` is that whole (local) day, so ``--until 2024-05-01`` includes
 the day and ``--wmtime 2024-05-01`` finds files modified during it.
 
+Text: ``eq``, ``ne`` and ``like`` (``%`` is the only wildcard, ``_`` is an
+ordinary character); a value containing ``%`` is ``like`` by default (for
+the command text always).  The command text's ``like`` and the host name
+compare case-insensitively, everything else (``eq:``/``ne:`` command text,
+names, paths, working directories, users) case-sensitively.  Directories
+(``--cwd``, ``--wpath``, ``--rpath``) are resolved by :func:`resolve_path`:
+relative to the current directory, ``~`` expanded, no trailing slash.
+
+:func:`parse_criteria` turns all of them into one
+:class:`shournal.data.Criteria`; ``shournal query``, ``shournal stats`` and
+``shournal delete`` (and :class:`shournal.Journal`) take nothing else, so the
+same words select the same commands everywhere.
+
 Every error is a :class:`CriteriaError` with a one-line message.
 """
 

@@ -79,13 +79,40 @@ def option(flag: str, help: str, metavar: str = "VALUE", *extra: str) -> Any:
     return typer.Option(flag, *extra, help=help, show_default=False, metavar=metavar)
 
 
+try:  # typer >= 0.2x vendors click as typer._click
+    from typer._click.types import ParamType  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.types import ParamType  # type: ignore[no-redef]
+
+
+class BoundedInt(ParamType):  # type: ignore[misc]
+    """An integer the journal can compare with (64-bit): a larger value is
+    a usage error, not an overflow deep in the database driver."""
+
+    name = "integer"
+
+    def __init__(self, low: int | None) -> None:
+        self.low = -INT64_MAX - 1 if low is None else low
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{value!r} is not a valid integer.", param, ctx)
+        if not self.low <= number <= INT64_MAX:
+            self.fail(f"{number} is out of range ({self.low}..{INT64_MAX}).", param, ctx)
+        return number
+
+
 def int_option(
     flag: str, help: str, *, low: int | None = 0, metavar: str = "N", **kw: Any
 ) -> Any:
-    """An integer option bounded to what the journal can compare with
-    (64-bit): a larger value is a usage error, not an overflow.  ``low``
-    None: no lower bound (the command says what a negative value means)."""
-    return typer.Option(flag, min=low, max=INT64_MAX, help=help, metavar=metavar, **kw)
+    """An option taking a :class:`BoundedInt`.  ``low`` None: no lower
+    bound (the command says what a negative value means)."""
+    return typer.Option(flag, click_type=BoundedInt(low), help=help, metavar=metavar, **kw)
 
 
 OPERATORS = "Operators: >, >=, <, <=, =, != or gt:, ge:, lt:, le:, eq:, ne:, and A..B (between)."

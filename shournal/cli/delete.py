@@ -21,6 +21,7 @@ from shournal.cli._common import (
     CommandText,
     Cwd,
     SessionId,
+    Until,
     errors_to_status,
     fail,
     int_option,
@@ -82,15 +83,7 @@ def delete(
             "AGE",
         ),
     ] = None,
-    until: Annotated[
-        str | None,
-        option(
-            "--until",
-            "Commands started before the end of this ISO date or time (local time unless "
-            "a zone is given): 2024-01-31 includes that day; or an age such as 3d.",
-            "DATE",
-        ),
-    ] = None,
+    until: Until = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Only list what would be deleted."),
