@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
-from shournal.maintenance import delete_commands, make_criteria
+from shournal import Journal
 from shournal.store import Store
 from shournal.store import models as m
 
@@ -120,15 +120,17 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10)
     ap.add_argument("--delete", type=int, default=100_000)
     args = ap.parse_args()
-    with Store(args.url) as store:
+    with Journal.open(args.url, create=True) as journal:
+        store = journal.store
         began = time.perf_counter()
         t0 = build(store, args.commands, args.events)
         print(f"built {args.commands} commands, {args.commands * args.events} events "
               f"in {time.perf_counter() - began:.1f} s")  # fmt: skip
-        until = (t0 + timedelta(seconds=30 * args.delete)).isoformat()
-        criteria = make_criteria(until=until)
+        # A time given to the second is that second: --until covers it, so
+        # the last one before the first kept command.
+        until = (t0 + timedelta(seconds=30 * args.delete - 1)).isoformat(timespec="seconds")
         began = time.perf_counter()
-        result = delete_commands(store, criteria)
+        result = journal.delete(until=until)
         elapsed = time.perf_counter() - began
         with store.reading() as conn:
             left = sum(

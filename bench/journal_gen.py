@@ -817,17 +817,17 @@ def ensure_journal(db: Path = DEFAULT_DB, commands: int = 1_000_000, events: int
 def validate(db: Path, meta: dict, samples: int = 5, shournal_bin: str | None = None) -> list[str]:
     """Spot checks: probe files are found by the library and the real CLI.
     Returns the failures (empty when all passed)."""
-    from shournal.query import find_commands
+    from shournal import Journal
 
     failures = []
     rng = random.Random(0)
     probes = meta["probes"]
     chosen = rng.sample(probes, min(samples, len(probes)))
     url = f"sqlite:///{db}"
-    with Store(url, create=False) as store:
+    with Journal.open(url) as journal:
         for p in chosen:
             arg = {"wfile" if p["kind"] == "write" else "rfile": p["path"]}
-            found = find_commands(store, **arg)
+            found = journal.find(**arg)
             ids = [c.id for c in found]
             if p["command_id"] not in ids:
                 failures.append(f"library: {p['kind']} probe {p['path']} not found ({ids})")

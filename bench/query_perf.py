@@ -5,7 +5,7 @@ Measured (median and p95 over --reps queries, warm page cache unless said):
 
 * ``--wfile`` of random probe files (files that exist on disk and whose
   content the journal records), through the library
-  (``shournal.query.find_commands``, as the CLI calls it: at most 10 files
+  (``shournal.Journal.find``, as the CLI calls it: at most 10 files
   per command loaded) on an open store, and end to end through the real
   CLI process (``shournal query --wfile F``, interpreter start-up
   included; informative);
@@ -51,7 +51,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 
 import journal_gen  # noqa: E402
 
-from shournal.query import find_commands  # noqa: E402
+from shournal import Journal  # noqa: E402
 from shournal.store.db import Store  # noqa: E402
 
 HUMAN_MAX_FILES = 10  # what `shournal query` loads per command for human output
@@ -114,13 +114,13 @@ def journal_size(db: Path, events: int, commands: int) -> dict[str, Any]:
 class Capture:
     """Collects the SQL a store runs, for EXPLAIN QUERY PLAN."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, journal: Journal) -> None:
         from sqlalchemy import event
 
         self.statements: list[tuple[str, Any]] = []
         self.on = False
 
-        @event.listens_for(store.engine, "before_cursor_execute")
+        @event.listens_for(journal.store.engine, "before_cursor_execute")
         def _capture(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
             if self.on:
                 self.statements.append((statement, parameters))
@@ -141,31 +141,31 @@ def plans(db: Path, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
 
 
 def time_library(
-    store: Store, probes: list[dict], kind: str, check: bool = True
+    journal: Journal, probes: list[dict], kind: str, check: bool = True
 ) -> tuple[list[float], int]:
-    """Seconds per find_commands call; and how many missed their command."""
+    """Seconds per Journal.find call; and how many missed their command."""
     times, misses = [], 0
     opt = "wfile" if kind == "write" else "rfile"
     for p in probes:
         t0 = time.perf_counter()
-        found = find_commands(store, **{opt: p["path"]}, max_files=HUMAN_MAX_FILES)
+        found = journal.find(**{opt: p["path"]}, max_files=HUMAN_MAX_FILES)
         times.append(time.perf_counter() - t0)
         if check and p["command_id"] not in {c.id for c in found}:
             misses += 1
     return times, misses
 
 
-def time_history(store: Store, n: int, reps: int) -> list[float]:
+def time_history(journal: Journal, n: int, reps: int) -> list[float]:
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        found = find_commands(store, history=n, max_files=HUMAN_MAX_FILES)
+        found = journal.find(history=n, max_files=HUMAN_MAX_FILES)
         times.append(time.perf_counter() - t0)
         assert len(found) == n
     return times
 
 
-def time_other(store: Store, db: Path, reps: int) -> dict[str, Any]:
+def time_other(journal: Journal, db: Path, reps: int) -> dict[str, Any]:
     """Other criteria (no target in the issue; informative): values drawn
     from the journal's middle."""
     con = sqlite3.connect(db)
@@ -203,19 +203,19 @@ def time_other(store: Store, db: Path, reps: int) -> dict[str, Any]:
         times, found = [], 0
         for _ in range(reps):
             t0 = time.perf_counter()
-            found = len(find_commands(store, max_files=HUMAN_MAX_FILES, **kwargs))
+            found = len(journal.find(max_files=HUMAN_MAX_FILES, **kwargs))
             times.append(time.perf_counter() - t0)
         out[name] = summary(times) | {"commands": found}
     return out
 
 
-def time_html(store: Store, n: int) -> dict[str, Any]:
+def time_html(journal: Journal, n: int) -> dict[str, Any]:
     try:
         from shournal.render.html import write_html  # type: ignore[import-not-found]
     except ImportError:
         return {"status": "not measured yet (shournal.render.html.write_html not importable)"}
     t0 = time.perf_counter()
-    commands = find_commands(store, history=n)  # every file, as a report needs
+    commands = journal.find(history=n)  # every file, as a report needs
     t_query = time.perf_counter() - t0
     # The signature is the other engineer's: a text file, or else binary.
     t_write, size, error = None, 0, ""
@@ -351,9 +351,9 @@ def copy_to_pg(db: Path, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def pg_explain(store: Store, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+def pg_explain(journal: Journal, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    with store.engine.connect() as conn:
+    with journal.store.engine.connect() as conn:
         for sql, params in statements:
             if not sql.lstrip().upper().startswith("SELECT") or "pg_catalog" in sql:
                 continue
@@ -370,8 +370,8 @@ def measure_pg(db: Path, meta: dict, reps: int, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with private_pg() as url:
         out["copy_s"] = copy_to_pg(db, url)
-        with Store(url, create=False) as store:
-            with store.reading() as conn:
+        with Journal.open(url) as journal:
+            with journal.store.reading() as conn:
                 from sqlalchemy import text
 
                 out["database_bytes"] = conn.execute(
@@ -379,20 +379,20 @@ def measure_pg(db: Path, meta: dict, reps: int, seed: int) -> dict[str, Any]:
                 ).scalar_one()
                 out["server_version"] = conn.execute(text("SHOW server_version")).scalar_one()
             out["bytes_per_event"] = out["database_bytes"] / meta["file_events"]
-            cap = Capture(store)
-            time_library(store, exact[:3], "write")
-            time_history(store, 100, 2)
+            cap = Capture(journal)
+            time_library(journal, exact[:3], "write")
+            time_history(journal, 100, 2)
             cap.on = True
-            time_library(store, exact[:1], "write")
-            time_history(store, 100, 1)
+            time_library(journal, exact[:1], "write")
+            time_history(journal, 100, 1)
             cap.on = False
-            out["plans"] = pg_explain(store, cap.statements)
+            out["plans"] = pg_explain(journal, cap.statements)
             sample = rng.sample(exact, min(reps, len(exact)))
-            t, miss = time_library(store, sample, "write")
+            t, miss = time_library(journal, sample, "write")
             out["wfile"] = summary(t) | {"misses": miss}
-            t, miss = time_library(store, fallback[:reps], "write")
+            t, miss = time_library(journal, fallback[:reps], "write")
             out["wfile_fallback"] = summary(t) | {"misses": miss}
-            out["history100"] = summary(time_history(store, 100, reps))
+            out["history100"] = summary(time_history(journal, 100, reps))
     return out
 
 
@@ -433,33 +433,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["size"] = journal_size(db, meta["file_events"], meta["commands"])
 
     lib: dict[str, Any] = {}
-    with Store(url, create=False) as store:
-        cap = Capture(store)
+    with Journal.open(url) as journal:
+        cap = Capture(journal)
         log("library: warm-up")
-        time_library(store, exact[:3], "write")
-        time_history(store, 100, 2)
+        time_library(journal, exact[:3], "write")
+        time_history(journal, 100, 2)
         sample = rng.sample(exact, min(args.reps, len(exact)))
         cap.on = True
-        t, miss = time_library(store, sample[:1], "write")
+        t, miss = time_library(journal, sample[:1], "write")
         result["plans_wfile"] = plans(db, cap.statements)
         cap.statements.clear()
-        time_history(store, 100, 1)
+        time_history(journal, 100, 1)
         result["plans_history"] = plans(db, cap.statements)
         cap.statements.clear()
         cap.on = False
         log(f"library: --wfile x{len(sample)}")
-        t, miss = time_library(store, sample, "write")
+        t, miss = time_library(journal, sample, "write")
         lib["wfile"] = summary(t) | {"misses": miss}
-        t, miss = time_library(store, fallback[: args.reps], "write")
+        t, miss = time_library(journal, fallback[: args.reps], "write")
         lib["wfile_fallback"] = summary(t) | {"misses": miss}
-        t, miss = time_library(store, reads[: args.reps], "read")
+        t, miss = time_library(journal, reads[: args.reps], "read")
         lib["rfile"] = summary(t) | {"misses": miss}
         log(f"library: --history 100 x{args.reps}")
-        lib["history100"] = summary(time_history(store, 100, args.reps))
+        lib["history100"] = summary(time_history(journal, 100, args.reps))
         log("library: other criteria")
-        result["other_criteria"] = time_other(store, db, 5)
+        result["other_criteria"] = time_other(journal, db, 5)
         log("html report of 1,000 commands")
-        result["html_1000"] = time_html(store, 1000)
+        result["html_1000"] = time_html(journal, 1000)
     result["library"] = lib
 
     cold: dict[str, Any] = {}
@@ -469,12 +469,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for p in rng.sample(exact, min(args.cold, len(exact))):
             drop_caches()
             t0 = time.perf_counter()
-            with Store(url, create=False) as store:
+            with Journal.open(url) as journal:
                 first_open.append(time.perf_counter() - t0)
-                wf += time_library(store, [p], "write")[0]
+                wf += time_library(journal, [p], "write")[0]
             drop_caches()
-            with Store(url, create=False) as store:
-                hist += time_history(store, 100, 1)
+            with Journal.open(url) as journal:
+                hist += time_history(journal, 100, 1)
         cold["library_open"] = summary(first_open)
         cold["library_wfile"] = summary(wf)
         cold["library_history100"] = summary(hist)

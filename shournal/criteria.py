@@ -25,46 +25,63 @@ original; minutes are ``min``).  A time is a period as long as its precision:
 ``2024-05-01`` is that whole (local) day, so ``--until 2024-05-01`` includes
 the day and ``--wmtime 2024-05-01`` finds files modified during it.
 
+Text: ``eq``, ``ne`` and ``like`` (``%`` is the only wildcard, ``_`` is an
+ordinary character); a value containing ``%`` is ``like`` by default (for
+the command text always).  The command text's ``like`` and the host name
+compare case-insensitively, everything else (``eq:``/``ne:`` command text,
+names, paths, working directories, users) case-sensitively.  Directories
+(``--cwd``, ``--wpath``, ``--rpath``) are resolved by :func:`resolve_path`:
+relative to the current directory, ``~`` expanded, no trailing slash.
+
+:func:`parse_criteria` turns all of them into one
+:class:`shournal.data.Criteria`; ``shournal query``, ``shournal stats`` and
+``shournal delete`` (and :class:`shournal.Journal`) take nothing else, so the
+same words select the same commands everywhere.
+
 Every error is a :class:`CriteriaError` with a one-line message.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import os
 import re
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import suppress
 from datetime import UTC, date, datetime, timedelta
-from typing import Generic, Literal, TypeVar
+from typing import Any
 
-from shournal.query import QueryError
+from shournal.data import (
+    INT64_MAX,
+    BadSessionId,
+    Condition,
+    Criteria,
+    CriteriaError,
+    FileCriteria,
+    Op,
+    Period,
+)
 
-Op = Literal["eq", "ne", "lt", "le", "gt", "ge", "like", "between"]
-T = TypeVar("T")
+__all__ = [
+    "CriteriaError",
+    "parse_age",
+    "parse_criteria",
+    "parse_hash",
+    "parse_int",
+    "parse_size",
+    "parse_text",
+    "parse_time",
+    "parse_time_value",
+    "resolve_path",
+    "session_id_bytes",
+    "session_id_text",
+]
 
 TEXT_OPS: frozenset[str] = frozenset({"eq", "ne", "like"})
 ORDER_OPS: frozenset[str] = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "between"})
 EQUALITY_OPS: frozenset[str] = frozenset({"eq", "ne"})
-
-
-class CriteriaError(QueryError):
-    """A criterion value that cannot be parsed (a usage error)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Condition(Generic[T]):
-    """``column <op> value``; ``high`` is the upper bound of ``between``."""
-
-    op: Op
-    value: T
-    high: T | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Period:
-    """A time as the half-open interval [start_ns, end_ns) of its precision,
-    in ns since the epoch (UTC).  An instant lasts 1 ns."""
-
-    start_ns: int
-    end_ns: int
 
 
 _SYMBOLS: dict[str, Op] = {
@@ -180,19 +197,33 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)")
 
 
+def bounded(name: str, value: int, low: int = -INT64_MAX - 1, high: int = INT64_MAX) -> int:
+    """``value`` if it fits the journal's 64-bit integers (or ``low``..``high``)."""
+    if not low <= value <= high:
+        raise CriteriaError(f"{name}: {value} is out of range ({low}..{high})")
+    return value
+
+
 def parse_size_value(name: str, text: str) -> int:
     m = _SIZE_RE.fullmatch(text.strip())
     factor = _SIZE_UNITS.get(m.group(2).lower()) if m else None
     if m is None or factor is None:
         raise CriteriaError(f"{name}: invalid size {text!r} (use e.g. 4096, 10KiB, 1.5M, 2G)")
-    return int(float(m.group(1)) * factor) if "." in m.group(1) else int(m.group(1)) * factor
+    digits = m.group(1)
+    if len(digits) > 40:  # float() of a longer one would be inf
+        raise CriteriaError(f"{name}: size {text!r} is out of range")
+    size = int(float(digits) * factor) if "." in digits else int(digits) * factor
+    if size > INT64_MAX:
+        raise CriteriaError(f"{name}: size {text!r} is out of range (at most {INT64_MAX})")
+    return size
 
 
 def parse_int_value(name: str, text: str) -> int:
     try:
-        return int(text.strip(), 10)
+        value = int(text.strip(), 10)
     except ValueError:
         raise CriteriaError(f"{name}: invalid number {text!r}") from None
+    return bounded(name, value)
 
 
 def parse_size(name: str, raw: str) -> Condition[int]:
@@ -260,10 +291,47 @@ def _local_day(d: date) -> Period:
     return Period(_ns(start), _ns(end))
 
 
+def _age(name: str, text: str, m: re.Match[str], now: datetime) -> Period:
+    unit = _AGE_UNITS.get(m.group(2).lower())
+    if unit is None:
+        raise CriteriaError(
+            f"{name}: unknown time unit {m.group(2)!r} in {text!r} "
+            "(use s, min, h, d, w, m (months), y)"
+        )
+    try:
+        count = int(m.group(1))
+        if unit == "mo":
+            moment = _months_ago(now, count)
+        elif unit == "y":
+            moment = _months_ago(now, 12 * count)
+        else:
+            moment = now - timedelta(seconds=count * _SECONDS[unit])
+    except (OverflowError, ValueError):
+        raise CriteriaError(f"{name}: {text!r} is too far back") from None
+    n = _ns(moment)
+    return Period(n, n + 1)
+
+
+def _now(now: datetime | None) -> datetime:
+    return (now or datetime.now(UTC)).astimezone()
+
+
+def parse_age(name: str, text: str, *, now: datetime | None = None) -> Period:
+    """Only an age ``<N><unit>`` (``3d``, ``1y``, ``30min``): the instant
+    that long before ``now``."""
+    m = _AGE_RE.fullmatch(text.strip())
+    if m is None:
+        raise CriteriaError(
+            f"{name}: invalid age {text!r} (a number and a unit: y, m (months), w, d, h, min, "
+            "s; e.g. 3d)"
+        )
+    return _age(name, text, m, _now(now))
+
+
 def parse_time_value(name: str, text: str, *, now: datetime | None = None) -> Period:
     """One time (see the module docstring) as the period it denotes."""
     t = text.strip()
-    now = (now or datetime.now(UTC)).astimezone()
+    now = _now(now)
     low = t.lower()
     if low == "now":
         n = _ns(now)
@@ -273,35 +341,20 @@ def parse_time_value(name: str, text: str, *, now: datetime | None = None) -> Pe
         return _local_day(d)
     m = _AGE_RE.fullmatch(t)
     if m is not None:
-        unit = _AGE_UNITS.get(m.group(2).lower())
-        if unit is None:
-            raise CriteriaError(
-                f"{name}: unknown time unit {m.group(2)!r} in {text!r} "
-                "(use s, min, h, d, w, m (months), y)"
-            )
-        count = int(m.group(1))
-        try:
-            if unit == "mo":
-                moment = _months_ago(now, count)
-            elif unit == "y":
-                moment = _months_ago(now, 12 * count)
-            else:
-                moment = now - timedelta(seconds=count * _SECONDS[unit])
-        except (OverflowError, ValueError):
-            raise CriteriaError(f"{name}: {text!r} is too far back") from None
-        n = _ns(moment)
-        return Period(n, n + 1)
+        return _age(name, text, m, now)
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", t):
             return _local_day(date.fromisoformat(t))
         moment = datetime.fromisoformat(t.replace("z", "Z"))
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # local time, like the shell's clock
     except ValueError:
         raise CriteriaError(
             f"{name}: cannot read the time {text!r} (use e.g. 2024-05-01, "
             "2024-05-01T10:00, 3d, 2h, yesterday)"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time, like the shell's clock
+    except (OverflowError, OSError):
+        raise CriteriaError(f"{name}: the time {text!r} is out of range") from None
     # The precision given decides how long the period is.
     clock = t.replace("T", " ").split(" ", 1)[1] if ("T" in t or " " in t) else ""
     clock = re.split(r"[+\-Zz]", clock, maxsplit=1)[0]
@@ -325,3 +378,150 @@ def parse_time(name: str, raw: str, *, now: datetime | None = None) -> Condition
 def ns_to_datetime(ns: int) -> datetime:
     seconds, rest = divmod(ns, _NS)
     return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+
+
+# -- paths ---------------------------------------------------------------------
+
+
+def resolve_path(text: str) -> str:
+    """A directory or file path as the journal stores it (absolute,
+    normalised, no trailing slash): ``~`` and ``~user`` are expanded, a
+    relative path is taken from the current directory, ``.``/``..`` and
+    doubled or trailing slashes are resolved.  Symbolic links are left
+    alone (the journal may come from another machine).  A ``%`` wildcard
+    stays where it is (``./%`` is every directory below this one); a value
+    starting with ``%`` is a pattern on the whole path and kept as it is."""
+    if text.startswith("%"):
+        return text
+    path = os.path.expanduser(text)
+    if not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path)
+    wildcard = path.endswith("/%")
+    path = os.path.normpath(path.removesuffix("/%") if wildcard else path)
+    if path.startswith("//"):  # POSIX lets normpath keep two leading slashes
+        path = "/" + path.lstrip("/")
+    if wildcard:
+        path = path.rstrip("/") + "/%"
+    return path
+
+
+def parse_path(name: str, raw: str) -> Condition[str]:
+    """A directory criterion (``--cwd``, ``--wpath``): a text criterion
+    whose operand is resolved by :func:`resolve_path`."""
+    cond = parse_text(name, raw)
+    return Condition(cond.op, resolve_path(cond.value))
+
+
+# -- session ids -----------------------------------------------------------------
+
+
+def session_id_bytes(value: str | bytes) -> bytes:
+    """The 16 raw bytes of a session id given as printed (base64) or as a
+    UUID string."""
+    if isinstance(value, bytes):
+        if len(value) != 16:
+            raise BadSessionId("a raw session id must have 16 bytes")
+        return value
+    text = value.strip()
+    with suppress(ValueError):
+        return uuid.UUID(text).bytes
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise BadSessionId(f"invalid session id {value!r} (expected base64 as printed, or a UUID)")
+    return raw
+
+
+def session_id_text(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+# -- all criteria together ----------------------------------------------------------
+
+
+def parse_criteria(
+    *,
+    command_text: str | None = None,
+    cwd: str | None = None,
+    command_id: str | int | Iterable[int] | None = None,
+    exit_code: str | int | None = None,
+    host: str | None = None,
+    user: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    older_than: str | None = None,
+    session_id: str | bytes | None = None,
+    wname: str | None = None,
+    rname: str | None = None,
+    wpath: str | None = None,
+    rpath: str | None = None,
+    wsize: str | int | None = None,
+    rsize: str | int | None = None,
+    whash: str | int | None = None,
+    rhash: str | int | None = None,
+    wmtime: str | None = None,
+    rmtime: str | None = None,
+    now: datetime | None = None,
+) -> Criteria:
+    """Criteria given as the CLI takes them, for query, stats and delete
+    alike (see the module docstring for the operator syntax).
+
+    ``command_text``: SQL LIKE, case-insensitive, ``%`` the only wildcard;
+    ``eq:``/``ne:`` compare exactly.  ``cwd``, ``host``, ``user``, names
+    and paths: equal (case-sensitive; ``host`` not) unless the value
+    contains ``%``.  ``cwd``/``wpath``/``rpath`` are resolved with
+    :func:`resolve_path`.  ``command_id``: a criterion such as ``'>100'``,
+    or a list of ids (any of them).  ``until`` a date: through the end of
+    that day.  ``older_than`` an age: started before that instant (with
+    ``until``, the earlier bound holds).
+
+    :raises CriteriaError: a value cannot be parsed (BadSessionId for a
+        malformed session id).
+    """
+
+    def opt(parse: Callable[..., Any], name: str, value: Any, **kw: Any) -> Any:
+        return None if value is None else parse(name, str(value), **kw)
+
+    ids: tuple[int, ...] | None = None
+    if command_id is not None and not isinstance(command_id, str | int):
+        ids = tuple(sorted({bounded("--command-id", int(i), 0) for i in command_id}))
+        command_id = None
+    ends = [
+        p
+        for p in (
+            opt(parse_time_value, "--until", until, now=now),
+            opt(parse_age, "--older-than", older_than, now=now),
+        )
+        if p is not None
+    ]
+    c = Criteria(
+        command_text=opt(parse_text, "--command-text", command_text, default="like"),
+        cwd=opt(parse_path, "--cwd", cwd),
+        command_id=opt(parse_int, "--command-id", command_id),
+        command_ids=ids,
+        exit_code=opt(parse_int, "--exit-code", exit_code),
+        host=opt(parse_text, "--host", host),
+        user=opt(parse_text, "--user", user),
+        since=opt(parse_time_value, "--since", since, now=now),
+        until=min(ends, key=lambda p: p.end_ns) if ends else None,
+        session_uuid=None if session_id is None else session_id_bytes(session_id),
+    )
+    for files, prefix, name, path, size, hash_, mtime in (
+        (c.written, "--w", wname, wpath, wsize, whash, wmtime),
+        (c.read, "--r", rname, rpath, rsize, rhash, rmtime),
+    ):
+        files.name = opt(parse_text, f"{prefix}name", name)
+        files.path = opt(parse_path, f"{prefix}path", path)
+        files.size = opt(parse_size, f"{prefix}size", size)
+        files.hash = opt(parse_hash, f"{prefix}hash", hash_)
+        files.mtime = opt(parse_time, f"{prefix}mtime", mtime, now=now)
+    if c.since is not None and c.until is not None and c.until.end_ns <= c.since.start_ns:
+        raise CriteriaError("--until lies before --since: nothing can match")
+    return c
+
+
+# FileCriteria is filled in place above; re-exported for callers building
+# criteria by hand.
+__all__ += ["Condition", "Criteria", "FileCriteria", "Period"]

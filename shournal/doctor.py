@@ -125,24 +125,29 @@ def _config_check() -> Check:
     from shournal.config import ConfigError, load_config
 
     try:
-        load_config()
+        load_config(create=False)
     except ConfigError as exc:
         return Check("config", False, str(exc), f"edit {_paths.config_file()}")
     return Check("config", True, str(_paths.config_file()))
 
 
 def _store_check() -> Check:
-    from shournal.store import Store, StoreError
+    """The journal every command uses, opened read-only: a check must not
+    create one."""
+    from shournal.journal import Journal
+    from shournal.store import StoreError, StoreMissing
 
-    url = os.environ.get("SHOURNAL_DB_URL") or None
+    fix = "set SHOURNAL_DB_URL or [store] url to a sqlite:/// or postgresql URL"
     try:
-        store = Store(url)
-        store.close()
+        with Journal.open(create=False) as journal:
+            return Check("store", True, journal.location)
+    except StoreMissing as exc:
+        detail = f"no journal yet ({exc}); the first recorded command creates it"
+        return Check("store", True, detail)
     except StoreError as exc:
-        return Check("store", False, str(exc), "see `shournal doctor` in the README")
+        return Check("store", False, str(exc), fix)
     except Exception as exc:  # noqa: BLE001 - report anything as one line
-        return Check("store", False, str(exc).splitlines()[0], "check SHOURNAL_DB_URL / [store]")
-    return Check("store", True, url or str(_paths.default_db_path()))
+        return Check("store", False, (str(exc).splitlines() or [type(exc).__name__])[0], fix)
 
 
 def run_checks() -> list[Check]:

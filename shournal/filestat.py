@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Iterable
 
-from shournal.query import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
 
 UP_TO_DATE = "U"
 MODIFIED = "M"

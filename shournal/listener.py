@@ -486,14 +486,10 @@ def _ignored(cfg, text: str) -> bool:
 
 
 def store_record(rec: CommandRecord, cfg) -> int:
-    from shournal.store import Store
+    from shournal.journal import Journal
 
-    url = os.environ.get("SHOURNAL_DB_URL") or getattr(cfg.store, "url", "") or None
-    store = Store(url)
-    try:
-        return store.add_command(rec)
-    finally:
-        store.close()
+    with Journal.open(config=cfg, create=True) as journal:
+        return journal.add(rec)
 
 
 def run(sock: socket.socket, relay: Relay) -> int:

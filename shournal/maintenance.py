@@ -14,12 +14,13 @@ SQLAlchemy is imported only when a deletion actually runs.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from shournal.data import Criteria, QueryError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Select
@@ -27,29 +28,9 @@ if TYPE_CHECKING:
     from shournal.store.db import Store
 
 
-class DeleteError(Exception):
-    """Criteria that cannot be used as given (one-line message)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteCriteria:
-    """Which commands to delete; all given criteria must hold (AND).
-
-    ``command_text`` and ``cwd`` follow ``shournal query``: ``%`` is the
-    only wildcard, text matches case-insensitively, a cwd without ``%``
-    must be equal.  ``started_before`` is an aware datetime.
-    """
-
-    command_ids: tuple[int, ...] = ()
-    session_uuid: bytes | None = None
-    cwd: str | None = None
-    command_text: str | None = None
-    started_before: datetime | None = None
-
-    def is_empty(self) -> bool:
-        return not self.command_ids and all(
-            v is None for v in (self.session_uuid, self.cwd, self.command_text, self.started_before)
-        )
+class DeleteError(QueryError):
+    """A deletion that cannot be run as given (no criteria; one-line
+    message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,106 +61,10 @@ class DeleteResult:
     collected: dict[str, int] = field(default_factory=dict)
 
 
-# -- relative ages and dates ----------------------------------------------------
-
-# As in the original: m is months, min minutes.
-_AGE = re.compile(r"^\s*(\d+)\s*(y|m|w|d|h|min|s)\s*$", re.IGNORECASE)
-_AGE_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "min": 60, "s": 1}
-
-
-def _minus_months(when: datetime, months: int) -> datetime:
-    """Calendar arithmetic: 2024-03-31 minus 1 month is 2024-02-29."""
-    index = when.year * 12 + when.month - 1 - months
-    year, month = divmod(index, 12)
-    if year < 1:
-        raise DeleteError("age reaches before year 1")
-    month += 1
-    following = date(year + month // 12, month % 12 + 1, 1)
-    last_day = (following - timedelta(days=1)).day
-    return when.replace(year=year, month=month, day=min(when.day, last_day))
-
-
-def _parse_age(text: str, now: datetime) -> datetime:
-    """The instant ``text`` (e.g. ``1y``, ``3m``, ``2w``, ``3d``, ``2h``,
-    ``30min``, ``10s``) before ``now``."""
-    match = _AGE.match(text)
-    if match is None:
-        raise DeleteError(
-            f"invalid age {text!r} (a number and a unit: y, m (months), w, d, h, min, s; e.g. 3d)"
-        )
-    amount, unit = int(match.group(1)), match.group(2).lower()
-    try:
-        if unit == "y":
-            return _minus_months(now, 12 * amount)
-        if unit == "m":
-            return _minus_months(now, amount)
-        return now - timedelta(seconds=amount * _AGE_SECONDS[unit])
-    except (OverflowError, ValueError):
-        raise DeleteError(f"age {text!r} is out of range") from None
-
-
-def _parse_date(text: str) -> datetime:
-    """An ISO date or date-time; without a zone it is local time."""
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise DeleteError(
-            f"invalid date {text!r} (ISO format, e.g. 2024-01-31 or 2024-01-31T14:00)"
-        ) from None
-    try:
-        return when.astimezone(UTC)  # naive: interpreted as local time
-    except (OverflowError, ValueError, OSError):
-        raise DeleteError(f"date {text!r} is out of range") from None
-
-
-def make_criteria(
-    *,
-    command_ids: Sequence[int] = (),
-    session_id: str | bytes | None = None,
-    cwd: str | None = None,
-    command_text: str | None = None,
-    older_than: str | None = None,
-    until: str | None = None,
-    now: datetime | None = None,
-) -> DeleteCriteria:
-    """Check and resolve the user's criteria; relative ages are resolved
-    against ``now`` once, so the set of commands does not grow while the
-    user confirms.
-
-    :raises DeleteError: no criterion, or one that cannot be parsed.
-    """
-    from shournal.query import QueryError, session_id_bytes
-
-    for value, name in ((cwd, "--cwd"), (command_text, "--command-text")):
-        if value is not None and value == "":
-            raise DeleteError(f"{name} must not be empty")
-    for cid in command_ids:
-        if not 0 <= cid < 2**63:
-            raise DeleteError(f"invalid command id {cid}")
-    try:
-        sid = None if session_id is None else session_id_bytes(session_id)
-    except QueryError as e:
-        raise DeleteError(str(e)) from None
-    now = datetime.now(UTC) if now is None else now
-    cutoffs = []
-    if older_than is not None:
-        cutoffs.append(_parse_age(older_than, now))
-    if until is not None:
-        cutoffs.append(_parse_date(until))
-    criteria = DeleteCriteria(
-        command_ids=tuple(sorted(set(command_ids))),
-        session_uuid=sid,
-        cwd=cwd,
-        command_text=command_text,
-        started_before=min(cutoffs) if cutoffs else None,
-    )
-    if criteria.is_empty():
-        raise DeleteError(
-            "no criteria: give at least one of --command-id, --session-id, --cwd, "
-            "--command-text, --older-than, --until"
-        )
-    return criteria
-
+NO_CRITERIA = (
+    "no criteria: give at least one of --command-id, --session-id, --cwd, "
+    "--command-text, --older-than, --until"
+)
 
 # -- SQL ------------------------------------------------------------------------
 
@@ -258,41 +143,7 @@ _PG_LOCK_ORDER = (
 )
 
 
-def _escape_like(pattern: str) -> str:
-    # As in query: only % is a wildcard; _ is common in names.
-    return pattern.replace("\\", "\\\\").replace("_", "\\_")
-
-
-def _select_ids(criteria: DeleteCriteria) -> Select[Any]:
-    from sqlalchemy import select
-
-    from shournal.store import models as m
-
-    c = m.Command
-    stmt = select(c.id)
-    if criteria.command_ids:
-        stmt = stmt.where(c.id.in_(criteria.command_ids))
-    if criteria.session_uuid is not None:
-        stmt = stmt.where(
-            c.session_id.in_(
-                select(m.ShellSession.id).where(m.ShellSession.uuid == criteria.session_uuid)
-            )
-        )
-    if criteria.cwd is not None:
-        wd = m.WorkingDir
-        if "%" in criteria.cwd:
-            cwds = select(wd.id).where(wd.path.ilike(_escape_like(criteria.cwd), escape="\\"))
-        else:
-            cwds = select(wd.id).where(wd.path == criteria.cwd)
-        stmt = stmt.where(c.cwd_id.in_(cwds))
-    if criteria.command_text is not None:
-        stmt = stmt.where(c.text.ilike(_escape_like(criteria.command_text), escape="\\"))
-    if criteria.started_before is not None:
-        stmt = stmt.where(c.start_time < criteria.started_before)
-    return stmt
-
-
-def plan_delete(store: Store, criteria: DeleteCriteria) -> DeletePlan:
+def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
     """The commands (oldest first) and the number of file events that
     :func:`delete_commands` would remove; reads only.
 
@@ -301,10 +152,13 @@ def plan_delete(store: Store, criteria: DeleteCriteria) -> DeletePlan:
     from sqlalchemy import func, select
 
     from shournal.store import models as m
+    from shournal.store.reader import matching_ids
 
+    if criteria.is_empty():
+        raise DeleteError(NO_CRITERIA)
     c = m.Command
-    ids = _select_ids(criteria).subquery()
     with store.reading() as conn:
+        ids = matching_ids(conn, criteria).subquery()
         rows = conn.execute(
             select(c.id, c.start_time, m.WorkingDir.path, c.text)
             .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
@@ -414,7 +268,7 @@ def _temp_table(conn: Connection, name: str, fill: str | Select[Any] | None = No
 
 
 def delete_commands(
-    store: Store, criteria: DeleteCriteria, *, only_ids: Collection[int] | None = None
+    store: Store, criteria: Criteria, *, only_ids: Collection[int] | None = None
 ) -> DeleteResult:
     """Delete the commands matching ``criteria`` with their file events, and
     garbage-collect the directories, archived contents, sessions, env and
@@ -430,15 +284,16 @@ def delete_commands(
     from sqlalchemy import column, insert, select, table, text
 
     from shournal.store import models as m
+    from shournal.store.reader import matching_ids
 
     if criteria.is_empty():
-        raise DeleteError("no criteria given")
+        raise DeleteError(NO_CRITERIA)
     result = DeleteResult()
     created: list[str] = []
     with _bulk_writing(store) as conn:
         triggers_off = conn.dialect.name != "postgresql" or _pg_prepare(conn)
         indexes: list[str] = []
-        stmt = _select_ids(criteria)
+        stmt = matching_ids(conn, criteria)
         if only_ids is not None:
             allowed = table(_ALLOWED, column("id"))
             _temp_table(conn, _ALLOWED)
@@ -506,12 +361,11 @@ def delete_commands(
 
 
 __all__ = [
+    "NO_CRITERIA",
     "CommandSummary",
-    "DeleteCriteria",
     "DeleteError",
     "DeletePlan",
     "DeleteResult",
     "delete_commands",
-    "make_criteria",
     "plan_delete",
 ]

@@ -9,118 +9,54 @@ SQLAlchemy is imported only when a query actually runs.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import stat
 import sys
 import time
-import uuid
 from collections.abc import Iterable
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from shournal import _paths
+from shournal.criteria import parse_criteria, session_id_bytes, session_id_text
+from shournal.data import (
+    INT64_MAX,
+    RETURN_VALUE_UNKNOWN,
+    BadSessionId,
+    CommandView,
+    Criteria,
+    CriteriaError,
+    FileCriteria,
+    FileEventView,
+    FileProbe,
+    QueryError,
+    QueryFileError,
+)
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
 
-# The original stores INT32_MAX when the exit status is unknown.
-RETURN_VALUE_UNKNOWN = 2**31 - 1
-
-
-class QueryError(Exception):
-    """A query that cannot be run as given (one-line message)."""
-
-
-class QueryFileError(QueryError):
-    """The file given to --wfile/--rfile cannot be examined."""
-
-
-class BadSessionId(QueryError):
-    """The session id is neither base64 of 16 bytes nor a UUID."""
-
-
-@dataclass(slots=True)
-class FileEventView:
-    id: int
-    path: bytes
-    size: int
-    mtime_ns: int
-    hash: int | None
-    mode: int
-    content_id: int | None = None  # archived content, if any
-    content_preview: bytes | None = None  # its first bytes (see PREVIEW_BYTES)
-    content_size: int | None = None
-    # Set by --stat (shournal.filestat): "U" up to date, "M" modified,
-    # "N" missing, "ERROR"; None when not checked.
-    status: str | None = None
-
-    @property
-    def is_stored(self) -> bool:
-        return self.content_id is not None
-
-
-@dataclass(slots=True)
-class CommandView:
-    id: int
-    text: str
-    return_value: int
-    start_time: datetime  # aware, UTC
-    end_time: datetime
-    working_dir: str
-    username: str
-    hostname: str
-    session_uuid: bytes | None
-    hash_chunk_size: int | None
-    hash_max_reads: int | None
-    dropped_writes: int = 0
-    dropped_reads: int = 0
-    lost_events: int = 0
-    writes: list[FileEventView] = field(default_factory=list)
-    reads: list[FileEventView] = field(default_factory=list)
-    # Stored totals; larger than len(writes)/len(reads) when max_files cut
-    # the lists short.
-    write_count: int = 0
-    read_count: int = 0
-
-    @property
-    def return_value_known(self) -> bool:
-        return self.return_value != RETURN_VALUE_UNKNOWN
-
-
-@dataclass(frozen=True, slots=True)
-class FileProbe:
-    """What identifies a file's content in the journal."""
-
-    size: int
-    mtime_ns: int
-    hashes: frozenset[int]  # its partial hash under each stored hash setting
-
-
-def session_id_bytes(value: str | bytes) -> bytes:
-    """The 16 raw bytes of a session id given as printed (base64) or as a
-    UUID string."""
-    if isinstance(value, bytes):
-        if len(value) != 16:
-            raise BadSessionId("a raw session id must have 16 bytes")
-        return value
-    text = value.strip()
-    with suppress(ValueError):
-        return uuid.UUID(text).bytes
-    try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != 16:
-        raise BadSessionId(f"invalid session id {value!r} (expected base64 as printed, or a UUID)")
-    return raw
-
-
-def session_id_text(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
+__all__ = [
+    "RETURN_VALUE_UNKNOWN",
+    "BadSessionId",
+    "CommandView",
+    "Criteria",
+    "CriteriaError",
+    "FileCriteria",
+    "FileEventView",
+    "FileProbe",
+    "QueryError",
+    "QueryFileError",
+    "check_file",
+    "find_commands",
+    "merge_criteria",
+    "parse_criteria",
+    "probe_file",
+    "session_id_bytes",
+    "session_id_text",
+    "wait_for_pending",
+]
 
 
 def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
@@ -166,106 +102,27 @@ def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, 
     return FileProbe(size=st.st_size, mtime_ns=st.st_mtime_ns, hashes=frozenset(hashes))
 
 
-@dataclass(slots=True)
-class FileCriteria:
-    """Conditions that must all hold for one and the same written (or read)
-    file event of a command."""
-
-    name: Any = None  # Condition[str] on the basename
-    path: Any = None  # Condition[str] on the directory
-    size: Any = None  # Condition[int]
-    hash: Any = None  # Condition[int]
-    mtime: Any = None  # Condition[Period]
-
-    def __bool__(self) -> bool:
-        return any(v is not None for v in (self.name, self.path, self.size, self.hash, self.mtime))
-
-
-@dataclass(slots=True)
-class Criteria:
-    """Parsed, AND-combined query criteria (see :func:`parse_criteria`)."""
-
-    command_text: Any = None
-    cwd: Any = None
-    command_id: Any = None
-    exit_code: Any = None
-    host: Any = None
-    user: Any = None
-    since: Any = None  # Period: start time >= its start
-    until: Any = None  # Period: start time < its end
-    session_uuid: bytes | None = None
-    written: FileCriteria = field(default_factory=FileCriteria)
-    read: FileCriteria = field(default_factory=FileCriteria)
-
-    def is_empty(self) -> bool:
-        return not self.written and not self.read and all(
-            getattr(self, k) is None
-            for k in (
-                "command_text", "cwd", "command_id", "exit_code", "host", "user",
-                "since", "until", "session_uuid",
-            )
+def merge_criteria(criteria: Criteria | None, **filters: Any) -> Criteria:
+    """``criteria`` with the criteria ``filters`` (parse_criteria's
+    keywords) added; a filter replaces the criterion of the same name."""
+    crit = criteria if criteria is not None else Criteria()
+    given = {k: v for k, v in filters.items() if v is not None}
+    if not given:
+        return crit
+    extra = parse_criteria(**given)
+    changes: dict[str, Any] = {
+        f.name: getattr(extra, f.name)
+        for f in fields(Criteria)
+        if f.name not in ("written", "read") and getattr(extra, f.name) is not None
+    }
+    for side in ("written", "read"):
+        mine, theirs = getattr(crit, side), getattr(extra, side)
+        changes[side] = replace(
+            mine,
+            **{f.name: getattr(theirs, f.name) for f in fields(FileCriteria)
+               if getattr(theirs, f.name) is not None},
         )  # fmt: skip
-
-
-def parse_criteria(
-    *,
-    command_text: str | None = None,
-    cwd: str | None = None,
-    command_id: str | int | None = None,
-    exit_code: str | int | None = None,
-    host: str | None = None,
-    user: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    session_id: str | bytes | None = None,
-    wname: str | None = None,
-    rname: str | None = None,
-    wpath: str | None = None,
-    rpath: str | None = None,
-    wsize: str | int | None = None,
-    rsize: str | int | None = None,
-    whash: str | int | None = None,
-    rhash: str | int | None = None,
-    wmtime: str | None = None,
-    rmtime: str | None = None,
-    now: datetime | None = None,
-) -> Criteria:
-    """Parse criteria given as the CLI takes them (see :mod:`shournal.criteria`
-    for the operator syntax).  Defaults: ``command_text`` LIKE
-    (case-insensitive, ``%`` wildcard); names, paths, cwd, host and user equal
-    unless the value contains ``%``.
-
-    :raises shournal.criteria.CriteriaError: a value cannot be parsed.
-    :raises BadSessionId: the session id is malformed.
-    """
-    from shournal import criteria as cr
-
-    def opt(parse: Any, name: str, value: Any, **kw: Any) -> Any:
-        return None if value is None else parse(name, str(value), **kw)
-
-    c = Criteria(
-        command_text=opt(cr.parse_text, "--command-text", command_text, default="like"),
-        cwd=opt(cr.parse_text, "--cwd", cwd),
-        command_id=opt(cr.parse_int, "--command-id", command_id),
-        exit_code=opt(cr.parse_int, "--exit-code", exit_code),
-        host=opt(cr.parse_text, "--host", host),
-        user=opt(cr.parse_text, "--user", user),
-        since=None if since is None else cr.parse_time_value("--since", since, now=now),
-        until=None if until is None else cr.parse_time_value("--until", until, now=now),
-        session_uuid=None if session_id is None else session_id_bytes(session_id),
-    )
-    for files, prefix, name, path, size, hash_, mtime in (
-        (c.written, "--w", wname, wpath, wsize, whash, wmtime),
-        (c.read, "--r", rname, rpath, rsize, rhash, rmtime),
-    ):
-        files.name = opt(cr.parse_text, f"{prefix}name", name)
-        files.path = opt(cr.parse_text, f"{prefix}path", path)
-        files.size = opt(cr.parse_size, f"{prefix}size", size)
-        files.hash = opt(cr.parse_hash, f"{prefix}hash", hash_)
-        files.mtime = opt(cr.parse_time, f"{prefix}mtime", mtime, now=now)
-    if c.since is not None and c.until is not None and c.until.end_ns <= c.since.start_ns:
-        raise cr.CriteriaError("--until lies before --since: nothing can match")
-    return c
+    return replace(crit, **changes)
 
 
 def find_commands(
@@ -274,22 +131,23 @@ def find_commands(
     *,
     wfile: str | os.PathLike[str] | None = None,
     rfile: str | os.PathLike[str] | None = None,
+    written: FileProbe | None = None,
+    read: FileProbe | None = None,
     history: int | None = None,
-    command_text: str | None = None,
-    cwd: str | None = None,
-    session_id: str | bytes | None = None,
-    command_id: int | None = None,
     limit: int | None = None,
     reverse: bool = False,
     max_files: int | None = None,
+    **filters: Any,
 ) -> list[CommandView]:
     """Commands matching all given criteria, oldest first (newest first with
     ``reverse``), with their files.
 
-    ``criteria``: from :func:`parse_criteria`; the keyword shortcuts
-    ``command_text``, ``cwd``, ``session_id`` and ``command_id`` are parsed
-    the same way and override it.
+    ``criteria``: from :func:`shournal.criteria.parse_criteria`; keyword
+    ``filters`` (its keywords: ``cwd``, ``command_text``, ``since``...) are
+    parsed the same way and added.
     ``wfile``/``rfile``: commands that wrote/read this file's content.
+    ``written``/``read``: commands that wrote/read this content (size,
+    partial hashes, and the mtime unless it is None).
     ``history``: only the last N matching commands by start time.
     ``limit``: at most N commands, taken in output order.
     ``max_files``: load at most N written and N read files per command
@@ -300,23 +158,16 @@ def find_commands(
     """
     from shournal.store import reader
 
-    crit = criteria if criteria is not None else Criteria()
-    if any(v is not None for v in (command_text, cwd, session_id, command_id)):
-        extra = parse_criteria(
-            command_text=command_text, cwd=cwd, session_id=session_id, command_id=command_id
-        )
-        crit = replace(
-            crit,
-            command_text=extra.command_text or crit.command_text,
-            cwd=extra.cwd or crit.cwd,
-            session_uuid=extra.session_uuid or crit.session_uuid,
-            command_id=extra.command_id or crit.command_id,
-        )
+    crit = merge_criteria(criteria, **filters)
     for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
-        if value is not None and value < 0:
-            raise QueryError(f"{name} must not be negative")
+        if value is not None and not 0 <= value <= INT64_MAX:
+            raise QueryError(f"{name} must be between 0 and {INT64_MAX}")
     with store.reading() as conn:
         probes = []
+        if written is not None:
+            probes.append((reader.KIND_WRITE, written))
+        if read is not None:
+            probes.append((reader.KIND_READ, read))
         if wfile is not None or rfile is not None:
             settings = reader.hash_settings(conn)
             if wfile is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shournal.query import CommandView
+    from shournal.data import CommandView
     from shournal.store.db import Store
 
 # Permission bits only: a restored script must not come back setuid.

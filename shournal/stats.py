@@ -6,7 +6,7 @@ same :class:`JournalStats`.  Everything is counted in SQL (GROUP BY), so the
 whole journal of 10^7 file events is summarised without loading it.
 
 Scope: the whole journal, the commands matching a
-:class:`shournal.query.Criteria`, or an explicit list of command ids (the
+:class:`shournal.data.Criteria`, or an explicit list of command ids (the
 commands a query found).  Ties are broken by the smaller id or path so the
 result is deterministic.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from shournal.query import Criteria
+from shournal.data import INT64_MAX, Criteria
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -110,22 +110,13 @@ def compute_stats_conn(
     top: int = DEFAULT_TOP,
 ) -> JournalStats:
     """:func:`compute_stats` inside an open read transaction."""
-    from sqlalchemy import select
+    from shournal.store.reader import matching_ids
 
-    from shournal.store import models as m
-    from shournal.store.reader import command_conditions
-
-    if top < 0:
-        raise ValueError("top must not be negative")
+    if not 0 <= top <= INT64_MAX:
+        raise ValueError(f"top must be between 0 and {INT64_MAX}")
     scope: Any = None
     if criteria is not None and not criteria.is_empty():
-        c = m.Command
-        scope = (
-            select(c.id)
-            .join(m.Env, m.Env.id == c.env_id)
-            .where(*command_conditions(conn, criteria))
-            .scalar_subquery()
-        )
+        scope = matching_ids(conn, criteria).scalar_subquery()
     if command_ids is None:
         return _stats(conn, [scope], top, limit_in_sql=True)
     ids = sorted(set(command_ids))

@@ -14,15 +14,9 @@ from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
 from shournal.cli import app
-from shournal.maintenance import (
-    DeleteCriteria,
-    DeleteError,
-    _parse_age,
-    _parse_date,
-    delete_commands,
-    make_criteria,
-    plan_delete,
-)
+from shournal.criteria import parse_age, parse_criteria, parse_time_value
+from shournal.data import Criteria, CriteriaError, Period
+from shournal.maintenance import DeleteError, delete_commands, plan_delete
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store, StoreError
 from shournal.store import models as m
@@ -145,7 +139,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
         "hash_setting": 1,
     }
 
-    res = delete_commands(store, make_criteria(command_ids=[journal["a"]]))
+    res = delete_commands(store, parse_criteria(command_id=[journal["a"]]))
     assert (res.commands, res.events) == (1, 3)
     # /only-a/ was a's alone; /proj/ and the script are still b's.
     assert res.collected == {
@@ -161,14 +155,14 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     assert after["content"] == 2 and after["directory"] == 2
     assert ids(store) == sorted([journal["b"], journal["c"], journal["d"]])
 
-    res = delete_commands(store, make_criteria(command_ids=[journal["b"]]))
+    res = delete_commands(store, parse_criteria(command_id=[journal["b"]]))
     assert (res.commands, res.events) == (1, 1)
     assert res.collected["content"] == 1 and res.collected["directory"] == 1
     assert res.collected["read_file"] == 1
     # Session A is still used by nobody but d? No: d has no session.
     assert res.collected["shell_session"] == 1
 
-    res = delete_commands(store, make_criteria(command_ids=[journal["c"], journal["d"], 123456]))
+    res = delete_commands(store, parse_criteria(command_id=[journal["c"], journal["d"], 123456]))
     assert (res.commands, res.events) == (2, 2)
     assert res.collected["working_dir"] == 2
     assert counts(store) == dict.fromkeys(before, 0)
@@ -176,40 +170,38 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
 
 def test_criteria_are_and_combined(store, journal):
     now = datetime.fromtimestamp(T0 / 1e9, UTC) + timedelta(days=1)
-    crit = make_criteria(cwd="/home/u", command_text="%run.sh%", now=now)
+    crit = parse_criteria(cwd="/home/u", command_text="%run.sh%", now=now)
     plan = plan_delete(store, crit)
     assert plan.command_ids == [journal["a"], journal["b"]]
     assert plan.event_count == 4
 
     # AND: text matches a and b, the session only c.
-    assert (
-        plan_delete(store, make_criteria(command_text="%run%", session_id=SESSION_B)).commands == []
-    )
+    crit = parse_criteria(command_text="%run%", session_id=SESSION_B)
+    assert plan_delete(store, crit).commands == []
 
-    old = make_criteria(older_than="1y", now=now)
+    old = parse_criteria(older_than="1y", now=now)
     assert plan_delete(store, old).command_ids == [journal["d"]]
-    assert (
-        plan_delete(store, make_criteria(older_than="1y", cwd="/srv/build", now=now)).commands == []
-    )
+    crit = parse_criteria(older_than="1y", cwd="/srv/build", now=now)
+    assert plan_delete(store, crit).commands == []
 
     # Exact cwd unless it has %; LIKE only treats % as wildcard.
-    assert plan_delete(store, make_criteria(cwd="/srv")).commands == []
-    assert plan_delete(store, make_criteria(cwd="/srv%")).command_ids == [journal["c"]]
-    assert plan_delete(store, make_criteria(command_text="make secret_key")).command_ids == [
+    assert plan_delete(store, parse_criteria(cwd="/srv")).commands == []
+    assert plan_delete(store, parse_criteria(cwd="/srv%")).command_ids == [journal["c"]]
+    assert plan_delete(store, parse_criteria(command_text="make secret_key")).command_ids == [
         journal["c"]
     ]
-    assert plan_delete(store, make_criteria(command_text="make secretXkey")).commands == []
+    assert plan_delete(store, parse_criteria(command_text="make secretXkey")).commands == []
 
-    until = make_criteria(until="2023-11-14T22:14:00+00:00")
+    until = parse_criteria(until="2023-11-14T22:14:00+00:00")
     assert plan_delete(store, until).command_ids == [journal["d"], journal["a"]]
 
     base64_b = "u7u7u7u7u7u7u7u7u7u7uw=="
-    assert plan_delete(store, make_criteria(session_id=base64_b)).command_ids == [journal["c"]]
+    assert plan_delete(store, parse_criteria(session_id=base64_b)).command_ids == [journal["c"]]
 
 
 def test_plan_changes_nothing_and_matches_the_deletion(store, journal):
     before = counts(store)
-    crit = make_criteria(session_id=SESSION_A)
+    crit = parse_criteria(session_id=SESSION_A)
     plan = plan_delete(store, crit)
     assert counts(store) == before
     assert [c.text for c in plan.commands] == ["./run.sh > out.txt", "sh /proj/run.sh"]
@@ -218,7 +210,7 @@ def test_plan_changes_nothing_and_matches_the_deletion(store, journal):
 
 
 def test_only_ids_limits_to_the_confirmed_set(store, journal):
-    crit = make_criteria(cwd="/home/u")
+    crit = parse_criteria(cwd="/home/u")
     res = delete_commands(store, crit, only_ids=[journal["b"], journal["c"]])
     # c is confirmed but does not match the criteria: it stays.
     assert res.commands == 1
@@ -227,7 +219,7 @@ def test_only_ids_limits_to_the_confirmed_set(store, journal):
 
 def test_no_match_changes_nothing(store, journal):
     before = counts(store)
-    res = delete_commands(store, make_criteria(command_ids=[999]))
+    res = delete_commands(store, parse_criteria(command_id=[999]))
     assert (res.commands, res.events) == (0, 0)
     assert counts(store) == before
 
@@ -260,18 +252,18 @@ def test_a_failure_half_way_rolls_everything_back(store, journal):
             conn.execute(text("ALTER TABLE shell_session ENABLE ALWAYS TRIGGER no_gc"))
     before = counts(store)
     with pytest.raises(StoreError) as info:
-        delete_commands(store, make_criteria(session_id=SESSION_B))
+        delete_commands(store, parse_criteria(session_id=SESSION_B))
     assert "refused by test" in str(info.value) and "\n" not in str(info.value)
     assert counts(store) == before
     # The connection is usable again and the temp tables are gone.
-    res = delete_commands(store, make_criteria(command_ids=[journal["a"]]))
+    res = delete_commands(store, parse_criteria(command_id=[journal["a"]]))
     assert res.commands == 1
 
 
 def test_foreign_keys_are_on_again_after_a_delete(tmp_path):
     with Store(f"sqlite:///{tmp_path / 'j.sqlite'}") as s:
         s.add_command(record("x"))
-        delete_commands(s, make_criteria(command_text="x"))
+        delete_commands(s, parse_criteria(command_text="x"))
         with s.reading() as conn:
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
@@ -325,13 +317,13 @@ def test_many_commands_in_bulk(store):
         )
     keep = n - 1
     res = delete_commands(
-        store, make_criteria(cwd="/bulk"), only_ids=[i + 1 for i in range(n) if i != keep - 1]
+        store, parse_criteria(cwd="/bulk"), only_ids=[i + 1 for i in range(n) if i != keep - 1]
     )
     assert (res.commands, res.events) == (n - 1, 3 * (n - 1))
     assert res.collected["directory"] == 0  # still used by the survivor
     assert res.collected["working_dir"] == 0
     assert counts(store)["write_event"] == 3
-    res = delete_commands(store, make_criteria(cwd="/bulk"))
+    res = delete_commands(store, parse_criteria(cwd="/bulk"))
     assert res.collected["directory"] == 1 and res.collected["env"] == 1
     assert res.collected["working_dir"] == 1
 
@@ -339,47 +331,60 @@ def test_many_commands_in_bulk(store):
 # -- ages and dates ------------------------------------------------------------------
 
 
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp()) * 10**9
+
+
 def test_parse_age():
     now = datetime(2024, 3, 31, 12, 0, tzinfo=UTC)
-    assert _parse_age("1y", now) == datetime(2023, 3, 31, 12, 0, tzinfo=UTC)
-    assert _parse_age("1m", now) == datetime(2024, 2, 29, 12, 0, tzinfo=UTC)
-    assert _parse_age("13M", now) == datetime(2023, 2, 28, 12, 0, tzinfo=UTC)
-    assert _parse_age("3d", now) == now - timedelta(days=3)
-    assert _parse_age(" 2h ", now) == now - timedelta(hours=2)
-    assert _parse_age("2w", now) == now - timedelta(weeks=2)
-    assert _parse_age("30min", now) == now - timedelta(minutes=30)
-    assert _parse_age("10s", now) == now - timedelta(seconds=10)
-    for bad in ("", "3", "d", "-1d", "1.5d", "3 days", "1x", "99999999999999y"):
-        with pytest.raises(DeleteError) as info:
-            _parse_age(bad, now)
+
+    def age(text: str) -> int:
+        return parse_age("--older-than", text, now=now).start_ns
+
+    assert age("1y") == _ns(datetime(2023, 3, 31, 12, 0, tzinfo=UTC))
+    assert age("1m") == _ns(datetime(2024, 2, 29, 12, 0, tzinfo=UTC))
+    assert age("13M") == _ns(datetime(2023, 2, 28, 12, 0, tzinfo=UTC))
+    assert age("3d") == _ns(now - timedelta(days=3))
+    assert age(" 2h ") == _ns(now - timedelta(hours=2))
+    assert age("2w") == _ns(now - timedelta(weeks=2))
+    assert age("30min") == _ns(now - timedelta(minutes=30))
+    assert age("10s") == _ns(now - timedelta(seconds=10))
+    for bad in ("", "3", "d", "-1d", "1.5d", "3 fortnights", "1x", "99999999999999y"):
+        with pytest.raises(CriteriaError) as info:
+            age(bad)
         assert "\n" not in str(info.value)
 
 
-def test_parse_date():
-    assert _parse_date("2024-01-31T14:00+02:00") == datetime(2024, 1, 31, 12, tzinfo=UTC)
-    local = datetime(2024, 1, 31).astimezone()
-    assert _parse_date("2024-01-31") == local
-    assert _parse_date("2024-01-31T00:00Z") == datetime(2024, 1, 31, tzinfo=UTC)
-    for bad in ("", "yesterday", "2024-13-01", "31.01.2024", "2024-01-31T25:00"):
-        with pytest.raises(DeleteError):
-            _parse_date(bad)
+def test_until_a_date_is_that_whole_day():
+    """As in ``shournal query``: a date is the whole (local) day, a time
+    its precision."""
+    assert parse_time_value("--until", "2024-01-31T14:00+02:00") == Period(
+        _ns(datetime(2024, 1, 31, 12, tzinfo=UTC)), _ns(datetime(2024, 1, 31, 12, 1, tzinfo=UTC))
+    )
+    day = parse_time_value("--until", "2024-01-31")
+    assert day.start_ns == _ns(datetime(2024, 1, 31).astimezone())
+    assert day.end_ns == _ns(datetime(2024, 2, 1).astimezone())
+    for bad in ("", "last tuesday", "2024-13-01", "31.01.2024", "2024-01-31T25:00"):
+        with pytest.raises(CriteriaError):
+            parse_time_value("--until", bad)
 
 
-def test_make_criteria_errors():
+def test_criteria_errors():
     with pytest.raises(DeleteError, match="no criteria"):
-        make_criteria()
-    with pytest.raises(DeleteError, match="session id"):
-        make_criteria(session_id="not-an-id")
-    with pytest.raises(DeleteError, match="empty"):
-        make_criteria(cwd="")
-    with pytest.raises(DeleteError, match="command id"):
-        make_criteria(command_ids=[-1])
+        delete_commands(None, parse_criteria())  # type: ignore[arg-type]
+    with pytest.raises(DeleteError, match="no criteria"):
+        plan_delete(None, Criteria())  # type: ignore[arg-type]
+    with pytest.raises(CriteriaError, match="session id"):
+        parse_criteria(session_id="not-an-id")
+    with pytest.raises(CriteriaError, match="empty"):
+        parse_criteria(cwd="")
+    with pytest.raises(CriteriaError, match="command-id"):
+        parse_criteria(command_id=[-1])
     # Both cutoffs: the earlier one is what all criteria together mean.
     now = datetime(2024, 6, 1, tzinfo=UTC)
-    crit = make_criteria(older_than="1y", until="2024-05-01T00:00Z", now=now)
-    assert crit.started_before == datetime(2023, 6, 1, tzinfo=UTC)
-    with pytest.raises(DeleteError):
-        delete_commands(None, DeleteCriteria())  # type: ignore[arg-type]
+    crit = parse_criteria(older_than="1y", until="2024-05-01T00:00Z", now=now)
+    assert crit.until is not None
+    assert crit.until.start_ns == _ns(datetime(2023, 6, 1, tzinfo=UTC))
 
 
 # -- the CLI ---------------------------------------------------------------------------
@@ -424,8 +429,8 @@ def test_cli_dry_run_lists_and_changes_nothing(cli_journal, cli_env):
     ("args", "code", "needle"),
     [
         (["delete", "--yes"], 2, "no criteria"),
-        (["delete", "--until", "last tuesday", "--yes"], 2, "invalid date"),
-        (["delete", "--older-than", "3 days", "--yes"], 2, "invalid age"),
+        (["delete", "--until", "last tuesday", "--yes"], 2, "cannot read the time"),
+        (["delete", "--older-than", "three days", "--yes"], 2, "invalid age"),
         (["delete", "--session-id", "zz", "--yes"], 2, "session id"),
         (["delete", "--cwd", "/srv/build"], 2, "not a terminal"),
         (["delete", "--command-id", "999", "--yes"], 1, "no commands match"),
@@ -554,7 +559,7 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
                     writes=[ev(b"/shared/out", 1, 1)],
                 )
             )
-        res = delete_commands(s, make_criteria(command_text="c%"), only_ids=[1, 2, 3, 4])
+        res = delete_commands(s, parse_criteria(command_text="c%"), only_ids=[1, 2, 3, 4])
         assert (res.commands, res.events) == (4, 8)
         assert res.collected == {
             "read_file": 4,

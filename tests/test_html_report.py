@@ -30,11 +30,10 @@ import pytest
 from shournal.query import CommandView, FileEventView, find_commands
 from shournal.record import CommandRecord, FileEvent
 from shournal.render.html import (
-    ReportStats,
     clean_text,
+    commands_per_day,
     json_for_script,
     render_html,
-    report_stats,
     write_html,
 )
 from shournal.store import Store
@@ -165,39 +164,40 @@ def test_stacking_rows_and_lanes() -> None:
     assert [s["n"] for s in sessions] == [4, 1, 1]
 
 
-def test_report_stats() -> None:
-    commands = [
-        view(1, "make", writes=[fev(1, b"/p/out/a"), fev(2, b"/p/out/b")], write_count=2,
-             reads=[fev(3, b"/p/src/x"), fev(4, b"/p/out/a")], read_count=2),
-        view(2, "cp a b", session_uuid=SESSION_B, working_dir="/p",
-             writes=[fev(5, b"/p/b")], write_count=1),
-        view(3, "ls", session_uuid=None, start_time=T0 + timedelta(days=2)),
-        view(4, "big", writes=[fev(6, b"/q/z")], write_count=500),
+def test_commands_per_day() -> None:
+    commands = [view(1), view(2), view(3, start_time=T0 + timedelta(days=2))]
+    assert commands_per_day(commands, tz=UTC) == [
+        (date(2024, 3, 5), 2), (date(2024, 3, 6), 0), (date(2024, 3, 7), 1),
     ]  # fmt: skip
-    st = report_stats(commands, tz=UTC)
-    assert st.most_modifications == [(4, "big", 500), (1, "make", 2), (2, "cp a b", 1)]
-    a, b = base64.b64encode(SESSION_A).decode(), base64.b64encode(SESSION_B).decode()
-    assert st.sessions_most_commands == [(a, 2), (b, 1)]
-    assert st.busiest_cwds == [("/home/u", 3), ("/p", 1)]
-    assert st.busiest_dirs == [("/p/out", 2, 1), ("/p", 1, 0), ("/q", 1, 0)]
-    assert st.commands_per_day == [(date(2024, 3, 5), 3), (date(2024, 3, 6), 0),
-                                   (date(2024, 3, 7), 1)]  # fmt: skip
-    assert report_stats([]) == ReportStats([], [], [], [], [])
+    assert commands_per_day([]) == []
 
 
 def test_charts_drawn_from_given_stats() -> None:
+    from shournal.stats import (
+        CommandModifications,
+        DirectoryActivity,
+        JournalStats,
+        SessionCommands,
+        WorkingDirCommands,
+    )
+
     commands = [view(1, "make", writes=[fev(1, b"/p/a")], write_count=1)]
     page = render_html(commands, generated_at=T0)
+    assert 'id="chart-days"' in page and "Statistics were not computed" in page
+    stats = JournalStats(
+        commands=1,
+        most_modifications=[CommandModifications(1, "make <all>", 3)],
+        sessions_most_commands=[SessionCommands(SESSION_A, 1, T0, T0)],
+        busiest_working_dirs=[WorkingDirCommands("/elsewhere/<b>", 42)],
+        busiest_directories=[DirectoryActivity(b"/p/\xff/", 2, 1)],
+    )
+    page = render_html(commands, stats=stats, generated_at=T0)
     for chart in ("modifications", "sessions", "cwds", "dirs", "days"):
         assert f'id="chart-{chart}"' in page
-    assert "#1 make" in page
-
-    class JournalStats:  # e.g. whole-journal statistics: only some attributes
-        busiest_cwds = [("/elsewhere/<b>", 42)]
-
-    page = render_html(commands, stats=JournalStats(), generated_at=T0)
+    assert "#1 make &lt;all&gt;" in page and "3 files" in page
+    assert base64.b64encode(SESSION_A).decode() in page
     assert "/elsewhere/&lt;b&gt;" in page and "42 commands" in page
-    assert "#1 make" in page  # the rest still computed from the commands
+    assert "/p/\\xff/" in page and "2 written, 1 read" in page
 
 
 def test_long_spans_are_drawn_per_week() -> None:
@@ -439,9 +439,13 @@ def build_journal(store: Store) -> None:
 
 
 def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
+    from shournal.render.html import TOP_N
+    from shournal.stats import compute_stats
+
     with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
         build_journal(store)
         commands = find_commands(store)
+        stats = compute_stats(store, command_ids=[c.id for c in commands], top=TOP_N)
     assert len(commands) == 9
     # One written file carries a --stat status, as `query --stat` would attach it.
     make = next(c for c in commands if c.text == "make -j4")
@@ -451,7 +455,7 @@ def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
                                stat="M")  # fmt: skip
     report = tmp_path / "report.html"
     with open(report, "w") as fp:
-        write_html(commands, fp, title="test report", generated_at=T0)
+        write_html(commands, fp, stats=stats, title="test report", generated_at=T0)
     shutil.copy(report, artifacts_dir() / "report.html")
 
     browser.call("Page.navigate", url=report.as_uri())
@@ -670,3 +674,19 @@ def test_browser_missing_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception):
         _chromium()
+
+
+def test_report_takes_the_statistics_the_cli_computes(tmp_path: Path) -> None:
+    """The JournalStats of shournal.stats (what `shournal query` computes for
+    the commands it found) is what the report draws."""
+    from shournal.stats import compute_stats
+
+    with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
+        store.add_command(rec("make", T0, 10, SESSION_A, writes=[wev(b"/p/a"), wev(b"/p/b")]))
+        store.add_command(rec("ls", T0 + timedelta(seconds=30), 1, SESSION_B))
+        commands = find_commands(store)
+        stats = compute_stats(store, command_ids=[c.id for c in commands])
+    page = render_html(commands, stats=stats, generated_at=T0)
+    assert "#1 make" in page and "2 files" in page
+    assert base64.b64encode(SESSION_B).decode() in page
+    assert "/p/" in page and "2 written, 0 read" in page

@@ -832,13 +832,24 @@ def test_store_paths_are_exact(store: Store) -> None:
     assert [w.path for w in cmd.writes] == paths
 
 
-def test_env_override_is_not_read_by_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shournal.store import db_url
+def test_which_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An explicit URL, else $SHOURNAL_DB_URL, else [store] url, else None
+    (the default file); Store itself reads neither."""
+    from shournal.journal import resolve_url
 
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("SHOURNAL_DB_URL", "sqlite:////tmp/x.sqlite")
-    assert db_url() == "sqlite:////tmp/x.sqlite"
+    assert resolve_url("sqlite:////tmp/y.sqlite") == "sqlite:////tmp/y.sqlite"
+    assert resolve_url() == "sqlite:////tmp/x.sqlite"
     monkeypatch.delenv("SHOURNAL_DB_URL")
-    assert db_url() is None
+    assert resolve_url() is None
+    assert not (tmp_path / "shournal").exists()  # reading the config creates nothing
+    (tmp_path / "shournal").mkdir()
+    (tmp_path / "shournal" / "config.toml").write_text('[store]\nurl = "sqlite:////tmp/z"\n')
+    assert resolve_url() == "sqlite:////tmp/z"
+    (tmp_path / "shournal" / "config.toml").write_text("[store]\nurl = 5\n")
+    with pytest.raises(StoreUnavailable, match="cannot tell which journal"):
+        resolve_url()
 
 
 def test_os_error_message_is_one_line(tmp_path: Path) -> None:

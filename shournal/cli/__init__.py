@@ -20,6 +20,13 @@ import os
 import sys
 from typing import Any
 
+# The exit statuses above, for every command.
+EXIT_OK = 0
+EXIT_FOUND = 0
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
+
 
 def print_version() -> None:
     from shournal import __version__
@@ -33,7 +40,7 @@ def print_init(shell: str) -> int:
 
     if shell not in ("bash", "zsh"):
         print(f"shournal: unsupported shell '{shell}' (bash or zsh)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     script = _paths.shell_dir() / f"shournal.{shell}"
     print(f"source {script}")
     print("SHOURNAL_ENABLE")
@@ -91,11 +98,11 @@ def main() -> None:
         if no_args and isinstance(exc, no_args):
             ctx = getattr(exc, "ctx", None)
             print(ctx.get_help() if ctx else str(exc), file=sys.stderr)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         if isinstance(exc, usage):
             # click's framed multi-line box is not for scripts: one line, status 2
             print(f"shournal: {_one_line(exc)}", file=sys.stderr)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         if abort and isinstance(exc, abort):
             sys.exit(130)
         if isinstance(exc, click.ClickException):

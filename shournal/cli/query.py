@@ -1,7 +1,8 @@
 """``shournal query``: find commands and the files they read and wrote.
 
-Exit codes: 0 something found, 1 nothing found, 2 usage error (bad
-option, missing file, bad session id), 3 the journal cannot be used.
+Exit codes: 0 something found, 1 nothing found (or no journal yet), 2
+usage error (bad option, missing file, bad session id), 3 the journal
+cannot be used.
 Registered by the CLI package with ``app.command("query")(query)``.
 """
 
@@ -13,14 +14,28 @@ import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-EXIT_FOUND = 0
-EXIT_NOT_FOUND = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE
+from shournal.cli._common import (
+    OPERATORS,
+    CommandText,
+    Cwd,
+    Host,
+    SessionId,
+    Since,
+    Until,
+    User,
+    errors_to_status,
+    int_option,
+    open_journal,
+    option,
+)
+from shournal.cli._common import fail as _fail
+from shournal.cli._common import write as _write
+
 # files per command in an HTML report (the rest is counted, "... and N more")
 _HTML_MAX_FILES = 500
 
@@ -34,31 +49,6 @@ class OutputFormat(StrEnum):
     shournal_json = "shournal-json"
     # Rendered by shournal.render.html.write_html(views, fp, stats=JournalStats).
     html = "html"
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    from shournal.render.human import printable
-
-    # One line, whatever the exception text looked like; never raw controls.
-    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
-    raise typer.Exit(code)
-
-
-def _write(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # `shournal query ... | head`: the reader is gone; exit quietly
-        # instead of failing again when Python flushes stdout at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _opt(flag: str, help: str, metavar: str = "VALUE") -> Any:
-    return typer.Option(flag, help=help, show_default=False, metavar=metavar)
-
-
-_OPS = "Operators: >, >=, <, <=, =, != or gt:, ge:, lt:, le:, eq:, ne:, and A..B (between)."
 
 
 def query(
@@ -80,85 +70,62 @@ def query(
         ),
     ] = None,
     wname: Annotated[
-        str | None, _opt("--wname", "Wrote a file with this name (% wildcard, ne:NAME).", "NAME")
+        str | None, option("--wname", "Wrote a file with this name (% wildcard, ne:NAME).", "NAME")
     ] = None,
     rname: Annotated[
-        str | None, _opt("--rname", "Read a file with this name (like --wname).", "NAME")
+        str | None, option("--rname", "Read a file with this name (like --wname).", "NAME")
     ] = None,
     wpath: Annotated[
         str | None,
-        _opt("--wpath", "Wrote a file in this directory ('/dir/%' for the whole tree).", "DIR"),
+        option("--wpath", "Wrote a file in this directory ('/dir/%' for the whole tree).", "DIR"),
     ] = None,
     rpath: Annotated[
-        str | None, _opt("--rpath", "Read a file in this directory (like --wpath).", "DIR")
+        str | None, option("--rpath", "Read a file in this directory (like --wpath).", "DIR")
     ] = None,
     wsize: Annotated[
         str | None,
-        _opt("--wsize", f"Wrote a file of this size, e.g. '>10KiB', '1M..2G'. {_OPS}", "SIZE"),
+        option(
+            "--wsize", f"Wrote a file of this size, e.g. '>10KiB', '1M..2G'. {OPERATORS}", "SIZE"
+        ),
     ] = None,
-    rsize: Annotated[str | None, _opt("--rsize", "Read a file of this size.", "SIZE")] = None,
+    rsize: Annotated[str | None, option("--rsize", "Read a file of this size.", "SIZE")] = None,
     whash: Annotated[
-        str | None, _opt("--whash", "Wrote a file with this partial hash (decimal).", "HASH")
+        str | None, option("--whash", "Wrote a file with this partial hash (decimal).", "HASH")
     ] = None,
     rhash: Annotated[
-        str | None, _opt("--rhash", "Read a file with this partial hash.", "HASH")
+        str | None, option("--rhash", "Read a file with this partial hash.", "HASH")
     ] = None,
     wmtime: Annotated[
         str | None,
-        _opt("--wmtime", "Wrote a file with this mtime, e.g. '>2024-05-01', '<3d'.", "TIME"),
+        option("--wmtime", "Wrote a file with this mtime, e.g. '>2024-05-01', '<3d'.", "TIME"),
     ] = None,
-    rmtime: Annotated[str | None, _opt("--rmtime", "Read a file with this mtime.", "TIME")] = None,
+    rmtime: Annotated[
+        str | None, option("--rmtime", "Read a file with this mtime.", "TIME")
+    ] = None,
     history: Annotated[
         int | None,
-        typer.Option(
+        int_option(
             "--history",
-            min=0,
             help="Only the last N matching commands by start time; alone, the last N commands.",
             show_default=False,
         ),
     ] = None,
-    command_text: Annotated[
-        str | None,
-        _opt(
-            "--command-text",
-            "Command line matches this (LIKE, case-insensitive, % is the wildcard, e.g. "
-            "'%make%'; eq:TEXT for exact).",
-            "TEXT",
-        ),
-    ] = None,
-    cwd: Annotated[
-        str | None,
-        _opt(
-            "--cwd", "Working directory equals this path, or matches it when it contains %.", "DIR"
-        ),
-    ] = None,
-    session_id: Annotated[
-        str | None,
-        _opt("--session-id", "Shell session id as printed (base64), or as a UUID.", "ID"),
-    ] = None,
+    command_text: CommandText = None,
+    cwd: Cwd = None,
+    session_id: SessionId = None,
     command_id: Annotated[
-        str | None, _opt("--command-id", "The command with this id (or '>100', '5..9').", "ID")
+        str | None, option("--command-id", "The command with this id (or '>100', '5..9').", "ID")
     ] = None,
     exit_code: Annotated[
-        str | None, _opt("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
+        str | None, option("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
     ] = None,
-    host: Annotated[
-        str | None, _opt("--host", "Recorded on this host (% wildcard).", "NAME")
-    ] = None,
-    user: Annotated[str | None, _opt("--user", "Run by this user (% wildcard).", "NAME")] = None,
-    since: Annotated[
-        str | None,
-        _opt("--since", "Started at or after: ISO date/time or an age such as 2h, 3d, 1y.", "TIME"),
-    ] = None,
-    until: Annotated[
-        str | None,
-        _opt("--until", "Started before the end of: a date includes that whole day.", "TIME"),
-    ] = None,
+    host: Host = None,
+    user: User = None,
+    since: Since = None,
+    until: Until = None,
     limit: Annotated[
         int | None,
-        typer.Option(
-            "--limit", min=0, help="At most N commands, in output order.", show_default=False
-        ),
+        int_option("--limit", help="At most N commands, in output order.", show_default=False),
     ] = None,
     reverse: Annotated[
         bool, typer.Option("--reverse", help="Newest first (default: oldest first).")
@@ -172,8 +139,7 @@ def query(
         ),
     ] = False,
     max_files: Annotated[
-        int,
-        typer.Option("--max-files", min=0, help="Files listed per command and kind (human)."),
+        int, int_option("--max-files", help="Files listed per command and kind (human).")
     ] = HUMAN_MAX_FILES,
     stat_counts: Annotated[
         str,
@@ -217,17 +183,13 @@ def query(
 ) -> None:
     """Find commands by the files they wrote or read, their text, directory,
     session, time, exit status or id.  All criteria must hold."""
-    from shournal.query import (
-        QueryError,
-        check_file,
-        find_commands,
-        parse_criteria,
-        wait_for_pending,
-    )
-    from shournal.store import Store, StoreError, StoreMissing, db_url
+    from shournal.criteria import parse_criteria
+    from shournal.data import QueryError
+    from shournal.query import check_file, wait_for_pending
+    from shournal.store import StoreMissing
 
     # Usage errors first: a failing query must not touch the journal.
-    try:
+    with errors_to_status():
         criteria = parse_criteria(
             command_text=command_text, cwd=cwd, command_id=command_id, exit_code=exit_code,
             host=host, user=user, since=since, until=until, session_id=session_id,
@@ -242,8 +204,6 @@ def query(
         min_stats, max_stats = _stat_counts(stat_counts)
         if output_format is OutputFormat.html and output is None:
             raise QueryError("--output-format html needs -o FILE")
-    except QueryError as e:
-        _fail(str(e), EXIT_USAGE)
 
     # A command that just finished may still be on its way into the journal.
     pending = wait_for_pending()
@@ -252,31 +212,30 @@ def query(
     missing = ""
     stats = None
     restored: Any = None
-    try:
-        with Store(db_url(), create=False) as store:
-            commands = find_commands(
-                store,
-                criteria,
-                wfile=wfile,
-                rfile=rfile,
-                history=history,
-                limit=limit,
-                reverse=reverse,
-                max_files=max_files if human else _HTML_MAX_FILES if html else None,
-            )
-            if restore_rfiles and commands:
-                restored = _restore(store, commands, restore_dir)
-            # (the HTML report computes its charts from the commands shown)
-            if commands and human and max_stats > 0:
-                from shournal.stats import compute_stats
-
-                stats = compute_stats(store, command_ids=[c.id for c in commands])
-    except QueryError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreMissing as e:
-        commands, missing = [], str(e)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+    commands: list[Any] = []
+    with errors_to_status():
+        try:
+            journal = open_journal()
+        except StoreMissing as e:
+            missing = str(e)
+        else:
+            with journal:
+                commands = journal.find(
+                    criteria,
+                    wfile=wfile,
+                    rfile=rfile,
+                    history=history,
+                    limit=limit,
+                    reverse=reverse,
+                    max_files=max_files if human else _HTML_MAX_FILES if html else None,
+                )
+                if restore_rfiles and commands:
+                    restored = _restore(journal.store, commands, restore_dir)
+                if commands and (html or (human and max_stats > 0)):
+                    top = None
+                    if html:
+                        from shournal.render.html import TOP_N as top
+                    stats = journal.stats(command_ids=[c.id for c in commands], top=top)
 
     if stat:
         from shournal.filestat import stat_commands
@@ -330,7 +289,7 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
 
 
 def _stat_counts(text: str) -> tuple[int, int]:
-    from shournal.query import QueryError
+    from shournal.data import QueryError
 
     parts = text.split(",")
     try:
@@ -419,7 +378,7 @@ def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
     except ConfigError:
         return []
     hints = []
-    for path, section, option, key in (
+    for path, section, flag, key in (
         (wfile, config.write_events, "--wfile", "write_events"),
         (rfile, config.read_events, "--rfile", "read_events"),
     ):
@@ -429,7 +388,7 @@ def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
         if not PathRule.from_config(section).match(real):
             hints.append(
                 f"{os.fsdecode(real)} is not recorded by the configuration "
-                f"([{key}] include/exclude paths or hidden files), so {option} cannot find it."
+                f"([{key}] include/exclude paths or hidden files), so {flag} cannot find it."
             )
         elif key == "read_events" and not config.read_events.enable:
             hints.append("read events are disabled in the configuration ([read_events] enable).")

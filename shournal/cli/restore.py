@@ -12,22 +12,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    from shournal.render.human import printable
-
-    # Messages may quote journal text (paths, names): never raw controls.
-    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
-    raise typer.Exit(code)
+from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from shournal.cli._common import errors_to_status, fail, int_option, open_journal
 
 
 def _target_for(name: bytes, output: Path | None) -> Path:
@@ -53,8 +43,9 @@ def _confirm_overwrite(target: Path) -> bool:
 def restore(
     file_id: Annotated[
         int,
-        typer.Option(
+        int_option(
             "--file-id",
+            low=None,  # a negative id is no such file (status 1), as an unknown one
             metavar="ID",
             help="Id of the read file, as shown after 'id' in shournal query's output.",
             show_default=False,
@@ -78,39 +69,21 @@ def restore(
 ) -> None:
     """Restore one archived read file into the current directory under its
     original name, with its original permissions and mtime."""
-    from shournal.restore import (
-        NotArchived,
-        RestoreError,
-        TargetExists,
-        load_archived,
-        restore_file,
-    )
-    from shournal.store import Store, StoreError, StoreMissing, db_url
+    from shournal.restore import restore_file
 
-    try:
-        with Store(db_url(), create=False) as store:
-            item = load_archived(store, file_id)
-    except NotArchived as e:
-        _fail(str(e), EXIT_NOT_FOUND)
-    except StoreMissing as e:
-        _fail(f"nothing to restore: {e}", EXIT_NOT_FOUND)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+    with errors_to_status(missing="nothing to restore: "), open_journal() as journal:
+        item = journal.archived(file_id)
 
     target = _target_for(item.name, output)
     overwrite = force
     if not force and os.path.lexists(target):
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
-            _fail(f"{target} exists (use --force to overwrite)", EXIT_USAGE)
+            fail(f"{target} exists (use --force to overwrite)", EXIT_USAGE)
         if not _confirm_overwrite(target):
-            _fail(f"not overwriting {target}", EXIT_NOT_FOUND)
+            fail(f"not overwriting {target}", EXIT_NOT_FOUND)
         overwrite = True
-    try:
+    with errors_to_status():  # TargetExists: it appeared meanwhile
         restored = restore_file(item, target, overwrite=overwrite)
-    except TargetExists as e:  # appeared meanwhile
-        _fail(str(e), EXIT_USAGE)
-    except RestoreError as e:
-        _fail(str(e), EXIT_USAGE)
     from shournal.render.human import printable
 
     shown = printable(f"{os.fsdecode(item.path)} (file id {file_id}) to {restored.target}")

@@ -14,7 +14,19 @@ from typing import Annotated, Any
 
 import typer
 
-from shournal.cli.query import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, _fail, _write
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
+from shournal.cli._common import (
+    Cwd,
+    Host,
+    SessionId,
+    Since,
+    Until,
+    User,
+    errors_to_status,
+    int_option,
+    open_journal,
+    write,
+)
 
 
 class StatsFormat(StrEnum):
@@ -22,56 +34,41 @@ class StatsFormat(StrEnum):
     json = "json"
 
 
-def _opt(flag: str, help: str, metavar: str) -> Any:
-    return typer.Option(flag, help=help, show_default=False, metavar=metavar)
-
-
 def stats(
-    top: Annotated[int, typer.Option("--top", min=1, help="Entries per section.")] = 10,
-    since: Annotated[
-        str | None, _opt("--since", "Only commands started since (2024-05-01, 3d...).", "TIME")
-    ] = None,
-    until: Annotated[
-        str | None, _opt("--until", "Only commands started until (a date: that whole day).", "TIME")
-    ] = None,
-    cwd: Annotated[
-        str | None, _opt("--cwd", "Only commands run in this directory (% wildcard).", "DIR")
-    ] = None,
-    session_id: Annotated[
-        str | None, _opt("--session-id", "Only this shell session (base64 or UUID).", "ID")
-    ] = None,
-    host: Annotated[str | None, _opt("--host", "Only commands from this host.", "NAME")] = None,
-    user: Annotated[str | None, _opt("--user", "Only commands of this user.", "NAME")] = None,
+    top: Annotated[int, int_option("--top", low=1, help="Entries per section.")] = 10,
+    since: Since = None,
+    until: Until = None,
+    cwd: Cwd = None,
+    session_id: SessionId = None,
+    host: Host = None,
+    user: User = None,
     output_format: Annotated[
         StatsFormat, typer.Option("--output-format", help="human or json.")
     ] = StatsFormat.human,
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
-    from shournal.query import QueryError, parse_criteria
-    from shournal.store import Store, StoreError, StoreMissing, db_url
+    from shournal.criteria import parse_criteria
+    from shournal.stats import JournalStats
+    from shournal.store import StoreMissing
 
-    try:
+    with errors_to_status():
         criteria = parse_criteria(
             since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user
         )
-    except QueryError as e:
-        _fail(str(e), EXIT_USAGE)
-    from shournal.stats import JournalStats, compute_stats
-
-    try:
-        with Store(db_url(), create=False) as store:
-            result = compute_stats(store, criteria=criteria, top=top)
-    except StoreMissing:
-        result = JournalStats()
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+        try:
+            journal = open_journal()
+        except StoreMissing:
+            result = JournalStats()
+        else:
+            with journal:
+                result = journal.stats(criteria, top=top)
     if output_format is StatsFormat.json:
-        _write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
+        write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
     else:
         from shournal.render.human import render_stats, use_color
 
-        _write(render_stats(result, min_count=1, max_count=top, totals=True, color=use_color()))
+        write(render_stats(result, min_count=1, max_count=top, totals=True, color=use_color()))
     raise typer.Exit(EXIT_FOUND if result.commands else EXIT_NOT_FOUND)
 
 

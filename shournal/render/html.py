@@ -19,20 +19,19 @@ import base64
 import functools
 import hashlib
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from html import escape
 from importlib import resources
 from typing import Any, TextIO
 
-from shournal.query import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
+from shournal.stats import JournalStats
 
-__all__ = ["ReportStats", "render_html", "report_stats", "write_html"]
+__all__ = ["TOP_N", "commands_per_day", "render_html", "write_html"]
 
-# Entries per statistics chart.
+# Entries per statistics chart (the top= the CLI computes JournalStats with).
 TOP_N = 10
 # Longest run of days drawn one bar per day; longer spans are drawn per week.
 MAX_DAY_BARS = 120
@@ -73,54 +72,16 @@ def json_for_script(value: Any) -> str:
 # -- statistics ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ReportStats:
-    """The report's statistics, each list biggest first (at most TOP_N)."""
-
-    most_modifications: list[tuple[int, str, int]]  # (command id, text, written files)
-    sessions_most_commands: list[tuple[str, int]]  # (session id as printed, commands)
-    busiest_cwds: list[tuple[str, int]]  # (working directory, commands)
-    busiest_dirs: list[tuple[str, int, int]]  # (directory, written files, read files)
-    commands_per_day: list[tuple[date, int]]  # every day from first to last command
-
-
 def _session_text(raw: bytes | None) -> str:
     return "(no session)" if raw is None else base64.b64encode(raw).decode("ascii")
 
 
-def _top(counter: Counter[Any], n: int) -> list[tuple[Any, int]]:
-    # Ties are broken by key so the report does not depend on input order.
-    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-
-
-def report_stats(
-    commands: Sequence[CommandView], *, tz: tzinfo | None = None, top: int = TOP_N
-) -> ReportStats:
-    """Statistics over the given commands only (not the whole journal).
-
-    Written-file counts use the stored totals; directories can only count
-    the files that were loaded with the commands.  ``tz`` None: days are
-    local days of this machine.
-    """
-    mods = sorted(
-        ((c.id, clean_text(c.text), c.write_count) for c in commands if c.write_count > 0),
-        key=lambda t: (-t[2], t[0]),
-    )[:top]
-    sessions: Counter[str] = Counter(
-        _session_text(c.session_uuid) for c in commands if c.session_uuid is not None
-    )
-    cwds: Counter[str] = Counter(clean_text(c.working_dir) for c in commands)
-    written: Counter[bytes] = Counter()
-    read: Counter[bytes] = Counter()
-    for c in commands:
-        for ev in c.writes:
-            written[os.path.dirname(ev.path)] += 1
-        for ev in c.reads:
-            read[os.path.dirname(ev.path)] += 1
-    dirs = sorted(
-        ((clean_path(d), n, read.get(d, 0)) for d, n in written.items()),
-        key=lambda t: (-t[1], -t[2], t[0]),
-    )[:top]
+def commands_per_day(
+    commands: Sequence[CommandView], tz: tzinfo | None = None
+) -> list[tuple[date, int]]:
+    """How many of ``commands`` started on each day from the first to the
+    last (``tz`` None: local days of this machine), for the day chart
+    beside the timeline."""
     per_day: Counter[date] = Counter(c.start_time.astimezone(tz).date() for c in commands)
     days: list[tuple[date, int]] = []
     if per_day:
@@ -128,25 +89,7 @@ def report_stats(
         while day <= last:
             days.append((day, per_day.get(day, 0)))
             day += timedelta(days=1)
-    return ReportStats(
-        most_modifications=mods,
-        sessions_most_commands=_top(sessions, top),
-        busiest_cwds=_top(cwds, top),
-        busiest_dirs=dirs,
-        commands_per_day=days,
-    )
-
-
-def _coerce_stats(stats: object | None, commands: Sequence[CommandView]) -> ReportStats:
-    """``stats`` may be a ReportStats or any object with some of its
-    attributes (e.g. whole-journal statistics); missing ones are computed."""
-    if isinstance(stats, ReportStats):
-        return stats
-    own = report_stats(commands)
-    if stats is None:
-        return own
-    values = {f.name: getattr(stats, f.name, getattr(own, f.name)) for f in fields(ReportStats)}
-    return ReportStats(**values)
+    return days
 
 
 # -- the data block ------------------------------------------------------------
@@ -423,42 +366,58 @@ def _day_chart(chart_id: str, title: str, days: list[tuple[date, int]]) -> str:
     return "".join(out)
 
 
-def render_charts(stats: ReportStats) -> str:
+def render_charts(stats: JournalStats | None, days: list[tuple[date, int]]) -> str:
+    """The statistics as static SVG: the four sections of ``stats`` (None:
+    not computed, said so) and the commands per day."""
+
     def plural(n: int, word: str) -> str:
         return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
+    day_chart = _day_chart("chart-days", "Commands per day", days)
+    if stats is None:
+        return '<p class="empty">Statistics were not computed for this report.</p>' + day_chart
     return "".join(
         [
             _bar_chart(
                 "chart-modifications",
                 "Commands with most file modifications",
                 [
-                    (f"#{i} {text}", [n], plural(n, "file"))
-                    for i, text, n in stats.most_modifications
+                    (f"#{e.command_id} {clean_text(e.text)}", [e.written],
+                     plural(e.written, "file"))
+                    for e in stats.most_modifications
                 ],
                 ["written files"],
             ),
             _bar_chart(
                 "chart-sessions",
                 "Sessions with most commands",
-                [(s, [n], plural(n, "command")) for s, n in stats.sessions_most_commands],
+                [
+                    (_session_text(e.session_uuid), [e.commands], plural(e.commands, "command"))
+                    for e in stats.sessions_most_commands
+                ],
                 ["commands"],
             ),
             _bar_chart(
                 "chart-cwds",
                 "Working directories with most commands",
-                [(d, [n], plural(n, "command")) for d, n in stats.busiest_cwds],
+                [
+                    (clean_text(e.path), [e.commands], plural(e.commands, "command"))
+                    for e in stats.busiest_working_dirs
+                ],
                 ["commands"],
                 paths=True,
             ),
             _bar_chart(
                 "chart-dirs",
-                "Directories with most written files",
-                [(d, [w, r], f"{w} written, {r} read") for d, w, r in stats.busiest_dirs],
+                "Directories with most input/output activity",
+                [
+                    (clean_path(e.path), [e.written, e.read], f"{e.written} written, {e.read} read")
+                    for e in stats.busiest_directories
+                ],
                 ["written", "read"],
                 paths=True,
             ),
-            _day_chart("chart-days", "Commands per day", stats.commands_per_day),
+            day_chart,
         ]
     )
 
@@ -484,21 +443,21 @@ def write_html(
     commands: Sequence[CommandView],
     fp: TextIO,
     *,
-    stats: object | None = None,
+    stats: JournalStats | None = None,
     title: str = "shournal report",
     generated_at: datetime | None = None,
 ) -> None:
     """Write the report for ``commands`` to ``fp`` (pure ASCII text).
 
-    ``stats``: a :class:`ReportStats` (or an object with some of its
-    attributes); None computes them from ``commands``.  ``generated_at``
-    None: now.
+    ``stats``: the statistics to draw, e.g. ``Journal.stats(command_ids=
+    [c.id for c in commands], top=TOP_N)``; None draws only the commands
+    per day.  ``generated_at`` None: now.
     """
     if generated_at is None:
         generated_at = datetime.now(UTC)
     css, js = _asset("report.css"), _asset("report.js")
     data = json_for_script(build_payload(commands, title=title, generated_at=generated_at))
-    charts = render_charts(_coerce_stats(stats, commands))
+    charts = render_charts(stats, commands_per_day(commands))
     csp = (
         f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; "
         "img-src data:; base-uri 'none'; form-action 'none'"

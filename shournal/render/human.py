@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, TextIO
 
-from shournal.query import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
 
 if TYPE_CHECKING:
     from shournal.stats import JournalStats

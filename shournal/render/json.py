@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from shournal.query import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
 
 
 def _iso(moment: datetime) -> str:

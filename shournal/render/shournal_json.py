@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from shournal import _paths
-from shournal.query import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
 
 
 def _local(moment: datetime) -> str:

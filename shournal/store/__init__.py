@@ -26,16 +26,7 @@ __all__ = [
     "StoreError",
     "StoreMissing",
     "StoreUnavailable",
-    "db_url",
 ]
-
-
-def db_url() -> str | None:
-    """The journal URL the CLI and listener use: $SHOURNAL_DB_URL, else None
-    (the default SQLite file)."""
-    import os
-
-    return os.environ.get("SHOURNAL_DB_URL") or None
 
 
 def __getattr__(name: str) -> Any:

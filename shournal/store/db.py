@@ -317,7 +317,9 @@ class Store:
             parsed = make_url(url)
         except sa_exc.ArgumentError:
             # Not echoed: a URL may carry a password.
-            raise StoreUnavailable("invalid database URL (check SHOURNAL_DB_URL)") from None
+            raise StoreUnavailable(
+                "invalid database URL (check SHOURNAL_DB_URL or [store] url)"
+            ) from None
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise StoreUnavailable(
@@ -401,6 +403,11 @@ class Store:
             conn = raw.execution_options(shournal_write=True)
             with conn.begin():
                 yield conn
+
+    @property
+    def location(self) -> str:
+        """The SQLite file, or the URL without its password."""
+        return self._where
 
     def close(self) -> None:
         self.engine.dispose()

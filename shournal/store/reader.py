@@ -1,4 +1,5 @@
-"""SQL for reading the journal; used through :mod:`shournal.query`."""
+"""SQL for reading the journal: the WHERE terms of every criterion (shared by
+query, statistics and deletion) and the command and file views."""
 
 from __future__ import annotations
 
@@ -21,14 +22,16 @@ from sqlalchemy import (
     select,
 )
 
-from shournal.criteria import Condition, Period, ns_to_datetime
-from shournal.query import (
+from shournal.criteria import ns_to_datetime
+from shournal.data import (
     RETURN_VALUE_UNKNOWN,
     CommandView,
+    Condition,
     Criteria,
     FileCriteria,
     FileEventView,
     FileProbe,
+    Period,
 )
 from shournal.store import models as m
 from shournal.store.models import KIND_READ, KIND_WRITE
@@ -39,6 +42,7 @@ __all__ = [
     "PREVIEW_BYTES",
     "command_conditions",
     "hash_settings",
+    "matching_ids",
     "select_commands",
 ]
 
@@ -88,9 +92,14 @@ def _file_match(conn: Connection, kind: int, probe: FileProbe) -> Select[tuple[i
         else:
             no_hash = _RF.hash == b""
         return _commands_having(
-            kind, lambda f: (no_hash, f.size == 0, f.mtime_ns == probe.mtime_ns)
+            kind,
+            lambda f: (no_hash, f.size == 0)
+            + (() if probe.mtime_ns is None else (f.mtime_ns == probe.mtime_ns,)),
         )
     hashes = [m.hash_to_bytes(h) for h in sorted(probe.hashes)]
+    if probe.mtime_ns is None:
+        # The content alone, whatever its mtime.
+        return _commands_having(kind, lambda f: (f.hash.in_(hashes), f.size == probe.size))
     # b"": stored by a command with hashing disabled; size+mtime must do.
     strict = _commands_having(
         kind,
@@ -290,6 +299,13 @@ def select_commands(
     return commands
 
 
+def matching_ids(conn: Connection, criteria: Criteria) -> Select[tuple[int]]:
+    """The ids of the commands matching ``criteria``: what query, stats and
+    delete select."""
+    c = m.Command
+    return select(c.id).join(m.Env, m.Env.id == c.env_id).where(*command_conditions(conn, criteria))
+
+
 def command_conditions(
     conn: Connection, criteria: Criteria, probes: Sequence[tuple[int, FileProbe]] = ()
 ) -> list[ColumnElement[bool]]:
@@ -301,6 +317,8 @@ def command_conditions(
     cr = criteria
     if cr.command_id is not None:
         where.append(_ordered_cond(c.id, cr.command_id))
+    if cr.command_ids is not None:
+        where.append(c.id.in_(cr.command_ids))
     if cr.command_text is not None:
         # Text as typed: LIKE is case-insensitive, = and != are exact.
         exact = cr.command_text.op != "like"

@@ -1,0 +1,159 @@
+"""What the commands share: failing with one line and a status, mapping the
+library's errors to exit statuses, opening the journal, and the options
+several commands take (declared once here).
+
+The exit statuses themselves are documented in :mod:`shournal.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.data import INT64_MAX
+
+if TYPE_CHECKING:
+    from shournal.journal import Journal
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """``shournal: MESSAGE`` on one line of stderr, then exit with ``code``.
+    Messages may quote journal text (paths, names): never raw controls."""
+    from shournal.render.human import printable
+
+    typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
+    raise typer.Exit(code)
+
+
+def write(text: str) -> None:
+    """``text`` to stdout; a reader that went away (``| head``) is not an
+    error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Exit quietly instead of failing again when Python flushes stdout
+        # at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+@contextmanager
+def errors_to_status(missing: str = "") -> Iterator[None]:
+    """Map the library's errors raised inside to one line and the
+    documented status: bad criteria or arguments 2; no journal yet 1
+    (``missing`` is put before the reason); a journal that cannot be used
+    3; an archived file that is not there 1, one that cannot be restored 2."""
+    from shournal.data import QueryError
+    from shournal.restore import NotArchived, RestoreError
+    from shournal.store.errors import StoreError, StoreMissing
+
+    try:
+        yield
+    except QueryError as e:
+        fail(str(e), EXIT_USAGE)
+    except StoreMissing as e:
+        fail(f"{missing}{e}", EXIT_NOT_FOUND)
+    except StoreError as e:
+        fail(str(e), EXIT_STORE)
+    except NotArchived as e:
+        fail(str(e), EXIT_NOT_FOUND)
+    except RestoreError as e:
+        fail(str(e), EXIT_USAGE)
+
+
+def open_journal() -> Journal:
+    """The journal every command reads (see :func:`shournal.journal.resolve_url`),
+    never created by reading it.  Call inside :func:`errors_to_status`."""
+    from shournal.journal import Journal
+
+    return Journal.open(create=False)
+
+
+# -- options shared by several commands -------------------------------------------------
+
+
+def option(flag: str, help: str, metavar: str = "VALUE", *extra: str) -> Any:
+    return typer.Option(flag, *extra, help=help, show_default=False, metavar=metavar)
+
+
+try:  # typer >= 0.2x vendors click as typer._click
+    from typer._click.types import ParamType  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.types import ParamType  # type: ignore[no-redef]
+
+
+class BoundedInt(ParamType):  # type: ignore[misc]
+    """An integer the journal can compare with (64-bit): a larger value is
+    a usage error, not an overflow deep in the database driver."""
+
+    name = "integer"
+
+    def __init__(self, low: int | None) -> None:
+        self.low = -INT64_MAX - 1 if low is None else low
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{value!r} is not a valid integer.", param, ctx)
+        if not self.low <= number <= INT64_MAX:
+            self.fail(f"{number} is out of range ({self.low}..{INT64_MAX}).", param, ctx)
+        return number
+
+
+def int_option(
+    flag: str, help: str, *, low: int | None = 0, metavar: str = "N", **kw: Any
+) -> Any:
+    """An option taking a :class:`BoundedInt`.  ``low`` None: no lower
+    bound (the command says what a negative value means)."""
+    return typer.Option(flag, click_type=BoundedInt(low), help=help, metavar=metavar, **kw)
+
+
+OPERATORS = "Operators: >, >=, <, <=, =, != or gt:, ge:, lt:, le:, eq:, ne:, and A..B (between)."
+
+Since = Annotated[
+    str | None,
+    option("--since", "Started at or after: ISO date/time or an age such as 2h, 3d, 1y.", "TIME"),
+]
+Until = Annotated[
+    str | None,
+    option(
+        "--until",
+        "Started before the end of: a date includes that whole day; an age such as 3d.",
+        "TIME",
+    ),
+]
+Cwd = Annotated[
+    str | None,
+    option(
+        "--cwd",
+        "Working directory equals this path (relative paths and ~ are resolved), or matches "
+        "it when it contains % ('DIR/%': the whole tree).",
+        "DIR",
+    ),
+]
+SessionId = Annotated[
+    str | None, option("--session-id", "Shell session id as printed (base64), or a UUID.", "ID")
+]
+Host = Annotated[
+    str | None, option("--host", "Recorded on this host (case-insensitive, % wildcard).", "NAME")
+]
+User = Annotated[str | None, option("--user", "Run by this user (% wildcard).", "NAME")]
+CommandText = Annotated[
+    str | None,
+    option(
+        "--command-text",
+        "Command line matches this (LIKE, case-insensitive, % is the wildcard, e.g. "
+        "'%make%'; eq:TEXT for exact).",
+        "TEXT",
+    ),
+]

@@ -1,0 +1,293 @@
+"""The journal as a library: :class:`Journal` is the one front door the CLI,
+the listener, ``shournal doctor`` and scripts use.
+
+    >>> import shournal
+    >>> with shournal.Journal.open() as journal:        # doctest: +SKIP
+    ...     for cmd in journal.find(cwd=".", since="1w"):
+    ...         print(cmd.id, cmd.text)
+
+Which journal: :func:`resolve_url` decides it once for everyone, so the
+listener that writes and the commands that read always agree.
+
+Importing this module costs only the standard library; SQLAlchemy is
+loaded when a journal is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+from shournal.data import CommandView, Criteria, FileProbe
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from shournal.config import Config
+    from shournal.maintenance import DeletePlan, DeleteResult
+    from shournal.record import CommandRecord
+    from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
+    from shournal.stats import JournalStats
+    from shournal.store.db import Store
+
+__all__ = ["Journal", "resolve_url"]
+
+# The variable that overrides the configured journal (scripts, tests, direnv).
+URL_VARIABLE = "SHOURNAL_DB_URL"
+
+
+def resolve_url(url: str | None = None, *, config: Config | None = None) -> str | None:
+    """The SQLAlchemy URL of the journal to use: ``url`` if given, else
+    ``$SHOURNAL_DB_URL``, else ``[store] url`` of the config file (or of
+    ``config``), else None: the SQLite file in the data directory.
+
+    :raises shournal.store.StoreUnavailable: the config file cannot be read,
+        so which journal is meant is unknown.
+    """
+    if url:
+        return url
+    from_env = os.environ.get(URL_VARIABLE)
+    if from_env:
+        return from_env
+    if config is None:
+        from shournal.config import ConfigError, load_config
+
+        try:
+            config = load_config(create=False)
+        except ConfigError as exc:
+            from shournal.store.errors import StoreUnavailable
+
+            raise StoreUnavailable(f"cannot tell which journal to use: {exc}") from None
+    return config.store.url or None
+
+
+class Journal:
+    """A shournal journal: every recorded command line with the files it
+    read and wrote.  Open it with :meth:`open`; use it as a context manager
+    (or call :meth:`close`).
+
+    Criteria are the CLI's, as keywords (see
+    :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
+    ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
+    ``user``, ``command_id``, ``exit_code``, and per written (``w``) or
+    read (``r``) file ``wname``, ``wpath``, ``wsize``, ``whash``,
+    ``wmtime``.  Values may carry an operator: ``wsize=">10M"``,
+    ``exit_code="!=0"``, ``cwd="/data/%"``.  Or pass a parsed
+    :class:`shournal.data.Criteria`.  Query, statistics and deletion read
+    criteria the same way, so they always select the same commands.
+
+    Errors: :class:`shournal.data.QueryError` for criteria that cannot be
+    used (a usage error), :class:`shournal.store.StoreError` for a journal
+    that cannot be read or written.
+    """
+
+    def __init__(self, store: Store) -> None:
+        """Wrap an open :class:`shournal.store.Store`; use :meth:`open`."""
+        self.store = store
+
+    # -- opening ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, create: bool = False, config: Config | None = None
+    ) -> Journal:
+        """Open the journal :func:`resolve_url` names (``url`` wins).
+
+        ``create``: create the journal (and its schema) when there is none
+        yet; readers leave it False and get
+        :class:`shournal.store.StoreMissing` instead, so that reading
+        changes nothing on disk.
+
+        :raises shournal.store.StoreError: it cannot be opened (StoreMissing:
+            none exists yet; SchemaTooNew, StoreCorrupt, StoreUnavailable).
+        """
+        from shournal.store.db import Store
+
+        return cls(Store(resolve_url(url, config=config), create=create))
+
+    @property
+    def location(self) -> str:
+        """Where the journal is: a file path, or the URL without password."""
+        return self.store.location
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Journal {self.location}>"
+
+    # -- finding commands --------------------------------------------------------------
+
+    def find(
+        self,
+        criteria: Criteria | None = None,
+        *,
+        wfile: str | os.PathLike[str] | None = None,
+        rfile: str | os.PathLike[str] | None = None,
+        history: int | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+        max_files: int | None = None,
+        **filters: Any,
+    ) -> list[CommandView]:
+        """The commands matching all criteria, oldest first (``reverse``:
+        newest first), each with its written and read files.
+
+        ``wfile``/``rfile``: commands that wrote/read this file's content
+        (size, partial hash and mtime; renamed or moved files are found).
+        ``history``: only the last N matching commands.  ``limit``: at most
+        N.  ``max_files``: load at most N written and N read files per
+        command (``write_count``/``read_count`` keep the totals).
+        ``filters``: criteria as keywords (see the class docstring).
+
+        :raises shournal.data.QueryError: a criterion cannot be used (the
+            file cannot be read, a value cannot be parsed).
+        """
+        from shournal.query import find_commands
+
+        return find_commands(
+            self.store, criteria, wfile=wfile, rfile=rfile, history=history, limit=limit,
+            reverse=reverse, max_files=max_files, **filters,
+        )  # fmt: skip
+
+    def writers_of(
+        self,
+        size: int,
+        hash: int | None,
+        mtime_ns: int | None = None,
+        *,
+        max_files: int | None = None,
+    ) -> list[CommandView]:
+        """The commands that wrote this content, oldest first: a file
+        version given by its ``size``, partial ``hash`` (as printed; None
+        for an empty file or one stored with hashing off) and, unless None,
+        its ``mtime_ns``.  For a file on disk use ``find(wfile=...)``."""
+        from shournal.store.reader import KIND_WRITE
+
+        return self._by_content(KIND_WRITE, size, hash, mtime_ns, max_files)
+
+    def readers_of(
+        self,
+        size: int,
+        hash: int | None,
+        mtime_ns: int | None = None,
+        *,
+        max_files: int | None = None,
+    ) -> list[CommandView]:
+        """The commands that read this content, oldest first (arguments as
+        :meth:`writers_of`)."""
+        from shournal.store.reader import KIND_READ
+
+        return self._by_content(KIND_READ, size, hash, mtime_ns, max_files)
+
+    def _by_content(
+        self, kind: int, size: int, hash: int | None, mtime_ns: int | None, max_files: int | None
+    ) -> list[CommandView]:
+        from shournal.query import find_commands
+        from shournal.store.reader import KIND_WRITE
+
+        probe = FileProbe(size, mtime_ns, frozenset() if hash is None else frozenset({hash}))
+        side = "written" if kind == KIND_WRITE else "read"
+        return find_commands(self.store, max_files=max_files, **{side: probe})
+
+    # -- statistics --------------------------------------------------------------------
+
+    def stats(
+        self,
+        criteria: Criteria | None = None,
+        *,
+        command_ids: Iterable[int] | None = None,
+        top: int | None = None,
+        **filters: Any,
+    ) -> JournalStats:
+        """Totals and the top-``top`` lists (commands with most file
+        modifications, sessions with most commands, busiest working
+        directories and directories) over the whole journal, the commands
+        matching the criteria, and/or only ``command_ids``."""
+        from shournal.query import merge_criteria
+        from shournal.stats import DEFAULT_TOP, compute_stats
+
+        return compute_stats(
+            self.store,
+            command_ids=command_ids,
+            criteria=merge_criteria(criteria, **filters),
+            top=DEFAULT_TOP if top is None else top,
+        )
+
+    # -- deleting --------------------------------------------------------------------
+
+    def plan_delete(self, criteria: Criteria | None = None, **filters: Any) -> DeletePlan:
+        """What :meth:`delete` with the same criteria would remove: the
+        commands (oldest first) and their number of file events.  Reads
+        only.
+
+        :raises shournal.maintenance.DeleteError: no criteria.
+        """
+        from shournal.maintenance import plan_delete
+        from shournal.query import merge_criteria
+
+        return plan_delete(self.store, merge_criteria(criteria, **filters))
+
+    def delete(
+        self,
+        criteria: Criteria | None = None,
+        *,
+        only_ids: Collection[int] | None = None,
+        **filters: Any,
+    ) -> DeleteResult:
+        """Delete the matching commands (with ``only_ids``: only those of
+        them) and their file events, and collect what nothing references
+        any more (directories, archived files, sessions...).  One
+        transaction: on any error nothing changes.
+
+        :raises shournal.maintenance.DeleteError: no criteria.
+        """
+        from shournal.maintenance import delete_commands
+        from shournal.query import merge_criteria
+
+        return delete_commands(self.store, merge_criteria(criteria, **filters), only_ids=only_ids)
+
+    # -- archived files ------------------------------------------------------------------
+
+    def archived(self, file_id: int) -> ArchivedFile:
+        """The archived read file with this id (as printed after a read file).
+
+        :raises shournal.restore.NotArchived: no such id, or not archived.
+        """
+        from shournal.restore import load_archived
+
+        return load_archived(self.store, file_id)
+
+    def restore(self, file_id: int, target: Path, *, overwrite: bool = False) -> RestoredFile:
+        """Write archived read file ``file_id`` to ``target`` with its
+        permission bits (never setuid) and mtime.
+
+        :raises shournal.restore.RestoreError: NotArchived, TargetExists
+            (without ``overwrite``), or it cannot be written.
+        """
+        from shournal.restore import restore_file
+
+        return restore_file(self.archived(file_id), target, overwrite=overwrite)
+
+    def restore_read_files(
+        self, commands: Iterable[CommandView], dest: Path, *, overwrite: bool = False
+    ) -> RestoreResult:
+        """Restore every archived read file of ``commands`` into
+        ``dest/command-<id>/<original absolute path>``."""
+        from shournal.restore import restore_read_files
+
+        return restore_read_files(self.store, commands, dest, overwrite=overwrite)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def add(self, record: CommandRecord) -> int:
+        """Store one finished command line with its file events (one
+        transaction); return its id."""
+        return self.store.add_command(record)
