@@ -132,6 +132,13 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def repair_config(install: Install, home: Path) -> list[str]:
+    """argv: the victim empties the broken config that made his listener
+    warn, so that the queries after it can tell which journal to read."""
+    config = home / ".config" / "shournal" / "config.toml"
+    return as_user(install, install.user, home, "sh", "-c", f": > {shlex.quote(str(config))}")
+
+
 def _plant_links(directory: str, pattern: str, target: Path) -> str:
     """Python code: one symlink per planted PID, ``pattern`` % pid -> target."""
     return (
@@ -166,6 +173,7 @@ def test_runtime_dir_squatted_in_tmp_is_not_used(install, user_home, precious):
     sc.add(python_as(other, plant))
     run = sc.add(shournal_as(install, victim, user_home, "run", "--", "sh", "-c",
                              "echo rec5 > out5", **no_xdg), cwd=work)  # fmt: skip
+    sc.add(repair_config(install, user_home))
     query = sc.add(shournal_as(install, victim, user_home, "query", "--command-text",
                                "no-such-command", **no_xdg), cwd=work)  # fmt: skip
     found = sc.add(shournal_as(install, victim, user_home, "query", "--wfile", "out5",
@@ -195,6 +203,7 @@ def test_runtime_dir_of_the_victim_is_used(install, user_home):
     run = sc.add(shournal_as(install, victim, user_home, "run", "--", "sh", "-c",
                              "echo rec5 > out5"), cwd=work)  # fmt: skip
     sc.add(as_user(install, victim, user_home, "touch", f"{rundir}/1.end"))
+    sc.add(repair_config(install, user_home))
     query = sc.add(shournal_as(install, victim, user_home, "query", "--command-text",
                                "no-such-command"), cwd=work)  # fmt: skip
     res = sc.run()
