@@ -1,0 +1,206 @@
+"""Lineage output: ``human`` (an indented tree), ``json`` and ``dot``.
+
+JSON: ``{"target", "targets", "commands", "files", "edges"}``.  Commands
+are the objects of ``query --output-format json`` in start-time order;
+files are versions (``id`` "f1"..., path, size, mtime, hash, ``leaf``:
+no recorded command wrote it, ``truncated``: not followed because of
+``--depth``, ``archivedId``: the read file id of an archived script
+version, for ``shournal restore --file-id``); edges are ``{"type":
+"read", "file", "command"}`` and ``{"type": "wrote", "command", "file",
+"otherCandidates", "writtenPath"}`` (``writtenPath``: where the command
+wrote that content when it was read elsewhere, e.g. after ``mv``).
+``target`` is the first target's file id, ``targets`` all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from shournal.provenance.graph import FileNode, Lineage
+from shournal.query import CommandView
+from shournal.render.human import format_size, printable
+from shournal.render.json import command_object
+
+
+def _iso_ns(ns: int) -> str:
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+    return moment.isoformat(timespec="microseconds")
+
+
+def _file_object(node: FileNode) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "path": os.fsdecode(node.path),
+        "size": node.size,
+        "mtime": _iso_ns(node.mtime_ns),
+        "mtimeNs": node.mtime_ns,
+        "hash": None if node.hash is None else str(node.hash),
+        "leaf": node.leaf,
+        "truncated": node.truncated,
+        "target": node.target,
+        "archivedId": node.archived_id,
+    }
+
+
+def lineage_object(lin: Lineage) -> dict[str, Any]:
+    edges: list[dict[str, Any]] = []
+    for e in lin.edges:
+        if e.kind == "read":
+            edges.append({"type": "read", "file": e.file, "command": e.command_id})
+        else:
+            edges.append(
+                {
+                    "type": "wrote",
+                    "command": e.command_id,
+                    "file": e.file,
+                    "otherCandidates": e.other_candidates,
+                    "writtenPath": None if e.written_path is None else os.fsdecode(e.written_path),
+                }
+            )
+    return {
+        "target": lin.targets[0] if lin.targets else None,
+        "targets": list(lin.targets),
+        "commands": [command_object(c) for c in lin.commands_by_start()],
+        "files": [_file_object(f) for f in lin.files.values()],
+        "edges": edges,
+    }
+
+
+def render_json(lin: Lineage) -> str:
+    return json.dumps(lineage_object(lin), ensure_ascii=True, indent=1) + "\n"
+
+
+# -- human ----------------------------------------------------------------------
+
+
+def _local(moment: datetime) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _path(path: bytes) -> str:
+    return printable(os.fsdecode(path))
+
+
+def _file_text(node: FileNode) -> str:
+    mtime = _local(datetime.fromtimestamp(node.mtime_ns / 1e9, UTC))
+    digest = "-" if node.hash is None else str(node.hash)
+    return f"{_path(node.path)} ({format_size(node.size)}, mtime {mtime}, hash {digest})"
+
+
+def _command_head(cmd: CommandView) -> str:
+    status = cmd.return_value if cmd.return_value_known else "unknown"
+    return (
+        f"command {cmd.id}  {_local(cmd.start_time)} - {_local(cmd.end_time)}  "
+        f"exit {status}  cwd {printable(cmd.working_dir)}  {printable(cmd.username)}@"
+        f"{printable(cmd.hostname)}"
+    )
+
+
+def render_human(lin: Lineage, *, scripts: bool = False) -> str:
+    """An indented tree per target, newest first; a command reached again
+    is not repeated.  ``scripts``: print the archived script versions
+    (their first bytes, as ``query`` does)."""
+    out: list[str] = []
+    shown: set[int] = set()
+
+    def file_line(node: FileNode, prefix: str, label: str) -> None:
+        marks = []
+        if node.leaf:
+            marks.append("[leaf: no recorded command wrote it]")
+        if node.truncated:
+            marks.append("[not followed: --depth]")
+        if node.archived_id is not None:
+            marks.append(f"[script, archived: shournal restore --file-id {node.archived_id}]")
+        out.append(f"{prefix}{label}{_file_text(node)}" + (" " + " ".join(marks) if marks else ""))
+
+    def command(cid: int, prefix: str, wrote: Any) -> None:
+        cmd = lin.commands.get(cid)
+        if cmd is None:
+            return
+        extra = []
+        if wrote.written_path is not None:
+            extra.append(f"written as {_path(wrote.written_path)}")
+        if wrote.other_candidates:
+            extra.append(f"{wrote.other_candidates} other command(s) wrote the same content")
+        note = f"  ({'; '.join(extra)})" if extra else ""
+        if cid in shown:
+            out.append(f"{prefix}<- command {cid} (shown above){note}")
+            return
+        shown.add(cid)
+        out.append(f"{prefix}<- {_command_head(cmd)}{note}")
+        inner = prefix + "   "
+        for line in cmd.text.splitlines() or [""]:
+            out.append(f"{inner}$ {printable(line)}")
+        reads = lin.reads(cid)
+
+        def newest(node: FileNode) -> tuple[int, float]:
+            edge = lin.writer(node.id)
+            if edge is None:
+                return (0, 0.0)
+            writer = lin.commands[edge.command_id]
+            return (1, writer.end_time.timestamp())
+
+        for node in sorted(reads, key=newest, reverse=True):
+            file_line(node, inner, "read ")
+            if scripts and node.event is not None and node.event.content_preview is not None:
+                text = node.event.content_preview.decode("utf-8", "backslashreplace")
+                for line in text.splitlines():
+                    out.append(f"{inner}   | {printable(line)}")
+                rest = (node.event.content_size or 0) - len(node.event.content_preview)
+                if rest > 0:
+                    out.append(f"{inner}   | ... ({rest} more bytes)")
+            edge = lin.writer(node.id)
+            if edge is not None:
+                command(edge.command_id, inner + "   ", edge)
+
+    for tid in lin.targets:
+        node = lin.files[tid]
+        file_line(node, "", "")
+        edge = lin.writer(tid)
+        if edge is not None:
+            command(edge.command_id, "", edge)
+        out.append("")
+    return "\n".join(out)
+
+
+# -- dot -------------------------------------------------------------------------
+
+
+def _dot_str(text: str) -> str:
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\n", "\\n") + '"'
+
+
+def render_dot(lin: Lineage) -> str:
+    """Graphviz: commands as boxes, file versions as ellipses (leaves
+    grey, targets bold), edges file -> command (read) and command ->
+    file (wrote)."""
+    lines = [
+        "digraph lineage {",
+        "  rankdir=LR;",
+        '  node [fontname="monospace", fontsize=10];',
+    ]
+    for cmd in lin.commands_by_start():
+        text = cmd.text if len(cmd.text) <= 60 else cmd.text[:57] + "..."
+        label = f"{cmd.id}: {text}\n{_local(cmd.start_time)}"
+        lines.append(f"  c{cmd.id} [shape=box, label={_dot_str(label)}];")
+    for node in lin.files.values():
+        attrs = [f"label={_dot_str(os.fsdecode(node.path))}"]
+        if node.leaf:
+            attrs.append('style=filled, fillcolor="lightgrey"')
+        if node.target:
+            attrs.append("penwidth=2")
+        if node.archived_id is not None:
+            attrs.append("shape=note")
+        lines.append(f"  {node.id} [{', '.join(attrs)}];")
+    for e in lin.edges:
+        if e.kind == "read":
+            lines.append(f'  {e.file} -> c{e.command_id} [label="read"];')
+        else:
+            lines.append(f'  c{e.command_id} -> {e.file} [label="wrote"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
