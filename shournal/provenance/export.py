@@ -540,8 +540,7 @@ def render_snakefile(rules: list[Rule], targets: list[str], header: list[str],
         body = "\n".join(rule.lines).replace("{", "{{").replace("}", "}}")
         for i in range(len(rule.scripts)):
             body = body.replace(f"\0{i}\0", f"{{input.script_{i}:q}}")
-        out.append("    shell:")
-        out.append(_py_block(body))
+        out.append("    shell: " + _py_block(body))
     out += _skipped_comments(skipped)
     return "\n".join(out) + "\n"
 
