@@ -306,3 +306,40 @@ def test_writers_of_on_both_backends(store, tmp_path):
     assert found[0].path == os.fsencode(tmp_path / "b")
     assert [w.command_id for w in reader.writers_of(0, T0 + 30 * SECOND, [])] == [empty]
     assert reader.writers_of(0, T0 + 31 * SECOND, []) == []
+
+
+def test_cli_exit_statuses_and_one_line_errors(cli_env, tmp_path):
+    from fixtures_cli import run_shournal
+
+    missing = run_shournal(["lineage", str(tmp_path / "nope")], cli_env)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith("shournal: cannot open") and missing.stderr.count("\n") == 1
+    target = tmp_path / "t"
+    target.write_bytes(b"data" * 10)
+    none = run_shournal(["lineage", str(target)], cli_env)
+    assert none.returncode == 1
+    assert none.stderr == "shournal: no journal yet: nothing has been recorded\n"
+    assert run_shournal(["lineage", "--depth", "0", str(target)], cli_env).returncode == 2
+    # a journal with one command that wrote the target
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        jj = J(store, tmp_path)
+        cid = jj.cmd("gen > t", 10, reads=[jj.v("seed", b"s" * 20, 1)],
+                     writes=[jj.v("t", b"data" * 10, 10)])  # fmt: skip
+    jj.disk("t", b"data" * 10, 10)
+    res = run_shournal(["lineage", str(target), "--output-format", "json"], cli_env)
+    assert res.returncode == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert [c["id"] for c in obj["commands"]] == [cid]
+    assert {e["type"] for e in obj["edges"]} == {"read", "wrote"}
+    status = run_shournal(["status", str(target), "--output-format", "json"], cli_env)
+    assert status.returncode == 1  # the seed is gone
+    (st,) = json.loads(status.stdout)
+    assert (st["status"], st["problems"][0]["path"]) == ("missing", str(tmp_path / "seed"))
+    jj.disk("seed", b"s" * 20, 1)
+    status = run_shournal(["status", str(target)], cli_env)
+    assert (status.returncode, status.stdout) == (0, f"{target}: up to date\n")
+    export = run_shournal(["export", "make", str(target), "-o", str(tmp_path / "wf")], cli_env)
+    assert export.returncode == 0, export.stderr
+    assert "rule(s)" in export.stderr and (tmp_path / "wf" / "Makefile").exists()
+    again = run_shournal(["export", "make", str(target), "-o", str(tmp_path / "wf")], cli_env)
+    assert again.returncode == 2 and again.stderr.startswith("shournal: ")

@@ -101,7 +101,9 @@ def _output(text: str, output: Path | None) -> None:
 
 
 def lineage(
-    files: Annotated[list[Path], typer.Argument(help="The files whose lineage to show.")],
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE...", help="The files whose lineage to show.")
+    ],
     version_of_command: Annotated[
         int | None,
         typer.Option(
@@ -111,7 +113,10 @@ def lineage(
     ] = None,  # fmt: skip
     depth: Annotated[
         int | None,
-        typer.Option("--depth", min=1, show_default=False, help="Follow at most N commands back."),
+        typer.Option(
+            "--depth", min=1, metavar="N", show_default=False,
+            help="Follow at most N commands back.",
+        ),
     ] = None,
     output_format: Annotated[
         LineageFormat,
@@ -155,8 +160,9 @@ def lineage(
 def status(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Files, or directories (every recorded output under them); "
-                       "default: the current directory.", show_default=False),
+        typer.Argument(metavar="[PATH]...", show_default=False,
+                       help="Files, or directories (every recorded output under them); "
+                       "default: the current directory."),
     ] = None,  # fmt: skip
     output_format: Annotated[
         StatusFormat, typer.Option("--output-format", help="human or json.")
@@ -188,7 +194,9 @@ def status(
 
 def export(
     fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="snakemake or make.")],
-    targets: Annotated[list[Path], typer.Argument(help="The files the workflow rebuilds.")],
+    targets: Annotated[
+        list[Path], typer.Argument(metavar="TARGET...", help="The files the workflow rebuilds.")
+    ],
     output: Annotated[
         Path,
         typer.Option("--output", "-o", help="The directory to write into.", show_default=False),
