@@ -116,3 +116,22 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     assert rule.inputs == ["run.py"] and not result.scripts
     assert "python3 run.py > out" in Path(result.path).read_text()
     assert os.path.exists(script_path)
+
+
+def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> None:  # noqa: F811
+    data = b"payload\n" * 12
+    text = f"cat {j.root}/in > '{j.root}/out'"
+    j.cmd(text, 10, reads=[j.v("in", data, 1)], writes=[j.v("out", data, 10)])
+    j.disk("in", data, 1)
+    target = j.disk("out", data, 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "make", str(tmp_path / "wf")
+    )
+    assert "\tcat ./in > './out'\n" in Path(result.path).read_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.move(j.root / "in", copy / "in")  # the original tree must not be used
+    (j.root / "out").unlink()
+    run = _run("make", tmp_path / "wf", copy)
+    assert run.returncode == 0, run.stderr
+    assert (copy / "out").read_bytes() == data and not (j.root / "out").exists()

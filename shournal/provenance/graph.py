@@ -92,35 +92,39 @@ class Lineage:
     targets: list[str] = field(default_factory=list)  # FileNode ids
     commands: dict[int, CommandView] = field(default_factory=dict)
     files: dict[str, FileNode] = field(default_factory=dict)
-    edges: list[Edge] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)  # in the order found
     depth: dict[int, int] = field(default_factory=dict)  # command id -> 1 = wrote a target
     max_depth: int | None = None
+    # The edges by end point (kept by add_edge).
+    _writer: dict[str, Edge] = field(default_factory=dict)
+    _reads: dict[int, list[str]] = field(default_factory=dict)
+    _readers: dict[str, list[int]] = field(default_factory=dict)
+    _written: dict[int, list[Edge]] = field(default_factory=dict)
+
+    def add_edge(self, edge: Edge) -> None:
+        self.edges.append(edge)
+        if edge.kind == "wrote":
+            self._writer.setdefault(edge.file, edge)
+            self._written.setdefault(edge.command_id, []).append(edge)
+        else:
+            self._reads.setdefault(edge.command_id, []).append(edge.file)
+            self._readers.setdefault(edge.file, []).append(edge.command_id)
 
     def commands_by_start(self) -> list[CommandView]:
         return sorted(self.commands.values(), key=lambda c: (c.start_time, c.id))
 
     def writer(self, file_id: str) -> Edge | None:
-        for e in self.edges:
-            if e.kind == "wrote" and e.file == file_id:
-                return e
-        return None
+        """The ``wrote`` edge into a file version (None: a leaf, or not followed)."""
+        return self._writer.get(file_id)
 
     def reads(self, command_id: int) -> list[FileNode]:
-        return [
-            self.files[e.file]
-            for e in self.edges
-            if e.kind == "read" and e.command_id == command_id
-        ]
+        return [self.files[f] for f in self._reads.get(command_id, ())]
 
     def readers(self, file_id: str) -> list[int]:
-        return [e.command_id for e in self.edges if e.kind == "read" and e.file == file_id]
+        return list(self._readers.get(file_id, ()))
 
     def written(self, command_id: int) -> list[tuple[FileNode, Edge]]:
-        return [
-            (self.files[e.file], e)
-            for e in self.edges
-            if e.kind == "wrote" and e.command_id == command_id
-        ]
+        return [(self.files[e.file], e) for e in self._written.get(command_id, ())]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,7 @@ class _Walk:
         ident = (edge.kind, edge.command_id, edge.file)
         if ident not in self.edge_set:
             self.edge_set.add(ident)
-            self.lin.edges.append(edge)
+            self.lin.add_edge(edge)
 
     def add_target(self, target: Target) -> None:
         path = os.fsencode(os.path.abspath(target.path))
