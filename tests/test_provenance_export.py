@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_html_report import Page, browser  # noqa: F401  (the fixture)
 from test_lineage import J, j  # noqa: F401  (the fixture)
 
 from shournal.provenance.export import export_workflow, skipped_message
@@ -135,3 +136,27 @@ def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> 
     run = _run("make", tmp_path / "wf", copy)
     assert run.returncode == 0, run.stderr
     assert (copy / "out").read_bytes() == data and not (j.root / "out").exists()
+
+
+def test_html_lineage_in_chromium(j: J, tmp_path: Path, browser: Page) -> None:  # noqa: F811
+    """The page works offline under its CSP: a click on a command shows it."""
+    from shournal.provenance.render import render_html
+
+    raw, mid = b"<script>alert(1)</script>\n" * 4, b"m" * 50
+    j.cmd("gen </script> raw", 5, writes=[j.v("raw", raw, 5)])
+    c_mid = j.cmd("sort raw > mid", 10, reads=[j.v("raw", raw, 5)], writes=[j.v("mid", mid, 10)])
+    target = j.disk("mid", mid, 10)
+    page = tmp_path / "lineage.html"
+    page.write_text(render_html(j.lineage(DiskTarget(str(target)))))
+    assert page.read_text().isascii() and "<script>alert" not in page.read_text()
+    browser.call("Page.navigate", url=page.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.querySelectorAll('#graph .node').length") == 4
+    x, y = browser.center(f'#graph .node.cmd[data-id="{c_mid}"]')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == "sort raw > mid"
+    x, y = browser.center('#graph .node.file.target')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == str(target)
+    assert browser.problems() == []
+    assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()

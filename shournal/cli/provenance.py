@@ -32,6 +32,7 @@ class LineageFormat(StrEnum):
     human = "human"
     json = "json"
     dot = "dot"
+    html = "html"
 
 
 class StatusFormat(StrEnum):
@@ -120,7 +121,10 @@ def lineage(
     ] = None,
     output_format: Annotated[
         LineageFormat,
-        typer.Option("--output-format", help="human (a tree), json or dot (Graphviz)."),
+        typer.Option(
+            "--output-format",
+            help="human (a tree), json, dot (Graphviz) or html (one offline page; needs -o).",
+        ),
     ] = LineageFormat.human,
     show_scripts: Annotated[
         bool, typer.Option("--show-scripts", help="Print the archived scripts (human).")
@@ -132,8 +136,10 @@ def lineage(
 ) -> None:
     """From FILE back to every command that made it and their inputs."""
     from shournal.provenance.graph import CommandTarget, DiskTarget, Target, build_lineage
-    from shournal.provenance.render import render_dot, render_human, render_json
+    from shournal.provenance.render import render_dot, render_html, render_human, render_json
 
+    if output_format is LineageFormat.html and output is None:
+        _fail("--output-format html needs -o FILE", EXIT_USAGE)
     if version_of_command is None:
         _check_files(files)
     targets: list[Target] = [
@@ -150,6 +156,8 @@ def lineage(
         text = render_json(lin)
     elif output_format is LineageFormat.dot:
         text = render_dot(lin)
+    elif output_format is LineageFormat.html:
+        text = render_html(lin)
     else:
         text = render_human(lin, scripts=show_scripts)
     _output(text, output)

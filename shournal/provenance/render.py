@@ -204,3 +204,130 @@ def render_dot(lin: Lineage) -> str:
             lines.append(f'  c{e.command_id} -> {e.file} [label="wrote"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# -- html --------------------------------------------------------------------------
+
+_COL = 250  # px between layers
+_ROW = 46
+_BOX_W, _BOX_H = 220, 30
+
+
+def _layers(lin: Lineage) -> dict[str, int]:
+    """Each node's layer, counted from the targets (0) back along the
+    longest path, so that every edge points from a left layer to a right
+    one.  Keys: file ids and "c<command id>"."""
+    rank: dict[str, int] = {}
+    writer_of = {e.file: f"c{e.command_id}" for e in lin.edges if e.kind == "wrote"}
+    readers: dict[str, list[str]] = {}
+    writes: dict[str, list[str]] = {}
+    for e in lin.edges:
+        if e.kind == "read":
+            readers.setdefault(e.file, []).append(f"c{e.command_id}")
+        else:
+            writes.setdefault(f"c{e.command_id}", []).append(e.file)
+    order: list[str] = []
+    # Breadth-first from the targets, relaxing to the longest path: a DAG, so
+    # this ends (each relaxation follows time backwards).
+    queue = list(lin.targets)
+    for t in queue:
+        rank[t] = 0
+    while queue:
+        node = queue.pop(0)
+        order.append(node)
+        if node.startswith("c"):
+            nxt = [f.id for f in lin.reads(int(node[1:]))]
+        else:
+            nxt = [writer_of[node]] if node in writer_of else []
+        for n in nxt:
+            if rank.get(n, -1) < rank[node] + 1:
+                rank[n] = rank[node] + 1
+                queue.append(n)
+    for node in list(lin.files) + [f"c{c}" for c in lin.commands]:
+        rank.setdefault(node, 0)
+    return rank
+
+
+def _svg_text(text: str, limit: int = 30) -> str:
+    from shournal.render.html import _html
+
+    short = text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return _html(short)
+
+
+def render_html(lin: Lineage, *, title: str = "shournal lineage") -> str:
+    """One self-contained page: the lineage as an SVG graph (sources left,
+    targets right); a click on a command or a file version shows its
+    details.  Same rules as the HTML report: no external resource, the
+    script and stylesheet admitted by hash only, journal data as JSON
+    inserted as text."""
+    from importlib import resources
+
+    from shournal.render.html import _csp_hash, _html, json_for_script
+
+    def asset(name: str) -> str:
+        text = (resources.files("shournal.provenance") / "html_assets" / name).read_text("utf-8")
+        if "</" in text.lower() or not text.isascii():
+            raise RuntimeError(f"asset {name} cannot be inlined")
+        return text
+
+    css, js = asset("lineage.css"), asset("lineage.js")
+    rank = _layers(lin)
+    top = max(rank.values(), default=0)
+    rows: dict[int, int] = {}
+    pos: dict[str, tuple[int, int]] = {}
+    nodes = [f"c{c.id}" for c in reversed(lin.commands_by_start())] + list(lin.files)
+    for node in sorted(nodes, key=lambda n: rank[n]):
+        layer = rank[node]
+        index = rows.get(layer, 0)
+        rows[layer] = index + 1
+        pos[node] = (20 + (top - layer) * _COL, 20 + index * _ROW)
+    width = 40 + top * _COL + _BOX_W
+    height = 40 + max(rows.values(), default=1) * _ROW
+    parts = [
+        f'<svg id="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" role="img" aria-label="lineage graph">'
+    ]
+    for e in lin.edges:
+        a, b = (e.file, f"c{e.command_id}") if e.kind == "read" else (f"c{e.command_id}", e.file)
+        (x1, y1), (x2, y2) = pos[a], pos[b]
+        parts.append(
+            f'<line class="edge" x1="{x1 + _BOX_W}" y1="{y1 + _BOX_H // 2}" '
+            f'x2="{x2}" y2="{y2 + _BOX_H // 2}"/>'
+        )
+    for node in nodes:
+        x, y = pos[node]
+        if node.startswith("c"):
+            cmd = lin.commands[int(node[1:])]
+            cls, ident, label = "node cmd", str(cmd.id), f"{cmd.id}: {cmd.text}"
+        else:
+            f = lin.files[node]
+            cls = "node file" + (" leaf" if f.leaf else "") + (" target" if f.target else "")
+            ident, label = f.id, os.path.basename(os.fsdecode(f.path))
+        parts.append(
+            f'<g class="{cls}" data-id="{_html(ident)}" transform="translate({x},{y})">'
+            f'<rect width="{_BOX_W}" height="{_BOX_H}" rx="3"/>'
+            f'<text x="8" y="19">{_svg_text(label)}</text></g>'
+        )
+    parts.append("</svg>")
+    csp = (
+        f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    targets = ", ".join(os.fsdecode(lin.files[t].path) for t in lin.targets)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+        '<meta name="generator" content="shournal">\n<link rel="icon" href="data:,">\n'
+        f"<title>{_html(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n"
+        f"<h1>{_html(title)}</h1>\n"
+        f'<p class="meta">{_html(targets)}: {len(lin.commands)} command(s), '
+        f"{len(lin.files)} file version(s); leaves dashed; click a node for details</p>\n"
+        f'<div id="graph-wrap">{"".join(parts)}</div>\n'
+        '<section id="details" aria-live="polite"><p class="empty">'
+        "Click a command or a file version.</p></section>\n"
+        '<script type="application/json" id="shournal-data">'
+        f"{json_for_script(lineage_object(lin))}</script>\n<script>{js}</script>\n"
+        "</body></html>\n"
+    )
