@@ -287,13 +287,16 @@ def render_html(lin: Lineage, *, title: str = "shournal lineage") -> str:
     parts = [
         f'<svg id="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" '
         f'height="{height}" role="img" aria-label="lineage graph">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#8a9099"/>'
+        "</marker></defs>"
     ]
     for e in lin.edges:
         a, b = (e.file, f"c{e.command_id}") if e.kind == "read" else (f"c{e.command_id}", e.file)
         (x1, y1), (x2, y2) = pos[a], pos[b]
         parts.append(
             f'<line class="edge" x1="{x1 + _BOX_W}" y1="{y1 + _BOX_H // 2}" '
-            f'x2="{x2}" y2="{y2 + _BOX_H // 2}"/>'
+            f'x2="{x2}" y2="{y2 + _BOX_H // 2}" marker-end="url(#arrow)"/>'
         )
     for node in nodes:
         x, y = pos[node]
