@@ -149,10 +149,21 @@ def _local(moment: datetime) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
+def _shown(path: bytes) -> str:
+    """A path under the working directory relative to it, others absolute."""
+    text = os.fsdecode(path)
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return text
+    return os.path.relpath(text, cwd) if text.startswith(cwd.rstrip("/") + "/") else text
+
+
 def status_line(status: TargetStatus) -> str:
     """``PATH: up to date`` / ``PATH: stale: P changed after command N
     read it (TIME)`` / ``PATH: missing: P`` / ``PATH: unknown: written
-    outside the journal``; more problems are counted."""
+    outside the journal``; more problems are counted.  P is relative to
+    the working directory when it lies under it."""
     from shournal.render.human import printable
 
     head = printable(status.path)
@@ -161,7 +172,7 @@ def status_line(status: TargetStatus) -> str:
     if status.state == "unknown":
         return f"{head}: unknown: written outside the journal"
     first = status.problems[0]
-    where = printable(os.fsdecode(first.path))
+    where = printable(_shown(first.path))
     if first.kind == "missing":
         text = f"{head}: missing: {where}"
     else:
