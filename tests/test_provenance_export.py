@@ -5,6 +5,7 @@ make and Snakemake in a copy that holds only the leaf inputs."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -160,3 +161,23 @@ def test_html_lineage_in_chromium(j: J, tmp_path: Path, browser: Page) -> None: 
     assert browser.js("document.querySelector('#details pre').textContent") == str(target)
     assert browser.problems() == []
     assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()
+
+
+def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from shournal.provenance.export import unnamed_message
+
+    main, helpers = j.v("main.py", b"import helpers\n", 5), j.v("helpers.py", b"X = 1\n", 5)
+    main.content, helpers.content = b"import helpers\n", b"X = 1\n"
+    cid = j.cmd("python3 main.py > out", 10, reads=[main, helpers], writes=[j.v("out", b"1\n", 10)])
+    target = j.disk("out", b"1\n", 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "snakemake", str(tmp_path / "wf")
+    )
+    (rule,) = result.rules
+    unnamed = [(c, p, copy.name) for c, p, copy in rule.unnamed]
+    assert unnamed == [(cid, "helpers.py", "helpers.py")]
+    text = Path(result.path).read_text()
+    assert re.search(r"\npython3 \{input\.script_\d:q\} > out\n", text), text
+    assert "#   helpers.py (the version that ran: scripts/helpers.py)" in text
+    message = unnamed_message(result)
+    assert message is not None and f"helpers.py (command {cid})" in message

@@ -224,7 +224,7 @@ def export(
 ) -> None:
     """Write DIR/Snakefile or DIR/Makefile that rebuilds TARGETs from their
     leaf inputs."""
-    from shournal.provenance.export import export_workflow, skipped_message
+    from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
     from shournal.provenance.graph import DiskTarget, build_lineage
 
     _check_files(targets)
@@ -246,9 +246,9 @@ def export(
         result = _run(work)
     if result is None:
         _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
-    message = skipped_message(result, fmt_name)
-    if message:
-        typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    for message in (skipped_message(result, fmt_name), unnamed_message(result)):
+        if message:
+            typer.echo(f"shournal: {' '.join(message.split())}", err=True)
     typer.echo(
         f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
         f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "

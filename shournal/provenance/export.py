@@ -94,6 +94,9 @@ class Rule:
     scripts: list[ScriptCopy]  # inputs from DIR/scripts/, in marker order
     lines: list[str]  # shell lines; "\0N\0" marks script N's path
     notes: list[str] = field(default_factory=list)
+    # scripts the commands read without naming them (an imported module, a
+    # sourced file): (command id, path relative to the root, copy)
+    unnamed: list[tuple[int, str, ScriptCopy]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -311,6 +314,7 @@ def plan_export(
         rule_scripts: list[ScriptCopy] = []
         lines: list[str] = []
         notes: list[str] = []
+        unnamed: list[tuple[int, str, ScriptCopy]] = []
         for c in members:
             text = c.text
             for node in scripts:
@@ -330,9 +334,10 @@ def plan_export(
                     text, hit = _substitute(text, spelling, marker)
                     found = found or hit
                 if not found:
+                    unnamed.append((c.id, rel(node.path), copy))
                     notes.append(
-                        f"command {c.id} read the script {os.fsdecode(node.path)} without "
-                        "naming it: it runs the file in the working directory"
+                        f"command {c.id} read the script {rel(node.path)} without naming it: "
+                        f"the copy must hold it (the version that ran: scripts/{copy.name})"
                     )
             text = _relative_root(text, root, c.working_dir)
             cwd = os.path.relpath(c.working_dir, root)
@@ -363,7 +368,9 @@ def plan_export(
         if current_scripts:
             in_paths += _unique(rel(n.path) for n in scripts if rel(n.path) not in in_paths)
         name = _rule_name(members[0], rule_scripts, scripts, out_paths, names)
-        rules.append(Rule(name, members, in_paths, out_paths, rule_scripts, lines, notes))
+        rules.append(
+            Rule(name, members, in_paths, out_paths, rule_scripts, lines, notes, unnamed)
+        )
     return root, rules, skipped, list(copies.values())
 
 
@@ -475,7 +482,8 @@ def _comment(text: str, prefix: str = "# ") -> list[str]:
 
 
 def _header(result_targets: list[str], root: str, fmt: Format, leaves: list[str],
-            scripts: list[ScriptCopy], skipped: list[Skipped]) -> list[str]:  # fmt: skip
+            scripts: list[ScriptCopy], skipped: list[Skipped],
+            rules: list[Rule]) -> list[str]:  # fmt: skip
     run = (
         "snakemake -s THIS_FILE -d COPY_OF_ROOT --cores 1"
         if fmt == "snakemake"
@@ -489,6 +497,12 @@ def _header(result_targets: list[str], root: str, fmt: Format, leaves: list[str]
         "# Leaf inputs (no recorded command wrote them; the copy must hold them):",
     ]
     out += [f"#   {p}" for p in leaves] or ["#   (none)"]
+    unnamed = _unique(f"#   {p} (the version that ran: scripts/{c.name})"
+                      for r in rules for _, p, c in r.unnamed)  # fmt: skip
+    if unnamed:
+        out.append("# Scripts read without being named in the command line (the copy must")
+        out.append("# hold them too):")
+        out += unnamed
     if scripts:
         out.append("# Archived script versions, copied from the journal into scripts/:")
         out += [
@@ -608,7 +622,7 @@ def export_workflow(
     ]  # fmt: skip
     produced = {o for r in rules for o in r.outputs}
     leaves = sorted({i for r in rules for i in r.inputs if i not in produced})
-    header = _header(targets, root_dir, fmt, leaves, copies, skipped)
+    header = _header(targets, root_dir, fmt, leaves, copies, skipped, rules)
     if fmt == "snakemake":
         text = render_snakefile(rules, targets, header, skipped)
     else:
@@ -645,6 +659,19 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def unnamed_message(result: ExportResult) -> str | None:
+    """One line naming the scripts the copy must hold because their
+    commands do not name them."""
+    found = [(cid, path) for r in result.rules for cid, path, _ in r.unnamed]
+    if not found:
+        return None
+    listed = ", ".join(f"{path} (command {cid})" for cid, path in found)
+    return (
+        f"{len(found)} script(s) were read without being named in the command line and are "
+        f"run from the working directory, which must hold them: {listed}"
+    )
 
 
 def skipped_message(result: ExportResult, fmt: Format) -> str | None:
