@@ -192,6 +192,8 @@ def status(
             ]
         else:
             result = _run(lambda: check_status(reader, names))
+    if not result:
+        typer.echo(f"shournal: no recorded command wrote a file under {', '.join(names)}", err=True)
     if output_format is StatusFormat.json:
         _write(json.dumps([status_object(s) for s in result], ensure_ascii=True, indent=1) + "\n")
     else:
