@@ -22,10 +22,11 @@ by content means replacing this module only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shournal.query import CommandView, FileProbe, probe_file
 
@@ -47,6 +48,44 @@ class WrittenVersion:
     hash: int | None
     hash_chunk_size: int | None  # the writing command's hash settings
     hash_max_reads: int | None
+
+
+@functools.cache
+def _writers_stmt(empty: bool) -> Any:
+    """The content lookup of :meth:`JournalReader.writers_of`, built once
+    (a lineage runs it once per file version)."""
+    from sqlalchemy import and_, bindparam, func, literal_column, or_, select
+
+    from shournal.store import models as m
+
+    w, c = m.WriteEvent, m.Command
+    if empty:
+        # Empty files have no hash: the partial index of hashless writes
+        # (its condition spelled literally so that both backends use it).
+        match = and_(
+            func.length(w.hash) == literal_column("0"),
+            w.size == 0,
+            w.mtime_ns == bindparam("mtime"),
+        )
+    else:
+        # Any of the hashes (b"" among them: stored with hashing off, then
+        # only with the same mtime); the (hash, size) index.
+        match = and_(
+            w.hash.in_(bindparam("hashes", expanding=True)),
+            w.size == bindparam("size"),
+            or_(func.length(w.hash) > 0, w.mtime_ns == bindparam("mtime")),
+        )
+    return (
+        select(
+            w.id, w.command_id, c.start_time, c.end_time, m.Directory.path, w.basename,
+            w.size, w.mtime_ns, w.hash, m.HashSetting.chunk_size, m.HashSetting.max_reads,
+        )  # fmt: skip
+        .join(c, c.id == w.command_id)
+        .join(m.Directory, m.Directory.id == w.directory_id)
+        .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
+        .where(match)
+        .order_by(c.end_time.desc(), c.id.desc(), w.id.desc())
+    )
 
 
 class JournalReader:
@@ -85,37 +124,16 @@ class JournalReader:
         file) of this size and ``mtime_ns``.  The caller picks among them
         (preferring the mtime match, as ``--wfile`` does); newest end first.
         """
-        from sqlalchemy import and_, func, literal_column, or_, select
-
         from shournal.store import models as m
 
-        w, c = m.WriteEvent, m.Command
         if size == 0:
-            # Empty files have no hash: the partial index of hashless writes
-            # (its condition spelled literally so that both backends use it).
-            match = and_(
-                func.length(w.hash) == literal_column("0"), w.size == 0, w.mtime_ns == mtime_ns
-            )
+            params: dict[str, object] = {"mtime": mtime_ns}
         else:
             wanted = [m.hash_to_bytes(h) for h in sorted(set(hashes))]
-            match = and_(
-                w.hash.in_([*wanted, b""]),
-                w.size == size,
-                or_(w.hash != b"", w.mtime_ns == mtime_ns),
-            )
-        stmt = (
-            select(
-                w.id, w.command_id, c.start_time, c.end_time, m.Directory.path, w.basename,
-                w.size, w.mtime_ns, w.hash, m.HashSetting.chunk_size, m.HashSetting.max_reads,
-            )  # fmt: skip
-            .join(c, c.id == w.command_id)
-            .join(m.Directory, m.Directory.id == w.directory_id)
-            .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
-            .where(match)
-            .order_by(c.end_time.desc(), c.id.desc(), w.id.desc())
-        )
+            params = {"hashes": [*wanted, b""], "size": size, "mtime": mtime_ns}
+        stmt = _writers_stmt(size == 0)
         with self._store.reading() as conn:
-            rows = conn.execute(stmt).all()
+            rows = conn.execute(stmt, params).all()
         return [
             WrittenVersion(
                 write_id=r[0],
