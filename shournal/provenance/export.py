@@ -206,8 +206,8 @@ def plan_export(
     root: str | None = None,
     current_scripts: bool = False,
 ) -> tuple[str, list[Rule], list[Skipped], list[ScriptCopy]]:
-    """Rules (in start-time order of their first command), what could not
-    be expressed, the root, and the script copies."""
+    """The root, the rules (in start-time order of their first command),
+    what could not be expressed, and the script copies."""
     writer = {e.file: e for e in lin.edges if e.kind == "wrote"}
 
     def is_script(node: FileNode) -> bool:
@@ -215,13 +215,13 @@ def plan_export(
 
     # The commands the workflow needs: from the targets through every input
     # that is not a script (scripts come from the archive or the disk).
-    needed: list[int] = []
+    needed: dict[int, None] = {}  # ordered set
     todo = [writer[t].command_id for t in lin.targets if t in writer]
     while todo:
         cid = todo.pop()
         if cid in needed or cid not in lin.commands:
             continue
-        needed.append(cid)
+        needed[cid] = None
         for node in lin.reads(cid):
             if not is_script(node) and node.id in writer:
                 todo.append(writer[node.id].command_id)
