@@ -4,6 +4,10 @@
 set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
 PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
+# `shournal export snakemake` is tested with the real Snakemake: Debian's
+# package (bookworm: 7.21 on the system Python 3.11) runs as its own program,
+# so it needs nothing from the test environment.
+PKGS="$PKGS snakemake"
 [ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev linux-perf"
 # Building the .deb, linting it, and testing it and the container image from
 # a fresh debootstrap root filesystem (packaging/test-fresh-system.sh).

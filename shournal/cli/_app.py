@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from shournal.cli.delete import delete
+from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
@@ -59,6 +60,21 @@ app.command(
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )
+app.command(
+    "lineage",
+    help="From FILE back to every command that made it and the files they read.",
+    short_help="From FILE back to every command that made it.",
+)(lineage)
+app.command(
+    "status",
+    help="Is each file still what its recorded lineage would make? Exit 0: all up to date.",
+    short_help="Is each file still what its recorded lineage would make?",
+)(status)
+app.command(
+    "export",
+    help="Write a Snakefile or Makefile that rebuilds TARGETs from their leaf inputs.",
+    short_help="Write a Snakefile or Makefile that rebuilds the targets.",
+)(export)
 
 
 @app.command(

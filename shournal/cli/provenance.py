@@ -1,0 +1,260 @@
+"""``shournal lineage``, ``shournal status`` and ``shournal export``: thin
+wrappers of :mod:`shournal.provenance`.
+
+Exit statuses:
+  lineage  0 every target was written by a recorded command, 1 some was
+           not (its lineage is the file alone), 2 usage, 3 journal unusable
+  status   0 everything up to date, 1 anything stale, missing or unknown,
+           2 usage, 3 journal unusable
+  export   0 written (commands that could not be expressed are named on
+           stderr and left as comments), 1 no recorded command wrote the
+           targets, 2 usage (the file exists, bad option), 3 journal unusable
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from shournal.cli.query import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, _fail, _write
+
+T = TypeVar("T")
+
+
+class LineageFormat(StrEnum):
+    human = "human"
+    json = "json"
+    dot = "dot"
+    html = "html"
+
+
+class StatusFormat(StrEnum):
+    human = "human"
+    json = "json"
+
+
+class ExportFormat(StrEnum):
+    snakemake = "snakemake"
+    make = "make"
+
+
+@contextmanager
+def _reader() -> Iterator[Any]:
+    """The journal for reading; None when there is none yet."""
+    from shournal.provenance.readers import JournalReader
+    from shournal.query import wait_for_pending
+    from shournal.store import Store, StoreError, StoreMissing, db_url
+
+    # A command that just finished may still be on its way into the journal.
+    wait_for_pending()
+    try:
+        store = Store(db_url(), create=False)
+    except StoreMissing:
+        yield None
+        return
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    try:
+        yield JournalReader(store)
+    finally:
+        store.close()
+
+
+def _run(work: Callable[[], T]) -> T:
+    """Map the library's errors to one line and the documented status."""
+    from shournal.query import QueryError
+    from shournal.store import StoreError
+
+    try:
+        return work()
+    except QueryError as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+
+
+def _check_files(files: list[Path]) -> None:
+    from shournal.query import QueryError, check_file
+
+    try:
+        for f in files:
+            check_file(f)
+    except QueryError as e:
+        _fail(str(e), EXIT_USAGE)
+
+
+def _output(text: str, output: Path | None) -> None:
+    if output is None:
+        _write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+    except OSError as e:
+        _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
+
+
+def lineage(
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE...", help="The files whose lineage to show.")
+    ],
+    version_of_command: Annotated[
+        int | None,
+        typer.Option(
+            "--version-of-command", metavar="ID", show_default=False,
+            help="The version of FILE that command ID wrote, not the one on disk.",
+        ),
+    ] = None,  # fmt: skip
+    depth: Annotated[
+        int | None,
+        typer.Option(
+            "--depth", min=1, metavar="N", show_default=False,
+            help="Follow at most N commands back.",
+        ),
+    ] = None,
+    output_format: Annotated[
+        LineageFormat,
+        typer.Option(
+            "--output-format",
+            help="human (a tree), json, dot (Graphviz) or html (one offline page; needs -o).",
+        ),
+    ] = LineageFormat.human,
+    show_scripts: Annotated[
+        bool, typer.Option("--show-scripts", help="Print the archived scripts (human).")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file.", show_default=False),
+    ] = None,
+) -> None:
+    """From FILE back to every command that made it and their inputs."""
+    from shournal.provenance.graph import CommandTarget, DiskTarget, Target, build_lineage
+    from shournal.provenance.render import render_dot, render_html, render_human, render_json
+
+    if output_format is LineageFormat.html and output is None:
+        _fail("--output-format html needs -o FILE", EXIT_USAGE)
+    if version_of_command is None:
+        _check_files(files)
+    targets: list[Target] = [
+        DiskTarget(str(f))
+        if version_of_command is None
+        else CommandTarget(str(f), version_of_command)
+        for f in files
+    ]
+    with _reader() as reader:
+        if reader is None:
+            _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
+        lin = _run(lambda: build_lineage(reader, targets, depth))
+    if output_format is LineageFormat.json:
+        text = render_json(lin)
+    elif output_format is LineageFormat.dot:
+        text = render_dot(lin)
+    elif output_format is LineageFormat.html:
+        text = render_html(lin)
+    else:
+        text = render_human(lin, scripts=show_scripts)
+    _output(text, output)
+    written = all(not lin.files[t].leaf for t in lin.targets)
+    raise typer.Exit(EXIT_FOUND if written else EXIT_NOT_FOUND)
+
+
+def status(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="[PATH]...", show_default=False,
+                       help="Files, or directories (every recorded output under them); "
+                       "default: the current directory."),
+    ] = None,  # fmt: skip
+    output_format: Annotated[
+        StatusFormat, typer.Option("--output-format", help="human or json.")
+    ] = StatusFormat.human,
+) -> None:
+    """Is each file still what its recorded lineage would make?"""
+    from shournal.provenance.status import (
+        TargetStatus,
+        check_status,
+        status_line,
+        status_object,
+    )
+
+    names = [str(p) for p in paths] if paths else ["."]
+    with _reader() as reader:
+        if reader is None:
+            result = [
+                TargetStatus(n, "unknown") for n in names if not os.path.isdir(n)
+            ]
+        else:
+            result = _run(lambda: check_status(reader, names))
+    if not result:
+        typer.echo(f"shournal: no recorded command wrote a file under {', '.join(names)}", err=True)
+    if output_format is StatusFormat.json:
+        _write(json.dumps([status_object(s) for s in result], ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write("".join(status_line(s) + "\n" for s in result))
+    ok = all(s.state == "up to date" for s in result)
+    raise typer.Exit(EXIT_FOUND if ok else EXIT_NOT_FOUND)
+
+
+def export(
+    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="snakemake or make.")],
+    targets: Annotated[
+        list[Path], typer.Argument(metavar="TARGET...", help="The files the workflow rebuilds.")
+    ],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="The directory to write into.", show_default=False),
+    ],
+    root: Annotated[
+        Path | None,
+        typer.Option("--root", show_default=False,
+                     help="Paths are relative to this directory (default: the deepest "
+                     "directory holding the targets and all their files)."),
+    ] = None,  # fmt: skip
+    current_scripts: Annotated[
+        bool,
+        typer.Option("--current-scripts",
+                     help="Run the scripts on disk, not the archived versions that ran."),
+    ] = False,  # fmt: skip
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+) -> None:
+    """Write DIR/Snakefile or DIR/Makefile that rebuilds TARGETs from their
+    leaf inputs."""
+    from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
+    from shournal.provenance.graph import DiskTarget, build_lineage
+
+    _check_files(targets)
+    fmt_name: Any = fmt.value
+    with _reader() as reader:
+        if reader is None:
+            _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
+
+        def work() -> Any:
+            lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
+            if all(lin.files[t].leaf for t in lin.targets):
+                return None
+            return export_workflow(
+                lin, reader, fmt_name, str(output),
+                root=None if root is None else str(root),
+                current_scripts=current_scripts, force=force,
+            )  # fmt: skip
+
+        result = _run(work)
+    if result is None:
+        _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
+    for message in (skipped_message(result, fmt_name), unnamed_message(result)):
+        if message:
+            typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    typer.echo(
+        f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
+        f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "
+        f"root {result.root}",
+        err=True,
+    )
+    raise typer.Exit(EXIT_FOUND)

@@ -1,0 +1,183 @@
+"""``shournal export``: rules from journals written by the real store writer
+(no root, no shell); the Makefile and Snakefile are run by the real GNU
+make and Snakemake in a copy that holds only the leaf inputs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_html_report import Page, browser  # noqa: F401  (the fixture)
+from test_lineage import J, j  # noqa: F401  (the fixture)
+
+from shournal.provenance.export import export_workflow, skipped_message
+from shournal.provenance.graph import DiskTarget
+
+
+def _run(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
+    if fmt == "make":
+        argv = ["make", "-C", str(copy), "-f", str(out_dir / "Makefile")]
+    else:
+        if shutil.which("snakemake") is None:
+            pytest.fail("snakemake is not installed (scripts/apt-deps.sh installs it)")
+        argv = ["snakemake", "-s", str(out_dir / "Snakefile"), "-d", str(copy), "--cores", "1"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("fmt", ["make", "snakemake"])
+def test_a_command_that_rewrote_a_file_in_place_joins_the_rule_before_it(
+    fmt: str, j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    raw = b"a,2\nb,1\na,3\n" * 20
+    v1, v2 = raw, raw.replace(b"a", b"X")
+    out = b"".join(sorted(v2.splitlines(keepends=True)))
+    c_cp = j.cmd("cp in f", 10, reads=[j.v("in", raw, 1)], writes=[j.v("f", v1, 10)])
+    c_sed = j.cmd("sed -i s/a/X/ f", 20, reads=[j.v("f", v1, 10)], writes=[j.v("f", v2, 20)])
+    c_sort = j.cmd("sort f > out", 30, reads=[j.v("f", v2, 20)], writes=[j.v("out", out, 30)])
+    j.disk("in", raw, 1)
+    j.disk("f", v2, 20)
+    target = j.disk("out", out, 30)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), fmt, str(tmp_path / "wf")  # type: ignore[arg-type]
+    )
+    assert [[c.id for c in r.commands] for r in result.rules] == [[c_cp, c_sed], [c_sort]]
+    assert [(r.name, r.inputs, r.outputs) for r in result.rules] == [
+        ("cp_f", ["in"], ["f"]),
+        ("sort_out", ["f"], ["out"]),
+    ]
+    assert result.leaf_inputs == ["in"] and result.root == str(j.root)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy2(j.root / "in", copy / "in")
+    run = _run(fmt, tmp_path / "wf", copy)
+    assert run.returncode == 0, run.stderr
+    assert (copy / "out").read_bytes() == out
+    assert (copy / "f").read_bytes() == v2
+
+
+def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: Path) -> None:  # noqa: F811
+    notes, count, other = b"line\n" * 30, b"30 notes.txt\n", b"elsewhere\n" * 9
+    c_vim = j.cmd("vim notes.txt", 10, writes=[j.v("notes.txt", notes, 10)])
+    j.cmd("wc -l notes.txt > count", 20, reads=[j.v("notes.txt", notes, 10)],
+          writes=[j.v("count", count, 20)])  # fmt: skip
+    c_out = j.cmd("cat count ../other/o > both", 30,
+                  reads=[j.v("count", count, 20), j.v("../other/o", other, 3)],
+                  writes=[j.v("both", count + other, 30)])  # fmt: skip
+    j.disk("notes.txt", notes, 10)
+    j.disk("count", count, 20)
+    j.disk("../other/o", other, 3)
+    target = j.disk("both", count + other, 30)
+    lin = j.lineage(DiskTarget(str(target)))
+    # Default root: wide enough for every file, so only vim is left out.
+    result = export_workflow(lin, j.reader(), "snakemake", str(tmp_path / "a"))
+    assert [(s.command_ids, s.reason) for s in result.skipped] == [([c_vim], "vim is interactive")]
+    assert result.root == str(j.root.parent)
+    assert result.leaf_inputs == ["other/o", "w/notes.txt"]  # vim's output must be provided
+    text = Path(result.path).read_text()
+    assert f"# Not expressed: command {c_vim}: vim is interactive\n#   $ vim notes.txt\n" in text
+    message = skipped_message(result, "snakemake")
+    assert message is not None and "\n" not in message
+    assert f"{c_vim} (vim notes.txt): vim is interactive" in message
+    # A root that leaves out an input: that command is named too.
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), root=str(j.root))
+    reasons = {s.command_ids[0]: s.reason for s in result.skipped}
+    assert reasons[c_out] == f"reads {j.root.parent / 'other' / 'o'}, outside the root {j.root}"
+    assert "# Not expressed: command" in Path(result.path).read_text()
+    # An existing file is not replaced without force.
+    from shournal.provenance.export import ExportError
+
+    with pytest.raises(ExportError, match="exists"):
+        export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), root=str(j.root))
+
+
+def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
+    j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    script_v1 = b"print(1)\n"
+    script_path = j.root / "run.py"
+    ev = j.v("run.py", script_v1, 5)
+    ev.content = script_v1  # archived
+    j.cmd("python3 run.py > out", 10, reads=[ev], writes=[j.v("out", b"1\n", 10)])
+    j.disk("run.py", b"print(2)\n", 50)  # edited since
+    target = j.disk("out", b"1\n", 10)
+    lin = j.lineage(DiskTarget(str(target)))
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "a"))
+    assert (tmp_path / "a" / "scripts" / "run.py").read_bytes() == script_v1
+    (rule,) = result.rules
+    assert "python3 $(SCRIPTS)/run.py > out" in Path(result.path).read_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    assert _run("make", tmp_path / "a", copy).returncode == 0
+    assert (copy / "out").read_bytes() == b"1\n"
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), current_scripts=True)
+    (rule,) = result.rules
+    assert rule.inputs == ["run.py"] and not result.scripts
+    assert "python3 run.py > out" in Path(result.path).read_text()
+    assert os.path.exists(script_path)
+
+
+def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> None:  # noqa: F811
+    data = b"payload\n" * 12
+    text = f"cat {j.root}/in > '{j.root}/out'"
+    j.cmd(text, 10, reads=[j.v("in", data, 1)], writes=[j.v("out", data, 10)])
+    j.disk("in", data, 1)
+    target = j.disk("out", data, 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "make", str(tmp_path / "wf")
+    )
+    assert "\tcat ./in > './out'\n" in Path(result.path).read_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.move(j.root / "in", copy / "in")  # the original tree must not be used
+    (j.root / "out").unlink()
+    run = _run("make", tmp_path / "wf", copy)
+    assert run.returncode == 0, run.stderr
+    assert (copy / "out").read_bytes() == data and not (j.root / "out").exists()
+
+
+def test_html_lineage_in_chromium(j: J, tmp_path: Path, browser: Page) -> None:  # noqa: F811
+    """The page works offline under its CSP: a click on a command shows it."""
+    from shournal.provenance.render import render_html
+
+    raw, mid = b"<script>alert(1)</script>\n" * 4, b"m" * 50
+    j.cmd("gen </script> raw", 5, writes=[j.v("raw", raw, 5)])
+    c_mid = j.cmd("sort raw > mid", 10, reads=[j.v("raw", raw, 5)], writes=[j.v("mid", mid, 10)])
+    target = j.disk("mid", mid, 10)
+    page = tmp_path / "lineage.html"
+    page.write_text(render_html(j.lineage(DiskTarget(str(target)))))
+    assert page.read_text().isascii() and "<script>alert" not in page.read_text()
+    browser.call("Page.navigate", url=page.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.querySelectorAll('#graph .node').length") == 4
+    x, y = browser.center(f'#graph .node.cmd[data-id="{c_mid}"]')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == "sort raw > mid"
+    x, y = browser.center('#graph .node.file.target')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == str(target)
+    assert browser.problems() == []
+    assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()
+
+
+def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from shournal.provenance.export import unnamed_message
+
+    main, helpers = j.v("main.py", b"import helpers\n", 5), j.v("helpers.py", b"X = 1\n", 5)
+    main.content, helpers.content = b"import helpers\n", b"X = 1\n"
+    cid = j.cmd("python3 main.py > out", 10, reads=[main, helpers], writes=[j.v("out", b"1\n", 10)])
+    target = j.disk("out", b"1\n", 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "snakemake", str(tmp_path / "wf")
+    )
+    (rule,) = result.rules
+    unnamed = [(c, p, copy.name) for c, p, copy in rule.unnamed]
+    assert unnamed == [(cid, "helpers.py", "helpers.py")]
+    text = Path(result.path).read_text()
+    assert re.search(r"\npython3 \{input\.script_\d:q\} > out\n", text), text
+    assert "#   helpers.py (the version that ran: scripts/helpers.py)" in text
+    message = unnamed_message(result)
+    assert message is not None and f"helpers.py (command {cid})" in message
