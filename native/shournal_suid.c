@@ -43,6 +43,8 @@
  *   - members of the shournal group are refused (they could forge holders),
  *     by the group database as well as by the process's groups: a member
  *     whose session lacks the group gets it with sg;
+ *   - never dumpable while privileged (fs.suid_dumpable=1 would write
+ *     root's core into the caller's directory);
  *   - every descriptor not handed on is closed.
  */
 #define _GNU_SOURCE
@@ -1725,6 +1727,13 @@ int main(int argc, char **argv)
     /* Never let a user's umask shape what we create while privileged; it
      * is given back on every drop (drop_privileges). */
     g_umask = umask(022);
+    /* With fs.suid_dumpable=1 a setuid process is dumpable, and its core is
+     * written as root into the caller's directory: the user could kill us
+     * while privileged and keep an image of our memory.  The final drop
+     * resets this from the sysctl (commit_creds), and the user's program
+     * gets the usual rule at its exec. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        _exit(1);
     if (argc < 2)
         usage();
     if (strcmp(argv[1], "setup") == 0)

@@ -151,6 +151,7 @@ def _plant_links(directory: str, pattern: str, target: Path) -> str:
 # -- 5: the runtime directory -------------------------------------------------
 
 
+@pytest.mark.usefixtures("links_unprotected")
 def test_runtime_dir_squatted_in_tmp_is_not_used(install, user_home, precious):
     """Without XDG_RUNTIME_DIR the runtime dir is /tmp/shournal-<uid>.  The
     other user makes it first (mode 0777) and plants links for the
@@ -354,6 +355,7 @@ def victim_journal(install: Install, user_home: Path) -> str:
     return url
 
 
+@pytest.mark.usefixtures("links_unprotected")
 @pytest.mark.parametrize("squatted", [True, False], ids=["squatted", "control"])
 def test_restore_dir_squatted_in_tmp_is_refused(install, user_home, victim_journal, squatted):
     """The other user makes /tmp/shournal-restore-<victim> first (0777) to
@@ -386,6 +388,7 @@ def test_restore_dir_squatted_in_tmp_is_refused(install, user_home, victim_journ
 # -- 12: the HTML report's temporary file ----------------------------------------
 
 
+@pytest.mark.usefixtures("links_unprotected")
 def test_html_report_never_writes_through_a_planted_link(install, user_home, shared_dir,
                                                          precious):  # fmt: skip
     """The other user plants `.report.html.<pid>.tmp` links to the victim's

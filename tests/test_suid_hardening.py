@@ -235,6 +235,7 @@ def test_doctor_names_a_member_without_the_group(install, scratch, member):
     assert line.startswith("FAIL") and "you are a member" in line, r
 
 
+@pytest.mark.usefixtures("userns_allowed")
 def test_member_cannot_run_setuid_programs_in_his_own_namespace(install, tools, scratch,
                                                                  recorders, adopted, member):
     """The whole chain: as a member whose process lacks the group, `sg
@@ -252,6 +253,7 @@ def test_member_cannot_run_setuid_programs_in_his_own_namespace(install, tools, 
     assert "euid 0" not in r.out, r
 
 
+@pytest.mark.usefixtures("userns_allowed")
 def test_refuses_a_holder_in_a_user_namespace_of_the_user(install, tools, scratch, recorders,
                                                           adopted):
     """The same fake holder made for an ordinary user (root gives it the
@@ -412,3 +414,42 @@ exec {install.helper} "$@"
     assert "fork: Resource temporarily unavailable" in line, line
     assert warnings_in(second) == [], second
     assert (user_home / "work" / "out2").read_text() == "two\n"
+
+
+# ----------------------------------------- no core dump of a privileged helper
+
+
+def _killed_with_core_limit(freeze_at: Path, user, workdir: Path, *argv: str) -> int:
+    """Start ARGV as USER in WORKDIR with no core size limit, stop it at its
+    first fork (the helper is still root there), kill it with SIGSEGV and
+    return its pid once it is gone."""
+    r = subprocess.run([PRLIMIT, "--core=unlimited", "--", str(freeze_at), str(user.pw_uid),
+                        str(user.pw_gid), "fork", *argv],
+                       cwd=workdir, capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert r.returncode == 0, r
+    pid = int(r.stdout.split()[0])
+    pidfd = os.pidfd_open(pid)
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGSEGV)
+        signal.pidfd_send_signal(pidfd, signal.SIGCONT)
+        assert select.select([pidfd], [], [], TIMEOUT)[0], f"pid {pid} survived SIGSEGV"
+    finally:
+        os.close(pidfd)
+    return pid
+
+
+@pytest.mark.parametrize("suid_dumpable", ["1"], indirect=True)
+def test_the_privileged_helper_never_dumps_core(suid_dumpable, install, hard, freeze_at, scratch):
+    """fs.suid_dumpable=1 makes a process that changed its ids dumpable, and
+    its core is written as its fsuid: the user could make the helper, while
+    it is root, leave a root-owned image of its memory in his directory.
+    Positive control: a program of the user killed the same way does dump
+    core there (core_pattern permitting)."""
+    if Path("/proc/sys/kernel/core_pattern").read_text().startswith("|"):
+        pytest.skip("core dumps go to a program here, not to the working directory")
+    control = user_dir(scratch, hard, "control")
+    _killed_with_core_limit(freeze_at, hard, control, "/bin/sh", "-c", "sleep 60 & wait")
+    assert any(p.name.startswith("core") for p in control.iterdir()), "control dumped no core"
+    work = user_dir(scratch, hard, "work")
+    _killed_with_core_limit(freeze_at, hard, work, str(install.helper), "check")
+    assert [p.name for p in work.iterdir()] == []

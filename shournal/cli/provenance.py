@@ -23,7 +23,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from shournal.cli.query import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, _fail, _write
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import fail as _fail
+from shournal.cli._common import write as _write
 
 T = TypeVar("T")
 
@@ -48,23 +50,24 @@ class ExportFormat(StrEnum):
 @contextmanager
 def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
+    from shournal.journal import Journal
     from shournal.provenance.readers import JournalReader
     from shournal.query import wait_for_pending
-    from shournal.store import Store, StoreError, StoreMissing, db_url
+    from shournal.store import StoreError, StoreMissing
 
     # A command that just finished may still be on its way into the journal.
     wait_for_pending()
     try:
-        store = Store(db_url(), create=False)
+        journal = Journal.open(create=False)
     except StoreMissing:
         yield None
         return
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
     try:
-        yield JournalReader(store)
+        yield JournalReader(journal.store)
     finally:
-        store.close()
+        journal.close()
 
 
 def _run(work: Callable[[], T]) -> T:
