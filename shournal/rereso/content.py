@@ -120,7 +120,7 @@ class ContentUnavailable(Exception):
         self.reason = reason
 
 
-def _read_regular(path: bytes) -> bytes | str:
+def read_regular(path: bytes) -> bytes | str:
     """The bytes of the regular file ``path``, or why not."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
@@ -168,7 +168,7 @@ def recorded_content(version: FileVersion, source: ContentSource) -> tuple[bytes
     data = source.content(version)
     if data is not None:
         return data, FROM_ARCHIVE
-    got = _read_regular(version.path)
+    got = read_regular(version.path)
     if isinstance(got, str):
         raise ContentUnavailable(version, got)
     differs = disk_matches(version, got)
