@@ -48,40 +48,32 @@ def _version(path: Path, data: bytes, **kw: object) -> content.FileVersion:
     return content.FileVersion(**values)
 
 
-class _Nothing:
-    def content(self, version: content.FileVersion) -> bytes | None:
-        return None
+def _nothing(version: content.FileVersion) -> bytes | None:
+    return None
 
 
 def test_disk_is_used_only_while_it_is_the_recorded_version(tmp_path: Path):
     f = tmp_path / "in.csv"
     f.write_bytes(CSV)
     v = _version(f, CSV)
-    assert content.recorded_content(v, _Nothing()) == (CSV, content.FROM_DISK)
+    assert content.recorded_content(v, _nothing) == (CSV, content.FROM_DISK)
     f.write_bytes(CSV.replace(b"4", b"9"))  # same size, other content
     with pytest.raises(content.ContentUnavailable, match="hash differs"):
-        content.recorded_content(v, _Nothing())
+        content.recorded_content(v, _nothing)
     f.write_bytes(CSV + b"7,8,9\n")
     with pytest.raises(content.ContentUnavailable, match="size differs"):
-        content.recorded_content(v, _Nothing())
+        content.recorded_content(v, _nothing)
     f.unlink()
     with pytest.raises(content.ContentUnavailable, match=r"in\.csv \(missing\)"):
-        content.recorded_content(v, _Nothing())
+        content.recorded_content(v, _nothing)
 
 
 def test_a_source_wins_over_the_disk_and_sources_are_asked_in_order(tmp_path: Path):
     f = tmp_path / "in.csv"
     f.write_bytes(b"today's content\n")
 
-    class Fixed:
-        def __init__(self, data: bytes | None) -> None:
-            self.data = data
-
-        def content(self, version: content.FileVersion) -> bytes | None:
-            return self.data
-
     v = _version(f, CSV)
-    both = content.first_of(Fixed(None), Fixed(CSV), Fixed(b"never"))
+    both = content.first_of(lambda _v: None, lambda _v: CSV, lambda _v: b"never")
     assert content.recorded_content(v, both) == (CSV, content.FROM_ARCHIVE)
 
 
@@ -105,9 +97,9 @@ def test_journal_archive_returns_the_archived_script_version(store: Store, tmp_p
     by_name = {os.path.basename(e.path): e for e in cmd.reads}
     archive = content.JournalArchive(store)
     v_script = content.FileVersion.of(cmd, by_name[b"run.sh"], read=True)
-    assert archive.content(v_script) == old
+    assert archive(v_script) == old
     assert content.recorded_content(v_script, archive) == (old, content.FROM_ARCHIVE)
     v_csv = content.FileVersion.of(cmd, by_name[b"in.csv"], read=True)
-    assert archive.content(v_csv) is None
+    assert archive(v_csv) is None
     with pytest.raises(content.ContentUnavailable, match="missing"):
         content.recorded_content(v_csv, archive)

@@ -173,9 +173,12 @@ def test_bad_input_writes_nothing(store: Store, work: Path):
     no_reads = add(store, work, "python3 tool.py", [])
     other = add(store, work, "python3 other.py data/in1.csv",
                 [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
+    piped = add(store, work, "python3 tool.py data/in1.csv | sort > out.txt",
+                [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
     dest = work.parent / "b"
     cases = [
         ([no_reads], "read no recorded files"),
+        ([piped], r"is not one program run \(it uses the shell's \| >\)"),
         ([ids[0], other], "runs of different programs"),
         ([ids[0], 999], "no command with id 999"),
     ]
@@ -221,6 +224,21 @@ def test_benchmark_refuses_content_that_is_neither_archived_nor_unchanged(store:
     assert f"{work}/data/in1.csv (changed since it was recorded: hash differs)" in msg
     assert f"{work}/data/in2.csv (missing)" in msg
     _nothing_written(work.parent, dest)
+
+
+def test_benchmark_from_rfile_needs_a_recorded_read(store: Store, work: Path):
+    record_runs(store, work)
+    dest = work.parent / "bench"
+    res = describe_benchmark(store, dest, Meta(license="MIT"), rfiles=[work / "data" / "in2.csv"])
+    doc = yaml.safe_load((dest / schema.BENCHMARK_DESCRIPTOR).read_text())
+    assert doc["benchmarks"] == [{"path": "in2.csv"}] and res.notes == []
+    assert (dest / "in2.csv").read_bytes() == CSV2
+    never = work / "never.csv"
+    never.write_bytes(b"x,y\n1,2\n")
+    other = work.parent / "other"
+    with pytest.raises(DescribeError, match="no recorded command read this file's content"):
+        describe_benchmark(store, other, Meta(), rfiles=[never])
+    _nothing_written(work.parent, other)
 
 
 def test_benchmark_of_mixed_types_is_one_bundle_per_type(tmp_path: Path):

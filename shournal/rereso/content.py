@@ -1,8 +1,9 @@
 """The content of a recorded file version: what a command actually read
 or wrote, not whatever lies at that path today.
 
-The interface the apparatus archive plugs into is :class:`ContentSource`:
-given a :class:`FileVersion`, return its archived bytes or None.  Today's
+The interface the apparatus archive plugs into is :data:`ContentSource`:
+a function that, given a :class:`FileVersion`, returns its archived bytes
+or None.  Today's
 source is the journal's own script archive (:class:`JournalArchive`: the
 ``content`` table, filled for read scripts).  The content-addressed archive
 of ``shournal run --apparatus`` becomes a second source tried before or
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shournal.query import CommandView, FileEventView
@@ -62,21 +63,19 @@ class FileVersion:
         return os.fsdecode(self.path)
 
 
-class ContentSource(Protocol):
-    """Something that may hold the exact bytes of a recorded version."""
-
-    def content(self, version: FileVersion) -> bytes | None:
-        """The version's bytes, or None when this source does not have it."""
-        ...
+# The exact bytes of a recorded version, or None when the source does not
+# have it.
+ContentSource = Callable[[FileVersion], "bytes | None"]
 
 
 class JournalArchive:
-    """The journal's script archive (``content`` table)."""
+    """The journal's script archive (``content`` table) as a
+    :data:`ContentSource`."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def content(self, version: FileVersion) -> bytes | None:
+    def __call__(self, version: FileVersion) -> bytes | None:
         if version.content_id is None:
             return None
         from sqlalchemy import select
@@ -94,21 +93,18 @@ class JournalArchive:
         return data if len(data) == version.size else None
 
 
-class _FirstOf:
-    def __init__(self, sources: Iterable[ContentSource]) -> None:
-        self._sources = tuple(sources)
+def first_of(*sources: ContentSource) -> ContentSource:
+    """A source asking each of ``sources`` in turn."""
+    chain: Iterable[ContentSource] = tuple(sources)
 
-    def content(self, version: FileVersion) -> bytes | None:
-        for source in self._sources:
-            data = source.content(version)
+    def first(version: FileVersion) -> bytes | None:
+        for source in chain:
+            data = source(version)
             if data is not None:
                 return data
         return None
 
-
-def first_of(*sources: ContentSource) -> ContentSource:
-    """A source asking each of ``sources`` in turn."""
-    return _FirstOf(sources)
+    return first
 
 
 class ContentUnavailable(Exception):
@@ -165,7 +161,7 @@ def recorded_content(version: FileVersion, source: ContentSource) -> tuple[bytes
     :raises ContentUnavailable: no source has it and the file on disk is
         not (or no longer) that version.
     """
-    data = source.content(version)
+    data = source(version)
     if data is not None:
         return data, FROM_ARCHIVE
     got = read_regular(version.path)

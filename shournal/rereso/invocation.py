@@ -120,12 +120,23 @@ def _tool_prefix(argv: list[str], cwd: str) -> tuple[tuple[str, ...], str, int]:
     return (ident,), base, 1
 
 
+_OPERATOR_CHARS = frozenset("();<>|&")
+
+
+def _shell_operators(text: str) -> list[str]:
+    """The shell control and redirection operators in ``text`` (outside
+    quotes): ``|``, ``>``, ``&&``, ``;`` ..."""
+    lex = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    return [t for t in lex if t and set(t) <= _OPERATOR_CHARS]
+
+
 def analyze(cmd: CommandView) -> Invocation:
     """The invocation of ``cmd`` (placeholders not yet numbered: see
     :func:`number_placeholders`).
 
-    :raises InvocationError: its command line cannot be split, or it read
-        no files.
+    :raises InvocationError: its command line cannot be split, uses shell
+        operators (pipes, redirections, lists), or it read no files.
     """
     try:
         argv = shlex.split(cmd.text)
@@ -133,6 +144,13 @@ def analyze(cmd: CommandView) -> Invocation:
         raise InvocationError(f"command {cmd.id}: cannot split its command line ({e})") from None
     if not argv:
         raise InvocationError(f"command {cmd.id} has an empty command line")
+    operators = _shell_operators(cmd.text)
+    if operators:
+        raise InvocationError(
+            f"command {cmd.id} ({cmd.text}) is not one program run (it uses the shell's "
+            f"{' '.join(dict.fromkeys(operators))}): describe a command that names its files "
+            "as arguments"
+        )
     if not cmd.reads:
         raise InvocationError(
             f"command {cmd.id} ({cmd.text}) read no recorded files: nothing to describe "

@@ -150,7 +150,8 @@ def _shournal_run() -> list[str]:
 def run_plan(the_plan: Plan) -> list[Run]:
     """Run every matching pair on each of its set's benchmarks through
     ``shournal run`` (so each run is journaled), outputs in
-    ``OUT/<set>/<benchmark stem>/``; stdout and stderr of each run in
+    ``OUT/<set>/<benchmark stem>/`` (the whole benchmark path when two
+    benchmarks of a set share a stem); stdout and stderr of each run in
     ``command-N.log`` there."""
     runs: list[Run] = []
     matching = [p for p in the_plan.pairs if p.matches]
@@ -159,13 +160,15 @@ def run_plan(the_plan: Plan) -> list[Run]:
         per_set[p.bench.name] = per_set.get(p.bench.name, 0) + 1
     for pair in matching:
         slots = placeholders(pair.command)
-        for item in pair.bench.doc["benchmarks"]:
-            rel = item["path"]
+        items = [item["path"] for item in pair.bench.doc["benchmarks"]]
+        stems = [Path(rel).stem or Path(rel).name for rel in items]
+        for rel, stem in zip(items, stems, strict=True):
+            if stems.count(stem) > 1:  # a.csv and a.tsv: the whole path names the results
+                stem = rel.replace("/", "_")
             src = (pair.bench.path / rel).resolve()
             if not src.is_relative_to(pair.bench.path.resolve()) or not src.is_file():
                 raise RecombineError(f"{pair.bench.name}: benchmark {rel} is not a file "
                                      "inside the bundle")
-            stem = Path(rel).stem or Path(rel).name
             where = the_plan.out / pair.bench.name / stem
             try:
                 where.mkdir(parents=True, exist_ok=True)
