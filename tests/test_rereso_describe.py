@@ -140,7 +140,7 @@ def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, w
 
 def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
     ids = record_runs(store, work)
-    ids.append(add(store, work, "python3 tool.py --fast data/in1.csv out1.json",
+    ids.append(add(store, work, "LC_ALL=C python3 tool.py --fast data/in1.csv out1.json",
                    [ev(work / "tool.py"), ev(work / "data" / "in1.csv")],
                    [ev(work / "out1.json")]))
     dest = work.parent / "b"
@@ -149,7 +149,8 @@ def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
     assert [c["name"] for c in doc["commands"]] == [
         "tool.py <input.csv> <output.json>", "tool.py --fast <input.csv> <output.json>"]
     runner = (dest / RUNNER).read_text()
-    assert f"exec python3 {work / 'tool.py'} --fast \"${{1}}\" \"${{2}}\"" in runner
+    assert f"exec python3 {work / 'tool.py'} \"${{1}}\" \"${{2}}\"\n" in runner
+    assert f"exec env LC_ALL=C python3 {work / 'tool.py'} --fast \"${{1}}\" \"${{2}}\"" in runner
 
 
 def test_unknown_media_type_falls_back_with_a_notice(store: Store, work: Path):

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from shournal.rereso.describe import Meta
 
 EXIT_USAGE = 2
 EXIT_STORE = 3
@@ -61,7 +64,7 @@ License = Annotated[
 
 
 def _meta(name: str | None, description: str | None, refs: list[str] | None,
-          license_: str | None) -> object:
+          license_: str | None) -> Meta:
     from shournal.rereso.describe import Meta
 
     return Meta(name=name, description=description, references=tuple(refs or ()),
@@ -90,7 +93,7 @@ def describe_tool_cmd(
     meta = _meta(name, description, ref, license_)
     try:
         with Store(db_url(), create=False) as store:
-            result = describe_tool(store, command_ids, output, meta)  # type: ignore[arg-type]
+            result = describe_tool(store, command_ids, output, meta)
     except (DescribeError, DescriptorInvalid) as e:
         _fail(str(e), EXIT_USAGE)
     except StoreMissing as e:
@@ -141,7 +144,7 @@ def describe_benchmark_cmd(
         needs_store = bool(command_id or rfile)
         with Store(db_url(), create=False) if needs_store else nullcontext() as store:
             result = describe_benchmark(
-                store, output, meta,  # type: ignore[arg-type]
+                store, output, meta,
                 command_ids=command_id or (), rfiles=rfile or (), paths=paths or (),
             )
     except (DescribeError, DescriptorInvalid) as e:

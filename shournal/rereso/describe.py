@@ -189,6 +189,8 @@ def _runner_line(inv: Invocation) -> str:
     elif "/" in words[0]:
         words[0] = inv.tool[0]
     out = [shlex.quote(w) for w in words]
+    if inv.assignments:  # as recorded: LC_ALL=C tool ... runs as env LC_ALL=C tool ...
+        out[:0] = ["env", *(shlex.quote(a) for a in inv.assignments)]
     by_index = {f.index: n for n, f in enumerate(inv.files, 1)}
     for i in range(inv.prefix_len, len(inv.argv)):
         n = by_index.get(i)

@@ -60,11 +60,12 @@ class FileArg:
 @dataclass(slots=True)
 class Invocation:
     command: CommandView
-    argv: list[str]
+    argv: list[str]  # without leading NAME=value assignments
     tool: tuple[str, ...]  # identity: ("python3", "/abs/analyze.py") or ("/abs/prog",)
     shown: str  # the tool as named in descriptors: "analyze.py"
     prefix_len: int  # argv[:prefix_len] runs the tool
     files: list[FileArg] = field(default_factory=list)
+    assignments: list[str] = field(default_factory=list)  # FOO=1 before the program
     tool_reads: list[FileVersion] = field(default_factory=list)  # read, named by no argument
 
     @property
@@ -122,6 +123,9 @@ def _tool_prefix(argv: list[str], cwd: str) -> tuple[tuple[str, ...], str, int]:
 
 _OPERATOR_CHARS = frozenset("();<>|&")
 
+# An environment assignment before the program: LC_ALL=C sort ...
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
 
 def _shell_operators(text: str) -> list[str]:
     """The shell control and redirection operators in ``text`` (outside
@@ -156,8 +160,12 @@ def analyze(cmd: CommandView) -> Invocation:
             f"command {cmd.id} ({cmd.text}) read no recorded files: nothing to describe "
             "(read events are recorded only where [read_events] allows)"
         )
+    n_assign = 0
+    while n_assign < len(argv) - 1 and _ASSIGNMENT.match(argv[n_assign]):
+        n_assign += 1
+    assignments, argv = argv[:n_assign], argv[n_assign:]
     tool, shown, prefix_len = _tool_prefix(argv, cmd.working_dir)
-    inv = Invocation(cmd, argv, tool, shown, prefix_len)
+    inv = Invocation(cmd, argv, tool, shown, prefix_len, assignments=assignments)
     reads, writes = _latest(cmd.reads), _latest(cmd.writes)
     named: set[bytes] = set()
     for i in range(prefix_len, len(argv)):
