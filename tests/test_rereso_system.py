@@ -54,7 +54,7 @@ def _write_as_user(install, path: Path, text: str) -> None:
 def test_describe_and_recombine_recorded_tool(install, user_home):
     work = user_home / "work"
     for name, text in {"tool.py": TOOL, "helper.py": HELPER, "tool.ini": INI, **CSVS,
-                       "j1.json": '{"a": [1, 2]}\n'}.items():
+                       "j1.json": '{"a": [1, 2]}\n', "bad.csv": "a,b\nx,y\n"}.items():
         _write_as_user(install, work / name, text)
     for n in (1, 2):
         res = run_as_user(install, user_home, "run", "--", "python3", "tool.py",
@@ -83,6 +83,7 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
         "set-a": ["--command-id", ids[0], "--command-id", ids[1]],
         "set-b": ["b1.csv", "b2.csv"],
         "set-json": ["j1.json"],
+        "set-bad": ["bad.csv"],
     }
     for name, args in sets.items():
         res = run_as_user(install, user_home, "describe", "benchmark", *args, "-o", name,
@@ -124,3 +125,15 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
     assert ("set-json x command 1 (tool.py <input.csv> <output.json>): no match: "
             "it accepts text/csv; the set is application/json") in res.stdout
     assert "nothing was run" in res.stdout
+
+    # A run that fails is reported in the table, and so in the status.
+    res = run_as_user(install, user_home, "recombine", "--host", "tool-bundle", "set-bad",
+                      "-o", "results3")
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "set-bad x command 1 (tool.py <input.csv> <output.json>): match"
+    assert lines[1].split() == ["benchmark", "command", "exit", "status", "outputs"]
+    assert lines[2].split() == ["set-bad/bad.csv", "1:", "tool.py", "<input.csv>",
+                                "<output.json>", "1", "-"]
+    log = (work / "results3" / "set-bad" / "bad" / "command-1.log").read_text()
+    assert "ValueError" in log
