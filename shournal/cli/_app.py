@@ -14,6 +14,7 @@ import typer
 from shournal.cli.delete import delete
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
+from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
 
@@ -75,6 +76,17 @@ app.command(
     help="Write a Snakefile or Makefile that rebuilds TARGETs from their leaf inputs.",
     short_help="Write a Snakefile or Makefile that rebuilds the targets.",
 )(export)
+app.add_typer(
+    describe_app,
+    name="describe",
+    help="Write ReReSo tool and benchmark bundles from recorded commands.",
+)
+app.command(
+    "recombine",
+    help="Run a tool bundle's commands on every benchmark set whose format they accept, "
+    "each run journaled.",
+    short_help="Run a tool bundle on every matching benchmark set.",
+)(recombine)
 
 
 @app.command(

@@ -1,0 +1,204 @@
+"""``shournal describe tool|benchmark`` and ``shournal recombine``: ReReSo
+bundles from recorded work, and running tools on matching benchmarks.
+
+Exit statuses: 0 done; 1 recombine: no pair matched or a run failed;
+2 bad input (unknown id, a command that read no files, runs of different
+programs, content neither archived nor on disk, an invalid or missing
+descriptor, an unusable output directory): one line, nothing written;
+3 the journal cannot be used.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from shournal.rereso.describe import Meta
+
+EXIT_USAGE = 2
+EXIT_STORE = 3
+
+describe_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    add_completion=False,
+    help="Write ReReSo tool and benchmark bundles (rereso-tool.yml, rereso-benchmark.yml) "
+    "from recorded commands.",
+)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def _notes(notes: list[str]) -> None:
+    for note in notes:
+        typer.echo(f"shournal: {' '.join(note.split())}", err=True)
+
+
+OutputDir = Annotated[
+    Path,
+    typer.Option("--output", "-o", metavar="DIR",
+                 help="The bundle directory (must not exist, or be empty).", show_default=False),
+]
+Name = Annotated[str | None, typer.Option("--name", help="metadata.name.", show_default=False)]
+Description = Annotated[
+    str | None, typer.Option("--description", help="metadata.description.", show_default=False)
+]
+Refs = Annotated[
+    list[str] | None,
+    typer.Option("--ref", metavar="URL", help="metadata.references (repeatable).",
+                 show_default=False),
+]
+License = Annotated[
+    str | None,
+    typer.Option("--license", metavar="SPDX",
+                 help="SPDX licence identifier; without it the licence is 'unspecified'.",
+                 show_default=False),
+]
+
+
+def _meta(name: str | None, description: str | None, refs: list[str] | None,
+          license_: str | None) -> Meta:
+    from shournal.rereso.describe import Meta
+
+    return Meta(name=name, description=description, references=tuple(refs or ()),
+                license=license_)
+
+
+@describe_app.command(
+    "tool",
+    help="A tool bundle from recorded runs of one tool: rereso-tool.yml (one command per "
+    "invocation pattern, file arguments as placeholders, formats from the files' media "
+    "types), the wrapper rereso-run and an Apptainer definition.",
+)
+def describe_tool_cmd(
+    command_ids: Annotated[list[int], typer.Argument(metavar="ID...",
+                                                     help="Ids of recorded runs of the tool.")],
+    output: OutputDir,
+    name: Name = None,
+    description: Description = None,
+    ref: Refs = None,
+    license_: License = None,
+) -> None:
+    from shournal.journal import resolve_url
+    from shournal.rereso.describe import DescribeError, describe_tool
+    from shournal.rereso.schema import DescriptorInvalid
+    from shournal.store import Store, StoreError, StoreMissing
+
+    meta = _meta(name, description, ref, license_)
+    try:
+        with Store(resolve_url(), create=False) as store:
+            result = describe_tool(store, command_ids, output, meta)
+    except (DescribeError, DescriptorInvalid) as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreMissing as e:
+        _fail(f"no journal: {e}", EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    _notes(result.notes)
+    typer.echo(f"Wrote the tool bundle {result.bundles[0]}")
+
+
+@describe_app.command(
+    "benchmark",
+    help="A benchmark set: the input files of recorded commands (their recorded versions), "
+    "or given files, with rereso-benchmark.yml; one bundle per media type.",
+)
+def describe_benchmark_cmd(
+    output: OutputDir,
+    paths: Annotated[list[Path] | None, typer.Argument(metavar="[PATH...]",
+                                                       help="Files to include as they are.",
+                                                       show_default=False)] = None,
+    command_id: Annotated[
+        list[int] | None,
+        typer.Option("--command-id", metavar="ID",
+                     help="Include the input files this command read (repeatable).",
+                     show_default=False),
+    ] = None,
+    rfile: Annotated[
+        list[Path] | None,
+        typer.Option("--rfile", metavar="F",
+                     help="Include F, whose content a recorded command read (repeatable).",
+                     show_default=False),
+    ] = None,
+    name: Name = None,
+    description: Description = None,
+    ref: Refs = None,
+    license_: License = None,
+) -> None:
+    from contextlib import nullcontext
+
+    from shournal.journal import resolve_url
+    from shournal.rereso.describe import DescribeError, describe_benchmark
+    from shournal.rereso.schema import DescriptorInvalid
+    from shournal.store import Store, StoreError, StoreMissing
+
+    meta = _meta(name, description, ref, license_)
+    if not (paths or command_id or rfile):
+        _fail("give --command-id ID, --rfile F or PATH...", EXIT_USAGE)
+    try:
+        needs_store = bool(command_id or rfile)
+        with Store(resolve_url(), create=False) if needs_store else nullcontext() as store:
+            result = describe_benchmark(
+                store, output, meta,
+                command_ids=command_id or (), rfiles=rfile or (), paths=paths or (),
+            )
+    except (DescribeError, DescriptorInvalid) as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreMissing as e:
+        _fail(f"no journal: {e}", EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    _notes(result.notes)
+    for bundle in result.bundles:
+        typer.echo(f"Wrote the benchmark bundle {bundle}")
+
+
+def recombine(
+    tool_dir: Annotated[Path, typer.Argument(metavar="TOOL_DIR", help="A tool bundle.")],
+    bench_dirs: Annotated[list[Path], typer.Argument(metavar="BENCH_DIR...",
+                                                     help="Benchmark bundles.")],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="OUT_DIR",
+                     help="Results go to OUT_DIR/<benchmark set>/<benchmark>/.",
+                     show_default=False),
+    ],
+    host: Annotated[
+        bool,
+        typer.Option("--host", help="Run with the host's programs (the container mode "
+                     "needs the apparatus archive and is not available yet)."),
+    ] = False,
+    output_format: Annotated[
+        str,
+        typer.Option("--output-format", metavar="FORMAT", help="human or json."),
+    ] = "human",
+) -> None:
+    from shournal.rereso.recombine import RecombineError, plan, render, run_plan
+
+    if output_format not in ("human", "json"):
+        _fail(f"unknown output format '{output_format}' (human or json)", EXIT_USAGE)
+    if not host:
+        _fail("running inside the tool's container needs its image, which needs the "
+               "apparatus archive (not in this shournal yet): use --host", EXIT_USAGE)
+    try:
+        the_plan = plan(tool_dir, bench_dirs, output)
+    except RecombineError as e:
+        _fail(str(e), EXIT_USAGE)
+    if output_format == "human":
+        for pair in the_plan.pairs:
+            typer.echo(pair.describe())
+        sys.stdout.flush()
+    try:
+        runs = run_plan(the_plan)
+    except RecombineError as e:
+        _fail(str(e), EXIT_USAGE)
+    typer.echo(render(the_plan, runs, output_format), nl=False)
+    ok = bool(runs) and all(r.status == 0 for r in runs)
+    raise typer.Exit(0 if ok else 1)

@@ -1,0 +1,474 @@
+"""Tool and benchmark bundles from recorded commands: the library behind
+``shournal describe tool`` and ``shournal describe benchmark``.
+
+A bundle is written into a fresh directory next to the destination and
+renamed into place at the end, so bad input leaves nothing on disk.  Every
+descriptor is validated against its shipped schema before it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shournal.rereso import schema
+from shournal.rereso.content import (
+    ContentSource,
+    ContentUnavailable,
+    FileVersion,
+    JournalArchive,
+    read_regular,
+    recorded_content,
+)
+from shournal.rereso.invocation import Invocation, InvocationError, analyze
+from shournal.rereso.mediatype import detect, unknown_notice
+
+if TYPE_CHECKING:
+    from shournal.store.db import Store
+
+# The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
+# tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
+# its placeholders.  The container's %runscript and `recombine --host`
+# both call it.
+RUNNER = "rereso-run"
+RUNNER_IN_CONTAINER = "/opt/rereso/rereso-run"
+
+UNSPECIFIED_LICENSE = (
+    "Unspecified: no licence was given when this bundle was made "
+    "(shournal describe without --license)."
+)
+
+
+class DescribeError(Exception):
+    """A bundle cannot be made as asked (one-line message); nothing was
+    written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    name: str | None = None
+    description: str | None = None
+    references: tuple[str, ...] = ()
+    license: str | None = None  # SPDX identifier
+
+
+@dataclass(slots=True)
+class Result:
+    dest: Path
+    bundles: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, for stderr
+
+
+def license_data(spdx: str | None, notes: list[str], what: str) -> dict[str, str]:
+    if spdx:
+        return {"spdx": spdx}
+    notes.append(f"no --license given: {what} says the licence is unspecified")
+    return {"custom": UNSPECIFIED_LICENSE}
+
+
+def metadata(meta: Meta, name: str, description: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": meta.name or name}
+    desc = meta.description or description
+    if desc:
+        out["description"] = desc
+    if meta.references:
+        out["references"] = list(meta.references)
+    return out
+
+
+def slug(text: str) -> str:
+    """A file name made of ``text``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "tool"
+
+
+def dump_yaml(doc: dict[str, Any]) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False))
+
+
+def publish(dest: Path, build: Callable[[Path], None]) -> None:
+    """Run ``build`` on a fresh directory beside ``dest`` and rename it to
+    ``dest`` (which must not exist or be an empty directory).
+
+    :raises DescribeError: ``dest`` cannot be used.
+    """
+    dest = Path(os.path.abspath(dest))
+    if os.path.lexists(dest):
+        if not dest.is_dir() or dest.is_symlink():
+            raise DescribeError(f"{dest} exists and is not a directory")
+        if any(dest.iterdir()):
+            raise DescribeError(f"{dest} exists and is not empty")
+    if not dest.parent.is_dir():
+        raise DescribeError(f"{dest.parent} is not a directory")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    except OSError as e:
+        raise DescribeError(f"cannot write into {dest.parent}: {e.strerror}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
+        build(tmp)
+        if os.path.isdir(dest):
+            os.rmdir(dest)
+        os.rename(tmp, dest)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise DescribeError(f"cannot write {dest}: {e.strerror}") from None
+        raise
+
+
+def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _load_commands(store: Store, ids: Sequence[int]) -> list[Invocation]:
+    from shournal.query import find_commands
+
+    invs = []
+    for cid in dict.fromkeys(ids):
+        found = find_commands(store, command_id=cid) if 0 <= cid < 2**63 else []
+        if not found:
+            raise DescribeError(f"no command with id {cid} in the journal")
+        try:
+            invs.append(analyze(found[0]))
+        except InvocationError as e:
+            raise DescribeError(str(e)) from None
+    return invs
+
+
+class _Types:
+    """Media types of recorded versions, each looked up once."""
+
+    def __init__(self, source: ContentSource, notes: list[str]) -> None:
+        self._source = source
+        self._notes = notes
+        self._seen: dict[tuple[bytes, int, int | None], str] = {}
+
+    def of(self, version: FileVersion) -> str:
+        key = (version.path, version.size, version.hash)
+        if key not in self._seen:
+            try:
+                data: bytes | None = recorded_content(version, self._source)[0]
+            except ContentUnavailable:
+                data = None  # the name still tells something
+            name = version.shown.rsplit("/", 1)[-1]
+            found = detect(name, data)
+            if found.unknown:
+                self._notes.append(unknown_notice(version.shown))
+            self._seen[key] = found.value
+        return self._seen[key]
+
+
+# -- tools ------------------------------------------------------------------------
+
+
+def _runner_line(inv: Invocation) -> str:
+    """The wrapper's exec line for ``inv``'s pattern: the tool as recorded
+    (a script by its absolute path), file arguments from "$1"...."""
+    words = list(inv.argv[: inv.prefix_len])
+    if len(inv.tool) == 2:  # interpreter + script
+        words[-1] = inv.tool[1]
+    elif "/" in words[0]:
+        words[0] = inv.tool[0]
+    out = [shlex.quote(w) for w in words]
+    if inv.assignments:  # as recorded: LC_ALL=C tool ... runs as env LC_ALL=C tool ...
+        out[:0] = ["env", *(shlex.quote(a) for a in inv.assignments)]
+    by_index = {f.index: n for n, f in enumerate(inv.files, 1)}
+    for i in range(inv.prefix_len, len(inv.argv)):
+        n = by_index.get(i)
+        if n is None:
+            out.append(shlex.quote(inv.argv[i]))
+        else:
+            prefix = inv.files[n - 1].prefix
+            out.append((shlex.quote(prefix) if prefix else "") + f'"${{{n}}}"')
+    return "exec " + " ".join(out)
+
+
+def _runner_script(patterns: list[tuple[str, Invocation]]) -> str:
+    usage = "\n".join(
+        f"    echo {shlex.quote(f'  {n} {name}')} >&2" for n, (name, _inv) in enumerate(patterns, 1)
+    )
+    cases = "\n".join(
+        f"{n})\n    [ $# -eq {len(inv.files)} ] || usage\n    {_runner_line(inv)}\n    ;;"
+        for n, (_name, inv) in enumerate(patterns, 1)
+    )
+    return f"""#!/bin/sh
+# Runs the commands of rereso-tool.yml (generated by shournal describe tool
+# from recorded runs): rereso-run N FILE...  N is the command's number in
+# rereso-tool.yml (1 = first), FILE... replace its placeholders in order.
+set -eu
+usage() {{
+    echo 'usage: rereso-run N FILE...  (N: the command; FILE...: its placeholders)' >&2
+{usage}
+    exit 2
+}}
+[ $# -ge 1 ] || usage
+n=$1
+shift
+case "$n" in
+{cases}
+*)
+    usage
+    ;;
+esac
+"""
+
+
+def _definition(name: str, sif: str, patterns: list[tuple[str, Invocation]],
+                tool_files: Iterable[str]) -> str:
+    files = [f"    {RUNNER} {RUNNER_IN_CONTAINER}"]
+    skipped = []
+    for path in tool_files:
+        (skipped if any(c.isspace() for c in path) else files).append(f"    {path}")
+    help_lines = "\n".join(f"    {n} {p}" for n, (p, _i) in enumerate(patterns, 1))
+    note = "".join(f"#   not listed (whitespace in the path):{p}\n" for p in skipped)
+    return f"""# Apptainer definition of {name}, generated by shournal describe tool.
+#
+# NOT YET ENOUGH FOR A RUNNABLE IMAGE: the programs, libraries and
+# interpreter modules the recorded runs used come from the apparatus archive
+# (shournal run --apparatus), which this shournal does not have yet; so
+# {sif}, which rereso-tool.yml names, is not written.  %files lists the
+# tool's own files the recorded runs read, at their recorded paths
+# (Apptainer copies them from the building host as they are then), and the
+# wrapper that %runscript calls.
+{note}Bootstrap: scratch
+
+%files
+{chr(10).join(files)}
+
+%runscript
+    exec {RUNNER_IN_CONTAINER} "$@"
+
+%help
+    {name}: apptainer run {sif} N FILE...  with N one of
+{help_lines}
+"""
+
+
+def describe_tool(
+    store: Store,
+    command_ids: Sequence[int],
+    dest: Path,
+    meta: Meta,
+    source: ContentSource | None = None,
+) -> Result:
+    """Write the tool bundle of the recorded commands ``command_ids`` (runs
+    of one tool) to ``dest``: ``rereso-tool.yml``, the wrapper
+    ``rereso-run`` and the Apptainer definition ``<name>.def``.
+
+    :raises DescribeError: unknown id, a command that read no files, runs
+        of different programs, or ``dest`` unusable.
+    """
+    if not command_ids:
+        raise DescribeError("no command id given")
+    invs = _load_commands(store, command_ids)
+    tools = dict.fromkeys(inv.tool for inv in invs)
+    if len(tools) > 1:
+        shown = "; ".join(
+            f"command {inv.command.id} runs {' '.join(inv.tool)}"
+            for inv in {inv.tool: inv for inv in invs}.values()
+        )
+        raise DescribeError(f"the commands are runs of different programs: {shown}")
+    result = Result(dest)
+    types = _Types(source or JournalArchive(store), result.notes)
+    patterns: dict[str, list[Invocation]] = {}
+    for inv in invs:
+        patterns.setdefault(inv.pattern(), []).append(inv)
+    commands = []
+    for name, runs in patterns.items():
+        entry: dict[str, Any] = {"name": name}
+        for key, role in (("input-formats", "inputs"), ("output-formats", "outputs")):
+            found = dict.fromkeys(types.of(f.version) for inv in runs for f in getattr(inv, role))
+            entry[key] = [{"media-type": t} for t in found]
+        commands.append(entry)
+    first = invs[0]
+    name = meta.name or first.shown
+    base = slug(name)
+    sif, definition = f"{base}.sif", f"{base}.def"
+    doc = {
+        "rereso-tool-version": schema.RERESO_VERSION,
+        "metadata": metadata(meta, name, f"Recorded with shournal: {first.command.text}"),
+        "license": license_data(meta.license, result.notes, schema.TOOL_DESCRIPTOR),
+        "commands": commands,
+        "container": sif,
+    }
+    schema.check(doc, schema.TOOL_SCHEMA, schema.TOOL_DESCRIPTOR)
+    ordered = [(n, runs[0]) for n, runs in patterns.items()]
+    tool_files = dict.fromkeys(
+        [*(inv.tool[1] for inv in invs if len(inv.tool) == 2)]
+        + [v.shown for inv in invs for v in inv.tool_reads]
+    )
+
+    def build(tmp: Path) -> None:
+        _write(tmp / schema.TOOL_DESCRIPTOR, dump_yaml(doc))
+        _write(tmp / RUNNER, _runner_script(ordered), 0o755)
+        _write(tmp / definition, _definition(name, sif, ordered, tool_files))
+
+    publish(dest, build)
+    result.bundles.append(Path(os.path.abspath(dest)))
+    result.notes.append(
+        f"{sif} is not built: the container needs the apparatus archive "
+        f"(not in this shournal); {definition} and {RUNNER} are written"
+    )
+    return result
+
+
+# -- benchmarks -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _BenchFile:
+    name: str
+    data: bytes
+    origin: str  # shown in messages
+
+
+def _bench_files(
+    store: Store | None,
+    command_ids: Sequence[int],
+    rfiles: Sequence[Path],
+    paths: Sequence[Path],
+    source: ContentSource | None,
+) -> list[_BenchFile]:
+    files: list[_BenchFile] = []
+    missing: list[str] = []
+    if command_ids:
+        assert store is not None
+        src = source or JournalArchive(store)
+        for inv in _load_commands(store, command_ids):
+            if not inv.inputs:
+                raise DescribeError(
+                    f"command {inv.command.id} ({inv.command.text}) names no file it read"
+                )
+            for f in inv.inputs:
+                try:
+                    data, origin = recorded_content(f.version, src)
+                except ContentUnavailable as e:
+                    missing.append(str(e))
+                    continue
+                files.append(_BenchFile(f.version.shown.rsplit("/", 1)[-1], data,
+                                        f"{f.version.shown} ({origin})"))
+    if missing:
+        raise DescribeError(
+            "the recorded versions of these input files are neither archived nor on disk: "
+            + "; ".join(missing)
+        )
+    if rfiles:
+        assert store is not None
+        from shournal.query import QueryError, find_commands
+
+        for rf in rfiles:
+            try:
+                readers = find_commands(store, rfile=rf, limit=1)
+            except QueryError as e:
+                raise DescribeError(str(e)) from None
+            if not readers:
+                raise DescribeError(f"{rf}: no recorded command read this file's content")
+            files.append(_disk_file(rf))
+    files.extend(_disk_file(p) for p in paths)
+    if not files:
+        raise DescribeError("no benchmark files given")
+    unique: dict[str, _BenchFile] = {}
+    for f in files:
+        old = unique.get(f.name)
+        if old is not None and old.data != f.data:
+            raise DescribeError(
+                f"two different files are both named {f.name}: {old.origin} and {f.origin}"
+            )
+        unique.setdefault(f.name, f)
+    return list(unique.values())
+
+
+def _disk_file(path: Path) -> _BenchFile:
+    got = read_regular(os.fsencode(path))
+    if isinstance(got, str):
+        raise DescribeError(f"{path}: {got}")
+    return _BenchFile(path.name, got, str(path))
+
+
+def describe_benchmark(
+    store: Store | None,
+    dest: Path,
+    meta: Meta,
+    *,
+    command_ids: Sequence[int] = (),
+    rfiles: Sequence[Path] = (),
+    paths: Sequence[Path] = (),
+    source: ContentSource | None = None,
+) -> Result:
+    """Write a benchmark set of the input files of ``command_ids`` (their
+    recorded versions), the files ``rfiles`` (which recorded commands
+    read) and ``paths``: the files and ``rereso-benchmark.yml``.  Files of
+    different media types make one bundle per type, in subdirectories
+    of ``dest`` named after the type.
+
+    :raises DescribeError: unknown ids, no input files, a recorded version
+        that is neither archived nor still on disk, clashing names.
+    """
+    result = Result(dest)
+    files = _bench_files(store, command_ids, rfiles, paths, source)
+    groups: dict[str, list[_BenchFile]] = {}
+    for f in files:
+        found = detect(f.name, f.data)
+        if found.unknown:
+            result.notes.append(unknown_notice(f.origin))
+        groups.setdefault(found.value, []).append(f)
+    lic = license_data(meta.license, result.notes, schema.BENCHMARK_DESCRIPTOR)
+    default_name = Path(os.path.abspath(dest)).name
+    what = (f"input files of commands {', '.join(map(str, dict.fromkeys(command_ids)))}"
+            if command_ids else None)
+    docs = {}
+    for media, members in groups.items():
+        name = meta.name or default_name
+        if len(groups) > 1:
+            name = f"{name} ({media})"
+        doc = {
+            "rereso-benchmark-version": schema.RERESO_VERSION,
+            "metadata": metadata(meta, name,
+                                 f"Recorded with shournal: {what}" if what else None),
+            "license": lic,
+            "format": {"media-type": media},
+            "benchmarks": [{"path": f.name} for f in members],
+        }
+        if len(groups) > 1:
+            doc["metadata"]["name"] = name
+        schema.check(doc, schema.BENCHMARK_SCHEMA, schema.BENCHMARK_DESCRIPTOR)
+        docs[media] = doc
+
+    def build(tmp: Path) -> None:
+        for media, members in groups.items():
+            where = tmp / slug(media) if len(groups) > 1 else tmp
+            where.mkdir(exist_ok=True)
+            for f in members:
+                _write(where / f.name, f.data)
+            _write(where / schema.BENCHMARK_DESCRIPTOR, dump_yaml(docs[media]))
+
+    publish(dest, build)
+    root = Path(os.path.abspath(dest))
+    if len(groups) > 1:
+        result.bundles = [root / slug(m) for m in groups]
+        result.notes.append(
+            f"the files have {len(groups)} media types: one bundle per type: "
+            + ", ".join(f"{slug(m)}/ ({len(groups[m])} {m})" for m in groups)
+        )
+    else:
+        result.bundles = [root]
+    return result
