@@ -768,6 +768,35 @@ static int user_reaches(const char *path, const struct stat *st)
                : -1;
 }
 
+/* A file deleted since it was read has no path to walk.  The kernel names
+ * it "<path> (deleted)"; it was in that directory, so the user must be
+ * able to reach the directory and search it, as he would have had to to
+ * open the file there.  Strips the suffix (*plen shrinks).  1 yes, 0 no,
+ * -1 the check failed or the name is not such a one. */
+static int user_reached_deleted(char *path, ssize_t *plen)
+{
+    static const char suffix[] = " (deleted)";
+    const size_t sl = sizeof suffix - 1;
+    char *slash;
+    int rc;
+
+    if (path[0] != '/' || (size_t)*plen <= sl + 1 ||
+        memcmp(path + *plen - sl, suffix, sl) != 0)
+        return -1;
+    *plen -= (ssize_t)sl;
+    path[*plen] = '\0';
+    slash = strrchr(path, '/');
+    if (slash == path)
+        return syscall(SYS_faccessat2, AT_FDCWD, "/", X_OK, AT_EACCESS) == 0 ? 1 : 0;
+    *slash = '\0';
+    rc = (int)syscall(SYS_faccessat2, AT_FDCWD, path, X_OK, AT_EACCESS);
+    *slash = '/';
+    if (rc == 0)
+        return 1;
+    /* gone with its directory, or never his to see: nothing was his */
+    return errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+}
+
 /* The fd that travels with a script candidate: opened by us, as the user,
  * by the path just checked (the event's fd has O_NOATIME, which the kernel
  * grants its owner only, and no permission check behind it).  Regular
@@ -874,7 +903,7 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     char path[PATH_MAX], name[16];
     ssize_t plen;
     size_t need;
-    int ok, fdkeep = 0, fd = -1;
+    int ok, deleted, fdkeep = 0, fd = -1;
 
     if (m->pid == r->listener || m->pid == r->self || o->discard)
         goto drop;
@@ -890,14 +919,18 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
         goto drop;
     if (fstat(m->fd, &st) != 0)
         goto lost;
-    if (st.st_nlink == 0)
-        goto drop; /* deleted: nothing to find it by (as the original) */
+    deleted = st.st_nlink == 0;
+    /* A written file deleted since is a temporary one: nothing will ever
+     * be found by it.  A read one is the version a command replaced
+     * (`sed -i f`, `sort -o f f`): the input of its lineage. */
+    if (deleted && (m->mask & FAN_CLOSE_WRITE))
+        goto drop;
     snprintf(name, sizeof name, "%d", m->fd);
     plen = readlinkat(r->procfd, name, path, sizeof path);
     if (plen <= 0 || (size_t)plen >= sizeof path)
         goto lost;
     path[plen] = '\0';
-    ok = user_reaches(path, &st);
+    ok = deleted ? user_reached_deleted(path, &plen) : user_reaches(path, &st);
     if (ok < 0)
         goto lost;
     if (ok == 0)
@@ -919,7 +952,8 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
         if (h > 0)
             rec.flags |= SHOURNAL_REC_HASH;
     }
-    fdkeep = archive_candidate(o, m->mask, &st, path, (size_t)plen);
+    /* a deleted file has no path to open it by as the user */
+    fdkeep = !deleted && archive_candidate(o, m->mask, &st, path, (size_t)plen);
     if (fdkeep) {
         fd = user_open(path, &st, &ok);
         if (fd < 0 && ok < 0)

@@ -217,3 +217,43 @@ def test_path_that_no_longer_leads_to_the_file_counts_as_lost(helper, install, t
     else:
         assert stale and lost == 0, loot  # positive control: the stale path was relayed
     recs.wait(rec)
+
+
+@pytest.mark.parametrize("directory", ["open", "closed"])
+def test_read_of_a_file_deleted_since_is_relayed_only_if_its_directory_was_reachable(
+        directory, install, tools, scratch, loot_listener):  # fmt: skip
+    """`sed -i f` reads f, then replaces it: by the time the holder looks,
+    the version read has no name left (the kernel calls it "f (deleted)").
+    It is the input of f's lineage, so it is relayed under its path --
+    but only if the user could have reached it there: a file of a 0700
+    root directory, read and deleted by root in his namespace, stays
+    unseen (the 0755 directory is the positive control)."""
+    recs = Recorders(install)
+    try:
+        d = scratch / f"dir-{directory}"
+        d.mkdir()
+        d.chmod(0o755 if directory == "open" else 0o700)
+        f = d / "data.txt"
+        f.write_bytes(PUBLIC)
+        f.chmod(0o644)
+        out = user_dir(scratch, install.user, "out")
+        rec = recs.start(install.user, [str(loot_listener), str(out)])
+        wait_for((out / "ready").exists, "the listener")
+        os.kill(rec.holder, signal.SIGSTOP)  # the events wait in the kernel's queue
+        try:
+            with open(f"/proc/{rec.listener}/root{f}", "rb") as fh:
+                assert fh.read() == PUBLIC
+            f.unlink()
+        finally:
+            os.kill(rec.holder, signal.SIGCONT)
+        loot = _loot(out)
+        lost = sum(int(line.split()[1]) for line in loot if line.startswith("lost "))
+        mine = _about(loot, f, PUBLIC)
+        if directory == "open":
+            assert mine == [f"record {f} {len(PUBLIC)} {xxhash.xxh64_intdigest(PUBLIC)}"], loot
+        else:
+            assert mine == [] and not any("deleted" in line for line in loot), loot
+        assert lost == 0, loot
+        recs.wait(rec)
+    finally:
+        recs.close()

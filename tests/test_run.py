@@ -51,6 +51,22 @@ def test_run_records_and_waits_for_background_descendants(install, user_home):
     assert sorted(e.path.rsplit(b"/", 1)[1] for e in cmd.writes) == [b"c_out", b"p_out"]
 
 
+def test_run_an_in_place_edit_records_the_version_it_read(install, user_home):
+    """`sed -i` reads f and renames its new version over it: the version
+    read is gone (deleted) when the holder looks, and must still be the
+    command's read of f, so that f's lineage goes through it."""
+    data = user_home / "work" / "data.txt"
+    data.write_text("a b a\n")
+    os.chown(data, install.user.pw_uid, install.user.pw_gid)
+    res = run_as_user(install, user_home, "run", "--", "sed", "-i", "s/a/x/g", "data.txt")
+    assert res.returncode == 0, res.stderr
+    assert data.read_text() == "x b x\n"
+    (cmd,) = commands(user_home, wfile=data)
+    path = os.fsencode(data)
+    assert [(e.path, e.size) for e in cmd.reads if e.path == path] == [(path, 6)]
+    assert [e.path for e in cmd.writes] == [path]
+
+
 def test_run_exit_status_of_signal_and_missing_command(install, user_home):
     res = run_as_user(install, user_home, "run", "sh", "-c", "kill -TERM $$")
     assert res.returncode == 128 + 15
