@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import xxhash
 from sqlalchemy import (
     Connection,
     Engine,
@@ -29,6 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
+from shournal.hashing import content_digest
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import models as m
 from shournal.store.errors import (
@@ -523,7 +523,7 @@ class Store:
         for key in read_keys:
             content = reads[key].content
             if content is not None:
-                digest = xxhash.xxh3_128_digest(content)
+                digest = content_digest(content)
                 digests[key] = digest
                 content_rows.setdefault(
                     digest,

@@ -104,6 +104,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -123,7 +125,6 @@ HASHLESS = text("length(hash) = 0")
 KIND_WRITE = 0
 KIND_READ = 1
 
-CONTENT_DIGEST_ALGORITHM = "xxh3_128"
 
 
 class UtcDateTime(TypeDecorator[datetime]):
