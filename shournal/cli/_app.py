@@ -63,17 +63,30 @@ app.command("delete", help="Delete commands and what only they referenced from t
 
 @app.command(
     "run",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    # Every option after the command's first word is the command's.
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
     help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
     short_help="Run CMD observed (its whole process tree) and store it.",
 )
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
+    apparatus: Annotated[
+        bool,
+        typer.Option(
+            "--apparatus",
+            help="Also archive every file it read (content), the digests of what it wrote, "
+            "its environment: for `shournal replay` and `shournal diff`.",
+        ),
+    ] = False,
 ) -> None:
     from shournal.runner import RunError, run_observed
 
     try:
-        status = run_observed(command)
+        status = run_observed(command, apparatus=apparatus)
     except RunError as exc:
         print(f"shournal: {exc}", file=sys.stderr)
         raise typer.Exit(exc.status) from None

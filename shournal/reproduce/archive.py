@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import zlib
 from pathlib import Path
 
@@ -81,12 +80,10 @@ class Archive:
         return digest, len(blob)
 
     def _publish(self, final: Path, blob: bytes) -> None:
-        for d in (self.root, self.blobs, self.tmp, final.parent):
-            try:
-                d.mkdir(mode=0o700)
-            except FileExistsError:
-                pass
-        tmp = self.tmp / f"{os.getpid()}.{secrets.token_hex(8)}"
+        if not final.parent.is_dir() or not self.tmp.is_dir():
+            for d in (self.root, self.blobs, self.tmp, final.parent):
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.tmp / f"{os.getpid()}.{os.urandom(8).hex()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
         try:

@@ -197,11 +197,18 @@ def _cwd_to_table(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE command DROP COLUMN working_dir"))
 
 
+def _v3_apparatus(conn: Connection) -> None:
+    m.Base.metadata.create_all(
+        conn, tables=[m.Apparatus.__table__], checkfirst=True  # type: ignore[list-item]
+    )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_content_index,
     2: _v2_split_events,
+    3: _v3_apparatus,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -606,6 +613,11 @@ class Store:
                 conn.execute(
                     m.ReadEvent.__table__.insert(),
                     [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
+                )
+            if rec.apparatus is not None:
+                conn.execute(
+                    m.Apparatus.__table__.insert(),
+                    {"command_id": command_id, "manifest": rec.apparatus},
                 )
         return command_id
 
