@@ -141,3 +141,37 @@ def test_record_apparatus_counts_and_shows_what_it_did_not_archive(
     assert man["not_archived"]["too_large"] == sum(
         1 for r in man["reads"] if r[6] == "too_large") > 0
     assert "too large" in res.stderr, res.stderr
+def test_diff_names_exactly_the_changed_input_and_output(install, user_home, analysis) -> None:
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    first = _last_id(user_home)
+    _as_user(install, user_home, analysis / "data.csv", DATA + "d,8\n")
+    _as_user(install, user_home, analysis / "analysis.py",
+             ANALYSIS.replace("* scale", "* scale * 1"))
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    second = _last_id(user_home)
+    res = run_as_user(install, user_home, "diff", str(first), str(second),
+                      "--output-format", "json")
+    assert res.returncode == 1, res.stderr
+    rep = json.loads(res.stdout)
+    changed = {(f["side"], f["path"]) for f in rep["files"] if f["change"] == "changed"}
+    assert changed == {
+        ("read", str(analysis / "data.csv")),
+        ("read", str(analysis / "analysis.py")),
+        ("write", str(analysis / "results.txt")),
+    }
+    assert not [f for f in rep["files"] if f["change"] != "changed"]
+    assert "command" not in rep["differs"] and "environment" not in rep["differs"]
+    # Level 3: the script's unified diff.
+    res = run_as_user(install, user_home, "diff", "-d", "3", str(first), str(second))
+    assert res.returncode == 1, res.stderr
+    assert "-total = sum(float(r[\"value\"]) for r in rows) * scale\n" in res.stdout
+    assert "+total = sum(float(r[\"value\"]) for r in rows) * scale * 1\n" in res.stdout
+    # The same command against itself: no difference.
+    res = run_as_user(install, user_home, "diff", str(first), str(first))
+    assert res.returncode == 0, res.stdout + res.stderr
+    # --wfile: the commands that made two files.
+    res = run_as_user(install, user_home, "diff", "--wfile", "results.txt", "results.txt")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_as_user(install, user_home, "diff", "1", "999")
+    assert res.returncode == 2 and res.stderr.startswith("shournal: ")
+    assert res.stderr.count("\n") == 1

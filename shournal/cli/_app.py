@@ -13,6 +13,7 @@ import typer
 
 from shournal.cli.delete import delete
 from shournal.cli.query import query
+from shournal.cli.reproduce import diff
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
 
@@ -56,6 +57,12 @@ app.command(
     help="Restore one archived read file (by its file id) into this directory.",
     short_help="Restore one archived read file (by file id) into this directory.",
 )(restore)
+app.command(
+    "diff",
+    help="Every difference between two recorded commands: ids, or --wfile F1 F2 "
+    "(exit 0 same, 1 differ).",
+    short_help="Every difference between two recorded commands.",
+)(diff)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )

@@ -1,0 +1,91 @@
+"""``shournal diff`` and ``shournal replay`` (shournal.reproduce).
+
+Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
+recorded output identical, 1 otherwise; both 2 bad input, 3 the journal
+cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shournal.cli.query import EXIT_STORE, EXIT_USAGE, _fail, _write
+
+
+class ReportFormat(StrEnum):
+    human = "human"
+    json = "json"
+
+
+def _command_id(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        _fail(f"not a command id: {value!r}", EXIT_USAGE)
+    if n < 1:
+        _fail(f"not a command id: {value!r}", EXIT_USAGE)
+    return n
+
+
+def _open_store() -> Any:
+    from shournal.store import Store, StoreError, StoreMissing, db_url
+
+    try:
+        return Store(db_url(), create=False)
+    except StoreMissing:
+        _fail("nothing recorded yet (no journal)", EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+
+
+def diff(
+    commands: Annotated[
+        list[str] | None, typer.Argument(help="Two command ids.", show_default=False)
+    ] = None,
+    detail: Annotated[
+        int, typer.Option("-d", "--detail", min=1, max=3,
+                          help="1: what differs; 2: each difference; 3: content diffs.")
+    ] = 1,
+    wfile: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--wfile", help="Compare the commands that wrote these two files.",
+                     show_default=False, metavar="F1 F2"),
+    ] = None,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--output-format", help="human or json.")
+    ] = ReportFormat.human,
+) -> None:
+    """Every difference between two recorded commands (Rex's expdiff)."""
+    from shournal.reproduce.diff import compare, render_human
+    from shournal.reproduce.experiment import ExperimentError, load, load_by_file
+    from shournal.store import StoreError
+
+    ids = commands or []
+    if (wfile is None) == (len(ids) != 2) or (wfile is not None and ids):
+        _fail("give two command ids, or --wfile F1 F2", EXIT_USAGE)
+    store = _open_store()
+    try:
+        if wfile is not None:
+            for f in wfile:
+                if not Path(f).is_file():
+                    _fail(f"{f}: not a regular file", EXIT_USAGE)
+            a, b = (load_by_file(store, f) for f in wfile)
+        else:
+            a, b = (load(store, _command_id(i)) for i in ids)
+        report = compare(a, b, detail)
+    except ExperimentError as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    finally:
+        store.close()
+    if output_format is ReportFormat.json:
+        _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write(render_human(report))
+    raise typer.Exit(1 if report["differs"] else 0)
