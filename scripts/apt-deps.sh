@@ -3,6 +3,7 @@
 # Only missing packages are fetched, so a second run is fast.
 set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
+PKGS="$PKGS bubblewrap"  # shournal replay: its sandbox, without privileged code of ours
 PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
 [ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev linux-perf"
 # Building the .deb, linting it, and testing it and the container image from

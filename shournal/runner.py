@@ -55,9 +55,10 @@ def _helper_options(apparatus: bool) -> list[str]:
     return opts
 
 
-def _start_helper(sock_child: socket.socket, apparatus: list[str] | None) -> int:
+def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None) -> int:
     """Spawn the helper with the socket on fd 3; return its pid.
-    ``apparatus``: record the command with its apparatus (its argv)."""
+    ``apparatus``: record the command with its apparatus (what the
+    listener needs to know, see shournal.reproduce.ENV_VAR)."""
     helper, listener = _paths.suid_helper(), _paths.listener()
     # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
     high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
@@ -69,7 +70,7 @@ def _start_helper(sock_child: socket.socket, apparatus: list[str] | None) -> int
 
         mask = os.umask(0)
         os.umask(mask)
-        env[reproduce.ENV_VAR] = json.dumps({"umask": mask, "argv": apparatus})
+        env[reproduce.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
     opts = _helper_options(apparatus is not None)
     try:
         return os.posix_spawn(
@@ -88,9 +89,11 @@ def _start_helper(sock_child: socket.socket, apparatus: list[str] | None) -> int
         os.close(high)
 
 
-def run_observed(argv: list[str], *, apparatus: bool = False) -> int:
+def run_observed(argv: list[str], *, apparatus: bool = False,
+                 archive_outputs: bool = False) -> int:
     """Run argv observed; return its exit status (128+N for signal N).
-    ``apparatus``: record it with its apparatus (shournal.reproduce)."""
+    ``apparatus``: record it with its apparatus (shournal.reproduce);
+    ``archive_outputs``: with the content of the files it wrote."""
     if not argv:
         raise RunError("no command given", 2)
     filename = argv[0] if "/" in argv[0] else shutil.which(argv[0])
@@ -101,7 +104,10 @@ def run_observed(argv: list[str], *, apparatus: bool = False) -> int:
     start_ns = time.time_ns()
     helper: int | None
     try:
-        helper = _start_helper(child, list(argv) if apparatus else None)
+        spec: dict[str, object] = {"argv": list(argv)}
+        if archive_outputs:
+            spec["archive_outputs"] = True
+        helper = _start_helper(child, spec if apparatus else None)
     except OSError as exc:
         helper = None
         _warn(f"not recording: {exc.strerror}")

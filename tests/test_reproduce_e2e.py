@@ -50,9 +50,10 @@ def analysis(install, user_home) -> Path:
     return work
 
 
-def _record(install, home: Path, *argv: str, env: dict[str, str] | None = None):
+def _record(install, home: Path, *argv: str, env: dict[str, str] | None = None,
+            opts: tuple[str, ...] = ()):
     extra = [f"{k}={v}" for k, v in (env or {}).items()]
-    cmd = cli_as_user(install, home, "run", "--apparatus", "--", *argv)
+    cmd = cli_as_user(install, home, "run", "--apparatus", *opts, "--", *argv)
     i = cmd.index("env") + 2  # after `env -i`
     cmd[i:i] = extra
     return subprocess.run(cmd, cwd=home / "work", capture_output=True, text=True, timeout=120)
@@ -142,12 +143,13 @@ def test_record_apparatus_counts_and_shows_what_it_did_not_archive(
         1 for r in man["reads"] if r[6] == "too_large") > 0
     assert "too large" in res.stderr, res.stderr
 def test_diff_names_exactly_the_changed_input_and_output(install, user_home, analysis) -> None:
-    assert _record(install, user_home, *COMMAND).returncode == 0
+    outputs = ("--archive-outputs",)
+    assert _record(install, user_home, *COMMAND, opts=outputs).returncode == 0
     first = _last_id(user_home)
     _as_user(install, user_home, analysis / "data.csv", DATA + "d,8\n")
     _as_user(install, user_home, analysis / "analysis.py",
              ANALYSIS.replace("* scale", "* scale * 1"))
-    assert _record(install, user_home, *COMMAND).returncode == 0
+    assert _record(install, user_home, *COMMAND, opts=outputs).returncode == 0
     second = _last_id(user_home)
     res = run_as_user(install, user_home, "diff", str(first), str(second),
                       "--output-format", "json")
@@ -166,6 +168,8 @@ def test_diff_names_exactly_the_changed_input_and_output(install, user_home, ana
     assert res.returncode == 1, res.stderr
     assert "-total = sum(float(r[\"value\"]) for r in rows) * scale\n" in res.stdout
     assert "+total = sum(float(r[\"value\"]) for r in rows) * scale * 1\n" in res.stdout
+    # ... and the output's (archived with --archive-outputs).
+    assert "-rows=3 total=16.000\n+rows=4 total=32.000\n" in res.stdout
     # The same command against itself: no difference.
     res = run_as_user(install, user_home, "diff", str(first), str(first))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -175,3 +179,48 @@ def test_diff_names_exactly_the_changed_input_and_output(install, user_home, ana
     res = run_as_user(install, user_home, "diff", "1", "999")
     assert res.returncode == 2 and res.stderr.startswith("shournal: ")
     assert res.stderr.count("\n") == 1
+def _snapshot(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        skip = (".local/share/shournal", "/run/", "/replay-out/")  # journal, markers, OUTDIR
+        if p.is_file() and not any(s in str(p) for s in skip):
+            st = p.stat()
+            out[str(p)] = (st.st_mtime_ns, st.st_size, p.read_bytes())
+    return out
+
+
+def test_replay_reproduces_after_inputs_and_script_changed(install, user_home, analysis) -> None:
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    cid = _last_id(user_home)
+    # Everything changed on disk since.
+    _as_user(install, user_home, analysis / "data.csv", "name,value\nz,100\n")
+    (analysis / "config.ini").unlink()
+    _as_user(install, user_home, analysis / "analysis.py", "print('something else')\n")
+    (analysis / "results.txt").unlink()
+    before = _snapshot(user_home)
+    outdir = user_home / "replay-out"
+    res = run_as_user(install, user_home, "replay", str(cid), "-o", str(outdir),
+                      "--output-format", "json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    verdict = json.loads(res.stdout)
+    assert verdict["outputs"] == [
+        {"path": str(analysis / "results.txt"), "verdict": "identical"}]
+    replayed = outdir / str(analysis).lstrip("/") / "results.txt"
+    assert replayed.read_text() == "rows=3 total=16.000\n"
+    assert _snapshot(user_home) == before  # the user's real files: untouched
+    assert not (analysis / "results.txt").exists()
+    assert not (analysis / "config.ini").exists()
+    # No trace of the inputs' mount points among the outputs.
+    assert sorted(p.name for p in replayed.parent.iterdir()) == ["results.txt"]
+
+
+def test_replay_of_a_time_dependent_output_differs(install, user_home, analysis) -> None:
+    script = "import time; open('stamp.txt', 'w').write(str(time.time_ns()))"
+    assert _record(install, user_home, "python3", "-c", script).returncode == 0
+    cid = _last_id(user_home)
+    res = run_as_user(install, user_home, "replay", str(cid), "-o",
+                      str(user_home / "out"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = [line.split()[:2] for line in res.stdout.splitlines()]
+    assert ["differs", str(analysis / "stamp.txt")] in lines, res.stdout
+

@@ -13,7 +13,7 @@ import typer
 
 from shournal.cli.delete import delete
 from shournal.cli.query import query
-from shournal.cli.reproduce import diff
+from shournal.cli.reproduce import diff, replay
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
 
@@ -63,6 +63,12 @@ app.command(
     "(exit 0 same, 1 differ).",
     short_help="Every difference between two recorded commands.",
 )(diff)
+app.command(
+    "replay",
+    help="Run a command recorded with --apparatus again in a sandbox (bubblewrap) built "
+    "from the archive; writes go to OUTDIR; verdict per output (exit 0 all identical).",
+    short_help="Replay a command recorded with its apparatus; verdict per output.",
+)(replay)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )
@@ -89,11 +95,19 @@ def run(
             "its environment: for `shournal replay` and `shournal diff`.",
         ),
     ] = False,
+    archive_outputs: Annotated[
+        bool,
+        typer.Option("--archive-outputs",
+                     help="With --apparatus: archive the content of written files too."),
+    ] = False,
 ) -> None:
     from shournal.runner import RunError, run_observed
 
+    if archive_outputs and not apparatus:
+        print("shournal: --archive-outputs needs --apparatus", file=sys.stderr)
+        raise typer.Exit(2)
     try:
-        status = run_observed(command, apparatus=apparatus)
+        status = run_observed(command, apparatus=apparatus, archive_outputs=archive_outputs)
     except RunError as exc:
         print(f"shournal: {exc}", file=sys.stderr)
         raise typer.Exit(exc.status) from None

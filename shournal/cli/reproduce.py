@@ -89,3 +89,46 @@ def diff(
     else:
         _write(render_human(report))
     raise typer.Exit(1 if report["differs"] else 0)
+
+
+def replay(
+    command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty; "
+                     "default: a new directory under $TMPDIR).", show_default=False,
+                     metavar="OUTDIR"),
+    ] = None,
+    share_net: Annotated[
+        bool, typer.Option("--share-net", help="Let the replay use the network.")
+    ] = False,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--output-format", help="human or json.")
+    ] = ReportFormat.human,
+) -> None:
+    """Run a command recorded with its apparatus again, in a sandbox built
+    from the archive, and compare each output with the recorded one."""
+    from shournal.reproduce.experiment import ExperimentError, load
+    from shournal.reproduce.replay import ReplayError, render_human
+    from shournal.reproduce.replay import replay as run_replay
+    from shournal.store import StoreError
+
+    cid = _command_id(command_id)
+    store = _open_store()
+    try:
+        exp = load(store, cid)
+    except ExperimentError as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    finally:
+        store.close()
+    try:
+        report = run_replay(exp, output, share_net)
+    except ReplayError as e:
+        _fail(str(e), EXIT_USAGE)
+    if output_format is ReportFormat.json:
+        _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write(render_human(report))
+    raise typer.Exit(0 if report["identical"] else 1)

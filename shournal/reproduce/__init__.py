@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # Set by `shournal run --apparatus` in the helper's environment, which the
 # listener inherits (never in the command's): a JSON object
-# {"umask": int, "argv": [str, ...]}.
+# {"umask": int, "argv": [str, ...], "archive_outputs": bool}.
 ENV_VAR = "SHOURNAL_APPARATUS"
 
 

@@ -226,8 +226,9 @@ def _content_diffs(files: list[dict[str, Any]], archive: Archive) -> list[dict[s
             continue
         da, db = f["a"]["digest"], f["b"]["digest"]
         entry: dict[str, Any] = {"side": f["side"], "path": f["path"]}
-        if not (da and db):
-            entry["note"] = "content not archived on both sides"
+        if not (da and db and archive.has(da) and archive.has(db)):
+            entry["note"] = ("content not archived on both sides (outputs: "
+                             "shournal run --apparatus --archive-outputs)")
             out.append(entry)
             continue
         try:

@@ -30,6 +30,7 @@ import os
 import socket
 import stat
 import zlib
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -85,6 +86,8 @@ class ApparatusCollector(Collector):
     def __init__(self, cfg: Any, uid: int, gids: frozenset[int], extra: dict[str, Any]) -> None:
         super().__init__(cfg, uid, gids)
         self.app_cfg = cfg.apparatus
+        if extra.get("archive_outputs") is True:
+            self.app_cfg = replace(self.app_cfg, archive_outputs=True)
         self.archive = Archive()
         self.extra = extra
         env = dict(os.environ)
