@@ -164,7 +164,7 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
 
 def _show_apparatus_summary(listener_pid: int) -> None:
     """The listener's one line on what it archived and what not."""
-    from shournal.reproduce.recording import summary_path
+    from shournal.reproduce import summary_path
 
     path = summary_path(listener_pid)
     try:

@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 ENV_VAR = "SHOURNAL_APPARATUS"
 
 
+def summary_path(listener_pid: int) -> str:
+    """Where the listener leaves its one-line summary for `shournal run`
+    (the listener is the helper's process: same pid)."""
+    from shournal import _paths
+
+    return str(_paths.runtime_dir() / f"apparatus-{listener_pid}")
+
+
 def collector(cfg: Any, uid: int, gids: frozenset[int]) -> Collector:
     """The listener's one hook: its Collector, or an ApparatusCollector
     when the command is recorded with its apparatus.  Imports nothing more

@@ -39,7 +39,7 @@ import xxhash
 from shournal import _paths
 from shournal.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
 from shournal.listener import Collector, _read_all
-from shournal.reproduce import ENV_VAR
+from shournal.reproduce import ENV_VAR, summary_path
 from shournal.reproduce.archive import Archive, ArchiveError
 
 REDACTED = "<redacted by shournal>"
@@ -52,12 +52,6 @@ NOT_REGULAR = "not_regular"  # a device, a pipe: no content to keep
 UNREADABLE = "unreadable"  # no fd arrived, or reading failed
 ARCHIVE_ERROR = "archive_error"  # the archive could not be written
 _OUTPUT_BLOCK = 1 << 20
-
-
-def summary_path(listener_pid: int) -> str:
-    """Where the listener leaves its one-line summary for `shournal run`
-    (the listener is the helper's process: same pid)."""
-    return str(_paths.runtime_dir() / f"apparatus-{listener_pid}")
 
 
 def is_secret(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
