@@ -62,12 +62,13 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
     helper, listener = _paths.suid_helper(), _paths.listener()
     # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
     high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
+    from shournal import reproduce
+
     env = dict(os.environ)
+    env.pop(reproduce.ENV_VAR, None)  # only --apparatus sets it
     if apparatus is not None:
         # For the listener, which inherits the helper's environment (the
         # command gets os.environ through the trampoline).
-        from shournal import reproduce
-
         mask = os.umask(0)
         os.umask(mask)
         env[reproduce.ENV_VAR] = json.dumps({**apparatus, "umask": mask})

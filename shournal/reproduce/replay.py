@@ -125,13 +125,13 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             except ArchiveError:
                 notes["not_shown"].append(path)
                 continue
-            target.chmod(f["mode"] & 0o7777)
+            target.chmod(f["mode"] & 0o777)
             notes["from_archive"] += 1
             continue
         if not inside and not os.path.isfile(path):
             notes["not_shown"].append(path)  # no file to bind over
             continue
-        key = (digest, f["mode"] & 0o7777)
+        key = (digest, f["mode"] & 0o777)  # never a setuid copy
         blob = made.get(key)
         if blob is None:
             blob = inputs / f"{digest}-{key[1]:o}"
