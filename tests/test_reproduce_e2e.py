@@ -224,3 +224,15 @@ def test_replay_of_a_time_dependent_output_differs(install, user_home, analysis)
     lines = [line.split()[:2] for line in res.stdout.splitlines()]
     assert ["differs", str(analysis / "stamp.txt")] in lines, res.stdout
 
+
+
+def test_only_apparatus_option_turns_the_recorder_on(install, user_home, analysis) -> None:
+    """An inherited SHOURNAL_APPARATUS (the listener's switch) does not
+    make a plain `shournal run` a partial apparatus record."""
+    cmd = cli_as_user(install, user_home, "run", "--", *COMMAND)
+    i = cmd.index("env") + 2
+    cmd[i:i] = ['SHOURNAL_APPARATUS={"argv": []}']
+    res = subprocess.run(cmd, cwd=user_home / "work", capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert _manifest(user_home, _last_id(user_home)) is None
