@@ -236,3 +236,41 @@ def test_only_apparatus_option_turns_the_recorder_on(install, user_home, analysi
                          timeout=120)
     assert res.returncode == 0 and res.stderr == "", res.stderr
     assert _manifest(user_home, _last_id(user_home)) is None
+
+
+def test_rerun_with_a_new_input_on_the_archived_apparatus(install, user_home, analysis) -> None:
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    cid = _last_id(user_home)
+    _as_user(install, user_home, analysis / "new.csv", "name,value\nx,10\n")
+    _as_user(install, user_home, analysis / "analysis.py", "raise SystemExit(3)\n")
+    before = _snapshot(user_home)
+    res = run_as_user(install, user_home, "rerun", str(cid), "--input", "data.csv=new.csv",
+                      "-o", str(user_home / "replay-out"), "--output-format", "json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rep = json.loads(res.stdout)
+    assert rep["derivedFrom"] == cid
+    assert rep["outputs"] == [{"path": str(analysis / "results.txt"), "verdict": "differs",
+                               "what": "content"}]
+    out = user_home / "replay-out" / str(analysis).lstrip("/") / "results.txt"
+    assert out.read_text() == "rows=1 total=20.000\n"  # new input, archived script
+    plan = res.stderr.splitlines()
+    assert plan[0] == f"shournal: rerun derived from command {cid}: {' '.join(COMMAND)}"
+    assert f"shournal:   input {analysis / 'data.csv'} shows {analysis / 'new.csv'}" in plan
+    (programs,) = [line for line in plan if "programs and libraries" in line]
+    assert programs.endswith(", 0 from the host")
+    assert not programs.endswith(": 0 from the archive, 0 from the host")
+    assert _snapshot(user_home) == before
+    # (Only files the command read show in its working directory: new.csv
+    # reaches the sandbox through --input alone.)
+    res = run_as_user(install, user_home, "rerun", str(cid), "--local-all", "--command",
+                      "python3 analysis.py data.csv config.ini > log.txt", "-o",
+                      str(user_home / "o2"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "programs and libraries: 0 from the archive" in res.stderr
+    o2 = user_home / "o2" / str(analysis).lstrip("/")
+    assert (o2 / "results.txt").read_text() == "rows=3 total=16.000\n"
+    assert (o2 / "log.txt").exists()
+    assert "extra     " + str(analysis / "log.txt") in res.stdout
+    res = run_as_user(install, user_home, "rerun", str(cid), "--input", "nope.csv=new.csv")
+    assert res.returncode == 2 and res.stderr.startswith("shournal: ")
+    assert res.stderr.count("\n") == 1 and "did not read" in res.stderr

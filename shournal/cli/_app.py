@@ -13,7 +13,7 @@ import typer
 
 from shournal.cli.delete import delete
 from shournal.cli.query import query
-from shournal.cli.reproduce import diff, replay
+from shournal.cli.reproduce import diff, replay, rerun
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
 
@@ -69,6 +69,12 @@ app.command(
     "from the archive; writes go to OUTDIR; verdict per output (exit 0 all identical).",
     short_help="Replay a command recorded with its apparatus; verdict per output.",
 )(replay)
+app.command(
+    "rerun",
+    help="Run a new experiment derived from a command recorded with --apparatus (changed "
+    "command line, inputs, environment, host programs), sandboxed as replay.",
+    short_help="Run a changed experiment on a recorded apparatus (sandboxed).",
+)(rerun)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )

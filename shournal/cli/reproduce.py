@@ -1,8 +1,8 @@
-"""``shournal diff`` and ``shournal replay`` (shournal.reproduce).
+"""``shournal diff``, ``replay`` and ``rerun`` (shournal.reproduce).
 
 Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
-recorded output identical, 1 otherwise; both 2 bad input, 3 the journal
-cannot be used.
+recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
+1 otherwise; all 2 bad input, 3 the journal cannot be used.
 """
 
 from __future__ import annotations
@@ -132,3 +132,99 @@ def replay(
     else:
         _write(render_human(report))
     raise typer.Exit(0 if report["identical"] else 1)
+
+
+def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        left, sep, right = v.partition("=")
+        if not sep or not left or (what == "--input" and not right):
+            _fail(f"{what} {v!r}: expected {'OLD=NEW' if what == '--input' else 'NAME=VALUE'}",
+                  EXIT_USAGE)
+        out.append((left, right))
+    return out
+
+
+def rerun(
+    command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
+    command: Annotated[
+        str | None, typer.Option("--command", help="Run this command line instead (sh -c).",
+                                 show_default=False, metavar="TEXT")
+    ] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", help="The read file at OLD shows NEW's content (repeatable).",
+                     show_default=False, metavar="OLD=NEW"),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="Set an environment variable (repeatable).",
+                     show_default=False, metavar="NAME=VALUE"),
+    ] = None,
+    local_all: Annotated[
+        bool, typer.Option("--local-all", help="Programs and libraries from the host, "
+                           "not from the archive.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty).",
+                     show_default=False, metavar="OUTDIR"),
+    ] = None,
+    share_net: Annotated[
+        bool, typer.Option("--share-net", help="Let the run use the network.")
+    ] = False,
+    output_format: Annotated[
+        ReportFormat, typer.Option("--output-format", help="human or json.")
+    ] = ReportFormat.human,
+) -> None:
+    """Run a new experiment derived from a command recorded with its
+    apparatus (Rex's runnew), sandboxed as replay; its outputs are compared
+    with the original's.  Exit 0 when the new command exits 0."""
+    import os
+    import sys
+
+    from shournal.reproduce.experiment import ExperimentError, load
+    from shournal.reproduce.replay import Changes, ReplayError, render_human
+    from shournal.reproduce.replay import replay as run_replay
+    from shournal.store import StoreError
+
+    cid = _command_id(command_id)
+    store = _open_store()
+    try:
+        exp = load(store, cid)
+    except ExperimentError as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    finally:
+        store.close()
+    changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
+                      local_all=local_all)
+    reads = exp.reads()
+    for old, new in _pairs(inputs or [], "--input"):
+        old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
+        if old_abs not in reads:
+            _fail(f"--input {old}: command {cid} did not read {old_abs}", EXIT_USAGE)
+        if not os.path.isfile(new):
+            _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
+        changes.inputs[old_abs] = os.path.abspath(new)
+
+    def show_plan(notes: dict[str, Any]) -> None:
+        lines = [f"rerun derived from command {cid}: {exp.command.text}",
+                 f"  command line: {command if command is not None else exp.command.text}"]
+        lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
+        lines += [f"  env {k}={v}" for k, v in changes.env.items()]
+        lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
+                     f"archive, {len(notes['local'])} from the host")
+        print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
+
+    try:
+        report = run_replay(exp, output, share_net, changes, show_plan)
+    except ReplayError as e:
+        _fail(str(e), EXIT_USAGE)
+    report["derivedFrom"] = cid
+    if output_format is ReportFormat.json:
+        _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write(render_human(report))
+    raise typer.Exit(0 if report["exit_status"]["replayed"] == 0 else 1)

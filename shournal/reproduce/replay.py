@@ -31,11 +31,13 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shournal.hashing import content_digest
 from shournal.reproduce.archive import Archive, ArchiveError
+from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
 from shournal.reproduce.recording import REDACTED
 
@@ -63,10 +65,23 @@ def _under(path: str, dirs: list[str]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
+@dataclass(slots=True)
+class Changes:
+    """What `shournal rerun` changes (Rex's runnew); empty: a replay."""
+
+    command: str | None = None  # run this command line (sh -c) instead
+    inputs: dict[str, str] = field(default_factory=dict)  # recorded path -> host file
+    env: dict[str, str] = field(default_factory=dict)
+    local_all: bool = False  # programs and libraries from the host
+
+
 def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
-         bwrap: str) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
-    """(argv of bwrap, environment, umask, notes) for replaying ``exp``;
-    materialises the inputs and the mirror directories in ``outdir``."""
+         bwrap: str, changes: Changes | None = None,
+         ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
+    """(argv of bwrap, environment, umask, notes) for replaying ``exp``
+    (with ``changes``); materialises the inputs and the mirror directories
+    in ``outdir``."""
+    changes = changes or Changes()
     man = exp.manifest
     if man is None:
         raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
@@ -99,12 +114,25 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
     inputs = outdir / META / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
     notes: dict[str, Any] = {"from_archive": 0, "from_host": [], "not_shown": [],
-                             "stubs": [], "writable": writable}
+                             "stubs": [], "writable": writable, "local": [],
+                             "archived_programs": []}
     made: dict[tuple[str, int], Path] = {}
     for path, f in sorted(reads.items()):
         if path.startswith(_SPECIAL) or not stat.S_ISREG(f["mode"]):
             continue
         inside = _under(path, writable)
+        new_file = changes.inputs.get(path)
+        if new_file is not None:
+            if inside:
+                _stub(outdir, path, notes)
+            args += ["--ro-bind", new_file, path]
+            continue
+        program = classify_read(path, f["mode"]) == "programs_libraries"
+        if program and changes.local_all:
+            notes["local"].append(path)
+            continue  # the host's file shows
+        if program:
+            notes["archived_programs"].append(path)
         digest = f["digest"]
         if digest is None:
             # Not archived (too large, changed...): inside a mirror, show
@@ -148,7 +176,9 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
         notes["from_archive"] += 1
     args += ["--chdir", cwd, "--"]
     argv = man.get("argv")
-    if isinstance(argv, list) and argv:
+    if changes.command is not None:
+        args += ["/bin/sh", "-c", changes.command]
+    elif isinstance(argv, list) and argv:
         args += [str(a) for a in argv]
     else:
         args += ["/bin/sh", "-c", exp.command.text]
@@ -162,6 +192,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
                 notes["unset_secrets"].append(k)
         else:
             env[k] = v
+    env.update(changes.env)
     umask = man.get("umask")
     return args, env, umask if isinstance(umask, int) else 0o022, notes
 
@@ -225,7 +256,10 @@ def verdicts(exp: Experiment, outdir: Path, notes: dict[str, Any]) -> list[dict[
     return out
 
 
-def replay(exp: Experiment, outdir: Path | None, share_net: bool = False) -> dict[str, Any]:
+def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
+           changes: Changes | None = None, show_plan: Any = None) -> dict[str, Any]:
+    """Replay ``exp`` (with ``changes``: rerun); ``show_plan(notes)`` is
+    called before the command runs."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ReplayError("bubblewrap is not installed (apt-get install bubblewrap)")
@@ -240,7 +274,9 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False) -> dic
         except OSError as exc:
             raise ReplayError(f"cannot create {outdir}: {exc.strerror}") from None
     archive = Archive()
-    args, env, umask, notes = plan(exp, outdir, archive, share_net, bwrap)
+    args, env, umask, notes = plan(exp, outdir, archive, share_net, bwrap, changes)
+    if show_plan is not None:
+        show_plan(notes)
     meta = outdir / META
     with open(meta / "stdout", "wb") as out, open(meta / "stderr", "wb") as err:
         proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
