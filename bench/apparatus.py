@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -60,12 +61,25 @@ def _env(home: Path, user: str) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
+_CPU: list[float] = []  # CPU seconds (user + sys) of each run, descendants included
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _run(cli: str, home: Path, user: str, *opts: str) -> float:
+    """Wall seconds of one `shournal run`; its CPU seconds (the command,
+    helper, holder and listener: each is waited for by its parent) go to
+    _CPU.  CPU is the steadier figure on a loaded machine."""
     argv = ["runuser", "-u", user, "--", "env", "-i", *_env(home, user), cli, "run", *opts,
             "--", *COMMAND]
+    cpu = _children_cpu()
     start = time.perf_counter()
     res = subprocess.run(argv, cwd=home / "work", capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
+    _CPU.append(_children_cpu() - cpu)
     if res.returncode != 0:
         raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stderr.strip()}")
     return elapsed
@@ -117,16 +131,20 @@ def main() -> int:
         ten = (_archive_bytes(home), _manifest_bytes(home))
         _run(args.cli, home, args.user)  # warm-up of the plain variant
         times: dict[str, list[float]] = {"plain_record": [], "apparatus_record": []}
-        ratios = []
+        cpu: dict[str, list[float]] = {"plain_record": [], "apparatus_record": []}
+        ratios, cpu_ratios = [], []
         for _ in range(args.reps):
-            pair = {}
+            pair, pair_cpu = {}, {}
             order = ["plain_record", "apparatus_record"]
             random.shuffle(order)
             for v in order:
                 opts = ("--apparatus",) if v == "apparatus_record" else ()
                 pair[v] = _run(args.cli, home, args.user, *opts)
+                pair_cpu[v] = _CPU[-1]
                 times[v].append(pair[v])
+                cpu[v].append(pair_cpu[v])
             ratios.append(pair["apparatus_record"] / pair["plain_record"])
+            cpu_ratios.append(pair_cpu["apparatus_record"] / pair_cpu["plain_record"])
     finally:
         subprocess.run(["rm", "-rf", str(home)], check=False)
     result = {
@@ -135,11 +153,14 @@ def main() -> int:
         "bytes_ratio_10_vs_1": (ten[0] + ten[1]) / (one[0] + one[1]),
         "median_s": {k: statistics.median(v) for k, v in times.items()},
         "median_ratio_apparatus_vs_plain": statistics.median(ratios),
+        "median_cpu_s": {k: statistics.median(v) for k, v in cpu.items()},
+        "median_cpu_ratio_apparatus_vs_plain": statistics.median(cpu_ratios),
+        "loadavg": os.getloadavg(),
         "reps": args.reps,
     }
     print(json.dumps(result, indent=1))
-    write_results(args.results_dir, "apparatus", {"result": result, "times": times,
-                                                 "ratios": ratios}, args.tag)
+    write_results(args.results_dir, "apparatus",
+                  {"result": result, "times": times, "cpu": cpu, "ratios": ratios}, args.tag)
     return 0
 
 
