@@ -75,6 +75,12 @@ def default_db_path() -> Path:
     return data_dir() / "journal.sqlite"
 
 
+def archive_dir() -> Path:
+    """The content archive of commands recorded with their apparatus
+    (shournal.reproduce.archive), beside the default journal."""
+    return data_dir() / "archive"
+
+
 def runtime_dir() -> Path:
     """Per-user directory for in-flight markers and listener warnings.
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONFIG_TEXT",
+    "ApparatusConfig",
     "Config",
     "ConfigError",
     "HashConfig",
@@ -121,6 +122,23 @@ class StoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ApparatusConfig:
+    """[apparatus]: what a command recorded with its apparatus
+    (`shournal run --apparatus`) keeps (shournal.reproduce)."""
+
+    # Largest file whose content is archived (the holder sends no fd for
+    # larger ones; they are counted as not archived).
+    max_file_size: int = 64 * 1024**2
+    # Most content bytes one command adds to the archive (new blobs only).
+    max_command_size: int = 1024**3
+    # Archive the content of written files too, not only their digests.
+    archive_outputs: bool = False
+    # Environment variables whose values are never stored (fnmatch
+    # patterns, matched against the upper-cased name).
+    secret_env_names: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; every part defaults to the original's defaults."""
 
@@ -131,6 +149,7 @@ class Config:
     mounts: MountsConfig = field(default_factory=MountsConfig)
     hash: HashConfig = field(default_factory=HashConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    apparatus: ApparatusConfig = field(default_factory=ApparatusConfig)
     # The file the values came from; None when nothing was read.
     source: Path | None = field(default=None, compare=False)
 
@@ -206,6 +225,16 @@ DEFAULT_CONFIG_TEXT = """\
 [store]
 # Database URL such as "postgresql://host/db"; empty: SQLite in the data directory.
 # url = ""
+
+[apparatus]
+# Largest file whose content a record with its apparatus archives.
+# max_file_size = "64MiB"
+# Most new archive bytes per command; what does not fit is counted, not archived.
+# max_command_size = "1GiB"
+# Archive the content of written files too (not only their digests).
+# archive_outputs = false
+# Environment variables whose values are replaced by a marker (name patterns).
+# secret_env_names = ["*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY"]
 """
 
 
@@ -458,6 +487,15 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         },
     ),
     "store": (StoreConfig, {"url": _str}),
+    "apparatus": (
+        ApparatusConfig,
+        {
+            "max_file_size": _size,
+            "max_command_size": _size,
+            "archive_outputs": _bool,
+            "secret_env_names": lambda v: tuple(_str_list(v)),
+        },
+    ),
 }
 _HEADERS = frozenset(f"[{name}]" for name in _SCHEMA)
 
@@ -689,13 +727,19 @@ def load_config(
     return parse_config(text, path)
 
 
-def helper_options(cfg: Config) -> list[str]:
+def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
     """The setup options of the setuid helper that follow from the config:
     no read marks when nothing read is wanted, read events only of writable
-    files, excluded mounts (never marked, so they cost nothing)."""
+    files, excluded mounts (never marked, so they cost nothing).
+
+    ``apparatus``: the command is recorded with its apparatus, which needs
+    every read, each with its fd (any extension, up to the apparatus's
+    size limit), whatever the config says of read events."""
     opts: list[str] = []
     reads, archive = cfg.read_events, cfg.script_archive
-    if not reads.enable and not archive.enable:
+    if apparatus:
+        pass  # every read: no --no-read, no --writable-reads
+    elif not reads.enable and not archive.enable:
         opts.append("--no-read")
     elif (not reads.enable or reads.only_writable) and (
         not archive.enable or archive.only_writable
@@ -714,7 +758,9 @@ def helper_options(cfg: Config) -> list[str]:
     # Reads of possible scripts come with their fd, so the listener can
     # archive exactly what was read.  The helper pre-filters by size and
     # extension only; beyond its limits it sends every small file's fd.
-    if archive.enable:
+    if apparatus:
+        opts += ["--archive-max-size", str(cfg.apparatus.max_file_size)]
+    elif archive.enable:
         opts += ["--archive-max-size", str(archive.max_size)]
         exts = [os.fsencode(e) for e in archive.include_file_extensions]
         if len(exts) <= 32 and all(

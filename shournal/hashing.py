@@ -22,11 +22,23 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "CONTENT_DIGEST_ALGORITHM",
+    "content_digest",
     "hash_from_bytes",
     "hash_to_bytes",
     "partial_xxh64",
     "partial_xxh64_bytes",
 ]
+
+# The digest of a whole file's content (archived scripts, the apparatus
+# archive): XXH3-128.  Not the partial hash: two versions of a file that
+# differ outside the sampled chunks must never merge.  128 bits make an
+# accidental collision negligible; it is not collision-resistant against
+# someone crafting files on purpose (SHA-256 would be), but it hashes at
+# memory speed, and a record with its apparatus hashes every library and
+# module the command read, every time.
+CONTENT_DIGEST_ALGORITHM = "xxh3_128"
+content_digest = xxhash.xxh3_128_digest
 
 _pread = os.pread
 _xxh64 = xxhash.xxh64_intdigest

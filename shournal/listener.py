@@ -475,6 +475,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         dropped_writes=collector.dropped_writes,
         dropped_reads=collector.dropped_reads,
         lost_events=collector.overflows + collector.unreadable,
+        apparatus=getattr(collector, "manifest", None),
     )
 
 
@@ -512,7 +513,11 @@ def run(sock: socket.socket, relay: Relay) -> int:
         cfg = load_config(path=None, create=False, defaults_only=True)
     _write_setup_args(cfg)
     gids = frozenset(os.getgroups()) | {os.getgid()}
-    collector = Collector(cfg, os.getuid(), gids)
+    # The one hook of the apparatus recorder (a plain Collector unless the
+    # command is recorded with its apparatus).
+    from shournal import reproduce
+
+    collector = reproduce.collector(cfg, os.getuid(), gids)
     command = listen(sock, relay, collector)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()

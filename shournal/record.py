@@ -38,3 +38,6 @@ class CommandRecord:
     dropped_writes: int = 0
     dropped_reads: int = 0
     lost_events: int = 0
+    # The apparatus manifest (shournal.reproduce.recording), encoded; None:
+    # recorded without its apparatus.
+    apparatus: bytes | None = None

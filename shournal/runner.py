@@ -11,6 +11,7 @@ stored when `shournal run` returns.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shlex
 import shutil
@@ -39,11 +40,11 @@ def _warn(message: str) -> None:
     print(f"shournal: {message}", file=sys.stderr)
 
 
-def _helper_options() -> list[str]:
+def _helper_options(apparatus: bool) -> list[str]:
     from shournal.config import ConfigError, helper_options, load_config
 
     try:
-        opts = helper_options(load_config())
+        opts = helper_options(load_config(), apparatus=apparatus)
     except ConfigError:
         opts = []  # the listener reports it
     if os.environ.get("SHOURNAL_BENCH_FLOOR") == "1":
@@ -54,16 +55,29 @@ def _helper_options() -> list[str]:
     return opts
 
 
-def _start_helper(sock_child: socket.socket) -> int:
-    """Spawn the helper with the socket on fd 3; return its pid."""
+def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None) -> int:
+    """Spawn the helper with the socket on fd 3; return its pid.
+    ``apparatus``: record the command with its apparatus (what the
+    listener needs to know, see shournal.reproduce.ENV_VAR)."""
     helper, listener = _paths.suid_helper(), _paths.listener()
     # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
     high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
+    from shournal import reproduce
+
+    env = dict(os.environ)
+    env.pop(reproduce.ENV_VAR, None)  # only --apparatus sets it
+    if apparatus is not None:
+        # For the listener, which inherits the helper's environment (the
+        # command gets os.environ through the trampoline).
+        mask = os.umask(0)
+        os.umask(mask)
+        env[reproduce.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
+    opts = _helper_options(apparatus is not None)
     try:
         return os.posix_spawn(
             str(helper),
-            [str(helper), "setup", *_helper_options(), "--lazy-listener", "--", str(listener)],
-            os.environ,
+            [str(helper), "setup", *opts, "--lazy-listener", "--", str(listener)],
+            env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDWR, 0),
                 (os.POSIX_SPAWN_DUP2, 0, 1),
@@ -76,8 +90,11 @@ def _start_helper(sock_child: socket.socket) -> int:
         os.close(high)
 
 
-def run_observed(argv: list[str]) -> int:
-    """Run argv observed; return its exit status (128+N for signal N)."""
+def run_observed(argv: list[str], *, apparatus: bool = False,
+                 archive_outputs: bool = False) -> int:
+    """Run argv observed; return its exit status (128+N for signal N).
+    ``apparatus``: record it with its apparatus (shournal.reproduce);
+    ``archive_outputs``: with the content of the files it wrote."""
     if not argv:
         raise RunError("no command given", 2)
     filename = argv[0] if "/" in argv[0] else shutil.which(argv[0])
@@ -88,7 +105,10 @@ def run_observed(argv: list[str]) -> int:
     start_ns = time.time_ns()
     helper: int | None
     try:
-        helper = _start_helper(child)
+        spec: dict[str, object] = {"argv": list(argv)}
+        if archive_outputs:
+            spec["archive_outputs"] = True
+        helper = _start_helper(child, spec if apparatus else None)
     except OSError as exc:
         helper = None
         _warn(f"not recording: {exc.strerror}")
@@ -138,4 +158,21 @@ def run_observed(argv: list[str]) -> int:
     # The listener is our child (the helper exec'd it); it exits once every
     # descendant is gone and the command is stored.
     os.waitpid(helper, 0)
+    if apparatus:
+        _show_apparatus_summary(helper)
     return status
+
+
+def _show_apparatus_summary(listener_pid: int) -> None:
+    """The listener's one line on what it archived and what not."""
+    from shournal.reproduce import summary_path
+
+    path = summary_path(listener_pid)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            line = fh.readline().strip()
+        os.unlink(path)
+    except OSError:
+        _warn("apparatus: the listener left no summary (see the warnings of the next prompt)")
+        return
+    _warn(line)

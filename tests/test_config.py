@@ -15,6 +15,7 @@ import pytest
 from shournal import config as config_mod
 from shournal.config import (
     DEFAULT_CONFIG_TEXT,
+    ApparatusConfig,
     Config,
     ConfigError,
     HashConfig,
@@ -58,6 +59,7 @@ SECTIONS = {
     "mounts": MountsConfig,
     "hash": HashConfig,
     "store": StoreConfig,
+    "apparatus": ApparatusConfig,
 }
 
 

@@ -14,6 +14,7 @@ import typer
 from shournal.cli.delete import delete
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
+from shournal.cli.reproduce import diff, replay, rerun
 from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
@@ -58,6 +59,24 @@ app.command(
     help="Restore one archived read file (by its file id) into this directory.",
     short_help="Restore one archived read file (by file id) into this directory.",
 )(restore)
+app.command(
+    "diff",
+    help="Every difference between two recorded commands: ids, or --wfile F1 F2 "
+    "(exit 0 same, 1 differ).",
+    short_help="Every difference between two recorded commands.",
+)(diff)
+app.command(
+    "replay",
+    help="Run a command recorded with --apparatus again in a sandbox (bubblewrap) built "
+    "from the archive; writes go to OUTDIR; verdict per output (exit 0 all identical).",
+    short_help="Replay a command recorded with its apparatus; verdict per output.",
+)(replay)
+app.command(
+    "rerun",
+    help="Run a new experiment derived from a command recorded with --apparatus (changed "
+    "command line, inputs, environment, host programs), sandboxed as replay.",
+    short_help="Run a changed experiment on a recorded apparatus (sandboxed).",
+)(rerun)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )
@@ -91,17 +110,38 @@ app.command(
 
 @app.command(
     "run",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    # Every option after the command's first word is the command's.
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
     help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
     short_help="Run CMD observed (its whole process tree) and store it.",
 )
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
+    apparatus: Annotated[
+        bool,
+        typer.Option(
+            "--apparatus",
+            help="Also archive every file it read (content), the digests of what it wrote, "
+            "its environment: for `shournal replay` and `shournal diff`.",
+        ),
+    ] = False,
+    archive_outputs: Annotated[
+        bool,
+        typer.Option("--archive-outputs",
+                     help="With --apparatus: archive the content of written files too."),
+    ] = False,
 ) -> None:
     from shournal.runner import RunError, run_observed
 
+    if archive_outputs and not apparatus:
+        print("shournal: --archive-outputs needs --apparatus", file=sys.stderr)
+        raise typer.Exit(2)
     try:
-        status = run_observed(command)
+        status = run_observed(command, apparatus=apparatus, archive_outputs=archive_outputs)
     except RunError as exc:
         print(f"shournal: {exc}", file=sys.stderr)
         raise typer.Exit(exc.status) from None

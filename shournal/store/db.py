@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import xxhash
 from sqlalchemy import (
     Connection,
     Engine,
@@ -29,6 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
+from shournal.hashing import content_digest
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import models as m
 from shournal.store.errors import (
@@ -197,11 +197,18 @@ def _cwd_to_table(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE command DROP COLUMN working_dir"))
 
 
+def _v3_apparatus(conn: Connection) -> None:
+    m.Base.metadata.create_all(
+        conn, tables=[m.Apparatus.__table__], checkfirst=True  # type: ignore[list-item]
+    )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_content_index,
     2: _v2_split_events,
+    3: _v3_apparatus,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -540,7 +547,7 @@ class Store:
         for key in read_keys:
             content = reads[key].content
             if content is not None:
-                digest = xxhash.xxh3_128_digest(content)
+                digest = content_digest(content)
                 digests[key] = digest
                 content_rows.setdefault(
                     digest,
@@ -623,6 +630,11 @@ class Store:
                 conn.execute(
                     m.ReadEvent.__table__.insert(),
                     [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
+                )
+            if rec.apparatus is not None:
+                conn.execute(
+                    m.Apparatus.__table__.insert(),
+                    {"command_id": command_id, "manifest": rec.apparatus},
                 )
         return command_id
 

@@ -104,6 +104,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -113,7 +115,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #    read_event; command.working_dir text -> cwd_id (table working_dir);
 #    indexes on command (session_id) and (cwd_id); directory found by
 #    path_hash (non-unique index) instead of a unique index on path.
-SCHEMA_VERSION = 3
+# 4: table apparatus (the manifest of a command recorded with its
+#    apparatus, shournal.reproduce).
+SCHEMA_VERSION = 4
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -123,7 +127,6 @@ HASHLESS = text("length(hash) = 0")
 KIND_WRITE = 0
 KIND_READ = 1
 
-CONTENT_DIGEST_ALGORITHM = "xxh3_128"
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -393,6 +396,21 @@ class ReadEvent(Base):
         ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
     )
     read_file_id: Mapped[int] = mapped_column(ForeignKey("read_file.id"), primary_key=True)
+
+
+class Apparatus(Base):
+    """The apparatus of a command recorded with it (`shournal run
+    --apparatus`): its manifest, zlib-compressed JSON written and read by
+    shournal.reproduce.recording (read and written files with their
+    full-content digests, environment, ids, host); the contents are in the
+    archive beside the journal (shournal.reproduce.archive)."""
+
+    __tablename__ = "apparatus"
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    manifest: Mapped[bytes] = mapped_column(Blob)
 
 
 def hash_to_bytes(value: int | None) -> bytes:

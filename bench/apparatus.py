@@ -1,0 +1,168 @@
+"""Price of recording a command with its apparatus (shournal.reproduce).
+
+Two figures, on a small Python analysis (a script reading a CSV and a
+config, writing a result; the interpreter, its modules and libraries are
+read too):
+
+* archive bytes after 1 and after 10 unchanged apparatus records (blobs
+  in the archive, and the manifests in the journal): deduplication means
+  10 repeats should store <= 1.1x the bytes of one;
+* wall time of `shournal run --apparatus -- CMD` once its content is
+  archived (a repeated record) vs `shournal run -- CMD`, the two
+  alternating in random order, median over --reps pairs (target: <= +10%).
+  This is the whole `shournal run`: set-up, the command, the listener
+  storing it (run waits for it), which is where the apparatus work is.
+
+Runs as an unprivileged user (`--user`, default shournal-bench) through
+runuser; needs root.  The shournal to use: `--cli` (default
+$SHOURNAL_BIN or /usr/local/bin/shournal); SHOURNAL_SUID_PATH,
+SHOURNAL_LISTENER and PYTHONPATH are passed on when set (a development
+build: a setuid copy of the helper, the work tree's listener).
+
+    .venv/bin/python bench/apparatus.py --reps 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import SHOURNAL, ensure_user, write_results  # noqa: E402
+
+ANALYSIS = """\
+import configparser, csv, json, statistics, sys
+cfg = configparser.ConfigParser()
+cfg.read(sys.argv[2])
+scale = float(cfg["analysis"]["scale"])
+with open(sys.argv[1]) as fh:
+    values = [float(r["value"]) * scale for r in csv.DictReader(fh)]
+with open("results.json", "w") as out:
+    json.dump({"n": len(values), "mean": statistics.fmean(values)}, out)
+"""
+COMMAND = ["python3", "analysis.py", "data.csv", "config.ini"]
+_PASS = ("SHOURNAL_SUID_PATH", "SHOURNAL_LISTENER", "PYTHONPATH", "SHOURNAL_PRELOAD_LIB")
+
+
+def _env(home: Path, user: str) -> list[str]:
+    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+           "PATH": "/usr/local/bin:/usr/bin:/bin", "XDG_RUNTIME_DIR": str(home / "run")}
+    env.update({k: os.environ[k] for k in _PASS if k in os.environ})
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+_CPU: list[float] = []  # CPU seconds (user + sys) of each run, descendants included
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _run(cli: str, home: Path, user: str, *opts: str) -> float:
+    """Wall seconds of one `shournal run`; its CPU seconds (the command,
+    helper, holder and listener: each is waited for by its parent) go to
+    _CPU.  CPU is the steadier figure on a loaded machine."""
+    argv = ["runuser", "-u", user, "--", "env", "-i", *_env(home, user), cli, "run", *opts,
+            "--", *COMMAND]
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    res = subprocess.run(argv, cwd=home / "work", capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    _CPU.append(_children_cpu() - cpu)
+    if res.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stderr.strip()}")
+    return elapsed
+
+
+def _archive_bytes(home: Path) -> int:
+    blobs = home / ".local/share/shournal/archive/blobs"
+    return sum(p.stat().st_size for p in blobs.rglob("*") if p.is_file())
+
+
+def _manifest_bytes(home: Path) -> int:
+    db = home / ".local/share/shournal/journal.sqlite"
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT coalesce(sum(length(manifest)), 0) FROM apparatus")
+                   .fetchone()[0])
+
+
+def _fresh_home(uid: int, gid: int) -> Path:
+    home = Path(tempfile.mkdtemp(prefix="shournal-bench-apparatus-", dir="/var/tmp"))
+    for sub in ("run", "work"):
+        (home / sub).mkdir()
+    (home / "work/analysis.py").write_text(ANALYSIS)
+    (home / "work/config.ini").write_text("[analysis]\nscale = 2\n")
+    rows = "".join(f"r{i},{i * 0.5}\n" for i in range(2000))
+    (home / "work/data.csv").write_text("name,value\n" + rows)
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
+    home.chmod(0o755)
+    (home / "run").chmod(0o700)
+    return home
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--user", default="shournal-bench")
+    p.add_argument("--cli", default=SHOURNAL)
+    p.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--tag", default="")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (runuser)")
+    user = ensure_user(args.user)
+    home = _fresh_home(user.uid, user.gid)
+    try:
+        _run(args.cli, home, args.user, "--apparatus")
+        one = (_archive_bytes(home), _manifest_bytes(home))
+        for _ in range(9):
+            _run(args.cli, home, args.user, "--apparatus")
+        ten = (_archive_bytes(home), _manifest_bytes(home))
+        _run(args.cli, home, args.user)  # warm-up of the plain variant
+        times: dict[str, list[float]] = {"plain_record": [], "apparatus_record": []}
+        cpu: dict[str, list[float]] = {"plain_record": [], "apparatus_record": []}
+        ratios, cpu_ratios = [], []
+        for _ in range(args.reps):
+            pair, pair_cpu = {}, {}
+            order = ["plain_record", "apparatus_record"]
+            random.shuffle(order)
+            for v in order:
+                opts = ("--apparatus",) if v == "apparatus_record" else ()
+                pair[v] = _run(args.cli, home, args.user, *opts)
+                pair_cpu[v] = _CPU[-1]
+                times[v].append(pair[v])
+                cpu[v].append(pair_cpu[v])
+            ratios.append(pair["apparatus_record"] / pair["plain_record"])
+            cpu_ratios.append(pair_cpu["apparatus_record"] / pair_cpu["plain_record"])
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+    result = {
+        "archive_bytes_1_run": one[0], "manifest_bytes_1_run": one[1],
+        "archive_bytes_10_runs": ten[0], "manifest_bytes_10_runs": ten[1],
+        "bytes_ratio_10_vs_1": (ten[0] + ten[1]) / (one[0] + one[1]),
+        "median_s": {k: statistics.median(v) for k, v in times.items()},
+        "median_ratio_apparatus_vs_plain": statistics.median(ratios),
+        "median_cpu_s": {k: statistics.median(v) for k, v in cpu.items()},
+        "median_cpu_ratio_apparatus_vs_plain": statistics.median(cpu_ratios),
+        "loadavg": os.getloadavg(),
+        "reps": args.reps,
+    }
+    print(json.dumps(result, indent=1))
+    write_results(args.results_dir, "apparatus",
+                  {"result": result, "times": times, "cpu": cpu, "ratios": ratios}, args.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The apparatus archive: file contents, content-addressed, deduplicated,
+compressed, under ``_paths.archive_dir()`` (beside the default journal).
+
+A blob is named by the full-content digest of what it holds
+(``hashing.content_digest``, XXH3-128; see there why not SHA-256):
+``blobs/<first 2 hex digits>/<32 hex digits>``.  Storing content that is
+there already costs one ``stat``: recording the same experiment again
+adds only what changed.
+
+Writes are atomic: the blob is written to a file of its own in ``tmp/``
+(``O_CREAT | O_EXCL``, a name no one else uses), fsynced, and published
+with ``link()``, which never replaces a blob another writer published
+first; the temporary name is then removed.  A reader therefore sees a
+whole blob or none, and ``get`` checks the digest of what it returns
+anyway (a disk error, a hand-edited file), so archived content is never
+silently wrong.
+
+Blob format: one tag byte, ``Z`` (zlib) or ``R`` (raw: content that zlib
+does not shrink, e.g. already compressed data), then the data.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import zlib
+from pathlib import Path
+
+from shournal import _paths
+from shournal.hashing import content_digest
+
+_ZLIB = b"Z"
+_RAW = b"R"
+# zlib level 6 (its default) compresses text ~3-4x; higher levels cost
+# much more time for little.
+_LEVEL = 6
+DIGEST_HEX_LEN = 32
+
+
+class ArchiveError(Exception):
+    """The archive cannot be used, or a blob is missing or damaged."""
+
+
+def check_digest(digest: str) -> str:
+    """``digest`` if it is a well-formed hex digest, else ArchiveError
+    (digests come from the journal; never let one name another path)."""
+    if len(digest) != DIGEST_HEX_LEN or any(c not in "0123456789abcdef" for c in digest):
+        raise ArchiveError(f"not a content digest: {digest!r}")
+    return digest
+
+
+class Archive:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else _paths.archive_dir()
+        self.blobs = self.root / "blobs"
+        self.tmp = self.root / "tmp"
+
+    def path_of(self, digest: str) -> Path:
+        check_digest(digest)
+        return self.blobs / digest[:2] / digest[2:]
+
+    def has(self, digest: str) -> bool:
+        return self.path_of(digest).exists()
+
+    def put(self, data: bytes, digest: str | None = None) -> tuple[str, int]:
+        """Store ``data``; return (hex digest, bytes added to the archive:
+        0 if it was there already).  ``digest`` may be given when the
+        caller computed it already."""
+        if digest is None:
+            digest = content_digest(data).hex()
+        final = self.path_of(digest)
+        if final.exists():
+            return digest, 0
+        packed = zlib.compress(data, _LEVEL)
+        blob = _ZLIB + packed if len(packed) < len(data) else _RAW + data
+        try:
+            self._publish(final, blob)
+        except OSError as exc:
+            raise ArchiveError(f"cannot archive into {self.root}: {exc.strerror}") from None
+        return digest, len(blob)
+
+    def _publish(self, final: Path, blob: bytes) -> None:
+        if not final.parent.is_dir() or not self.tmp.is_dir():
+            for d in (self.root, self.blobs, self.tmp, final.parent):
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.tmp / f"{os.getpid()}.{os.urandom(8).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view):]
+                # Only new blobs pay this (an unchanged rerun writes none):
+                # a crash must not leave a published blob without its data.
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                pass  # another writer published the same content first
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP):
+                    raise
+                os.rename(tmp, final)  # file systems without hard links
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def get(self, digest: str) -> bytes:
+        """The content of ``digest``, checked; ArchiveError if it is not
+        there or damaged."""
+        path = self.path_of(digest)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            raise ArchiveError(f"content {digest} is not in the archive {self.root}") from None
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
+        tag, body = blob[:1], blob[1:]
+        try:
+            data = zlib.decompress(body) if tag == _ZLIB else body if tag == _RAW else None
+        except zlib.error:
+            data = None
+        if data is None or content_digest(data).hex() != digest:
+            raise ArchiveError(f"archived content {digest} is damaged ({path})")
+        return data
+
+    def stored_bytes(self) -> int:
+        """Bytes the blobs take (their sizes, not disk blocks)."""
+        total = 0
+        if not self.blobs.is_dir():
+            return 0
+        for sub in self.blobs.iterdir():
+            for blob in sub.iterdir():
+                total += blob.stat().st_size
+        return total

@@ -1,0 +1,79 @@
+"""A recorded command as an experiment: what the journal says of it, and
+its apparatus manifest when it was recorded with one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from shournal.reproduce.recording import decode_manifest
+from shournal.store import models as m
+
+if TYPE_CHECKING:
+    from shournal.query import CommandView
+    from shournal.store.db import Store
+
+
+class ExperimentError(Exception):
+    """A command that cannot be used as asked (one line)."""
+
+
+@dataclass(slots=True)
+class Experiment:
+    command: CommandView
+    manifest: dict[str, Any] | None  # None: recorded without its apparatus
+
+    def reads(self) -> dict[str, dict[str, Any]]:
+        """path -> {size, mtime_ns, mode, hash, digest, why}: the
+        manifest's read files (every one), else the journal's."""
+        return self._files("reads", self.command.reads)
+
+    def writes(self) -> dict[str, dict[str, Any]]:
+        return self._files("writes", self.command.writes)
+
+    def _files(self, key: str, events: list[Any]) -> dict[str, dict[str, Any]]:
+        import os
+
+        out: dict[str, dict[str, Any]] = {}
+        if self.manifest is not None:
+            for path, size, mtime, mode, hsh, digest, why in self.manifest[key]:
+                out[path] = {"size": size, "mtime_ns": mtime, "mode": mode, "hash": hsh,
+                             "digest": digest, "why": why}
+            return out
+        for ev in events:
+            out[os.fsdecode(ev.path)] = {"size": ev.size, "mtime_ns": ev.mtime_ns,
+                                         "mode": ev.mode, "hash": ev.hash, "digest": None,
+                                         "why": None}
+        return out
+
+
+def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
+    with store.reading() as conn:
+        row = conn.execute(
+            select(m.Apparatus.manifest).where(m.Apparatus.command_id == command_id)
+        ).scalar_one_or_none()
+    return None if row is None else decode_manifest(bytes(row))
+
+
+def load(store: Store, command_id: int) -> Experiment:
+    from shournal.query import find_commands
+
+    found = find_commands(store, command_id=command_id)
+    if not found:
+        raise ExperimentError(f"no command with id {command_id}")
+    return Experiment(found[0], load_manifest(store, command_id))
+
+
+def load_by_file(store: Store, path: str) -> Experiment:
+    """The (newest) command that wrote the file at ``path`` (--wfile)."""
+    from shournal.query import QueryError, find_commands
+
+    try:
+        found = find_commands(store, wfile=path, history=1, max_files=0)
+    except QueryError as exc:
+        raise ExperimentError(str(exc)) from None
+    if not found:
+        raise ExperimentError(f"no recorded command wrote {path}")
+    return load(store, found[-1].id)

@@ -1,0 +1,324 @@
+"""`shournal replay ID [-o OUTDIR]`: run a command recorded with its
+apparatus again, in a bubblewrap sandbox built from the archive, and give
+a verdict per recorded output.
+
+The sandbox (no privileged code: bwrap in an unprivileged user namespace):
+
+* the host's root read-only, a private ``/tmp``, ``/dev`` and ``/proc`` of
+  its own, no network unless ``--share-net``, the recorded host name;
+* the writable places are OUTDIR only: the recorded working directory and
+  the directory of every recorded output are each replaced by their mirror
+  in OUTDIR (host path ``/a/b`` <-> ``OUTDIR/a/b``), so the command writes
+  where it wrote then and it lands in OUTDIR; a directory that no longer
+  exists is replaced from its nearest existing ancestor down;
+* every archived file the command read shows its archived content: the
+  blob, materialised once in ``OUTDIR/.shournal/inputs``, bound read-only
+  over its path (programs and libraries too, as Rex does); a read file
+  that is also a recorded output is copied instead, so that the command
+  may rewrite it;
+* the recorded environment (a redacted secret takes its value from the
+  current environment, or stays unset), umask, working directory, argv
+  (``shournal run``) or command line (``sh -c``).
+
+A replay never writes outside OUTDIR.  Its output and error go to
+``OUTDIR/.shournal/stdout`` and ``stderr``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shournal.hashing import content_digest
+from shournal.reproduce.archive import Archive, ArchiveError
+from shournal.reproduce.diff import classify_read
+from shournal.reproduce.experiment import Experiment
+from shournal.reproduce.recording import REDACTED
+
+# Never bound from the archive: the sandbox has its own.
+_SPECIAL = ("/proc/", "/sys/", "/dev/")
+META = ".shournal"
+
+
+class ReplayError(Exception):
+    """The replay cannot be set up (one line)."""
+
+
+def _mirror(outdir: Path, path: str) -> Path:
+    return outdir / path.lstrip("/")
+
+
+def _existing_ancestor(path: str) -> str:
+    p = path
+    while not os.path.isdir(p):
+        p = os.path.dirname(p)
+    return p
+
+
+def _under(path: str, dirs: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+@dataclass(slots=True)
+class Changes:
+    """What `shournal rerun` changes (Rex's runnew); empty: a replay."""
+
+    command: str | None = None  # run this command line (sh -c) instead
+    inputs: dict[str, str] = field(default_factory=dict)  # recorded path -> host file
+    env: dict[str, str] = field(default_factory=dict)
+    local_all: bool = False  # programs and libraries from the host
+
+
+def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
+         bwrap: str, changes: Changes | None = None,
+         ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
+    """(argv of bwrap, environment, umask, notes) for replaying ``exp``
+    (with ``changes``); materialises the inputs and the mirror directories
+    in ``outdir``."""
+    changes = changes or Changes()
+    man = exp.manifest
+    if man is None:
+        raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
+                          "(shournal run --apparatus)")
+    cwd = exp.command.working_dir
+    reads = exp.reads()
+    writes = {p: f for p, f in exp.writes().items()
+              if stat.S_ISREG(f["mode"]) and not p.startswith(_SPECIAL)}
+    wanted = sorted({cwd, *(os.path.dirname(p) for p in writes)})
+    writable: list[str] = []
+    for d in wanted:
+        top = _existing_ancestor(d)
+        if top == "/":
+            raise ReplayError(f"cannot make {d} writable in the sandbox: it no longer "
+                              "exists and neither does any parent below /")
+        writable.append(top)
+    writable = sorted(set(writable), key=lambda d: (d.count("/"), d))
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session"]
+    if share_net:
+        args.append("--share-net")
+    if man.get("hostname"):
+        args += ["--hostname", man["hostname"]]
+    for d in writable:
+        mirror = _mirror(outdir, d)
+        mirror.mkdir(parents=True, exist_ok=True)
+        args += ["--bind", str(mirror), d]
+    for d in wanted:
+        _mirror(outdir, d).mkdir(parents=True, exist_ok=True)
+    inputs = outdir / META / "inputs"
+    inputs.mkdir(parents=True, exist_ok=True)
+    notes: dict[str, Any] = {"from_archive": 0, "from_host": [], "not_shown": [],
+                             "stubs": [], "writable": writable, "local": [],
+                             "archived_programs": []}
+    made: dict[tuple[str, int], Path] = {}
+    for path, f in sorted(reads.items()):
+        if path.startswith(_SPECIAL) or not stat.S_ISREG(f["mode"]):
+            continue
+        inside = _under(path, writable)
+        new_file = changes.inputs.get(path)
+        if new_file is not None:
+            if inside:
+                _stub(outdir, path, notes)
+            args += ["--ro-bind", new_file, path]
+            continue
+        program = classify_read(path, f["mode"]) == "programs_libraries"
+        if program and changes.local_all:
+            notes["local"].append(path)
+            continue  # the host's file shows
+        if program:
+            notes["archived_programs"].append(path)
+        digest = f["digest"]
+        if digest is None:
+            # Not archived (too large, changed...): inside a mirror, show
+            # the host's file if it is still there; outside, it is anyway.
+            if inside and os.path.isfile(path):
+                _stub(outdir, path, notes)
+                args += ["--ro-bind", path, path]
+                notes["from_host"].append(path)
+            elif inside:
+                notes["not_shown"].append(path)
+            continue
+        if path in writes and inside:
+            # read and written: a writable copy in the mirror
+            target = _mirror(outdir, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                target.write_bytes(archive.get(digest))
+            except ArchiveError:
+                notes["not_shown"].append(path)
+                continue
+            target.chmod(f["mode"] & 0o777)
+            notes["from_archive"] += 1
+            continue
+        if not inside and not os.path.isfile(path):
+            notes["not_shown"].append(path)  # no file to bind over
+            continue
+        key = (digest, f["mode"] & 0o777)  # never a setuid copy
+        blob = made.get(key)
+        if blob is None:
+            blob = inputs / f"{digest}-{key[1]:o}"
+            try:
+                blob.write_bytes(archive.get(digest))
+            except ArchiveError:
+                notes["not_shown"].append(path)
+                continue
+            blob.chmod(key[1] | 0o400)
+            made[key] = blob
+        if inside:
+            _stub(outdir, path, notes)
+        args += ["--ro-bind", str(blob), path]
+        notes["from_archive"] += 1
+    args += ["--chdir", cwd, "--"]
+    argv = man.get("argv")
+    if changes.command is not None:
+        args += ["/bin/sh", "-c", changes.command]
+    elif isinstance(argv, list) and argv:
+        args += [str(a) for a in argv]
+    else:
+        args += ["/bin/sh", "-c", exp.command.text]
+    env = {}
+    notes["unset_secrets"] = []
+    for k, v in man["env"].items():
+        if v == REDACTED:
+            if k in os.environ:
+                env[k] = os.environ[k]
+            else:
+                notes["unset_secrets"].append(k)
+        else:
+            env[k] = v
+    env.update(changes.env)
+    umask = man.get("umask")
+    return args, env, umask if isinstance(umask, int) else 0o022, notes
+
+
+def _stub(outdir: Path, path: str, notes: dict[str, Any]) -> None:
+    """The mount point of a read-only bind inside a mirror (bwrap cannot
+    create it there as a file); removed after the run."""
+    target = _mirror(outdir, path)
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.touch()
+    notes["stubs"].append(target)
+
+
+def verdicts(exp: Experiment, outdir: Path, notes: dict[str, Any]) -> list[dict[str, Any]]:
+    """identical / differs (size, content) / missing per recorded output,
+    then extra: written now, not then."""
+    writes = {p: f for p, f in exp.writes().items()
+              if stat.S_ISREG(f["mode"]) and not p.startswith(_SPECIAL)}
+    chunk, reads = exp.command.hash_chunk_size, exp.command.hash_max_reads
+    out = []
+    for path, f in sorted(writes.items()):
+        target = _mirror(outdir, path)
+        if not target.is_file():
+            out.append({"path": path, "verdict": "missing"})
+            continue
+        data = target.read_bytes()
+        entry: dict[str, Any] = {"path": path}
+        if len(data) != f["size"]:
+            entry.update(verdict="differs", what="size", size=[f["size"], len(data)])
+        elif f["digest"]:
+            same = content_digest(data).hex() == f["digest"]
+            entry.update(verdict="identical" if same else "differs")
+            if not same:
+                entry["what"] = "content"
+        elif f["hash"] is not None and chunk and reads:
+            from shournal.hashing import partial_xxh64_bytes
+
+            same = partial_xxh64_bytes(data, chunk, reads) == f["hash"]
+            entry.update(verdict="identical" if same else "differs",
+                         basis="size and partial hash")
+            if not same:
+                entry["what"] = "content"
+        elif f["size"] == 0:
+            entry.update(verdict="identical")
+        else:
+            entry.update(verdict="differs", what="unknown: no digest recorded")
+        out.append(entry)
+    stubs = {str(s) for s in notes["stubs"]}
+    inputs_copied = set(exp.reads()) & set(writes)
+    for d in notes["writable"]:
+        mirror = _mirror(outdir, d)
+        for root, _dirs, files in os.walk(mirror):
+            for name in files:
+                full = os.path.join(root, name)
+                host = "/" + os.path.relpath(full, outdir)
+                if full in stubs or host in writes or host in inputs_copied:
+                    continue
+                out.append({"path": host, "verdict": "extra"})
+    return out
+
+
+def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
+           changes: Changes | None = None, show_plan: Any = None) -> dict[str, Any]:
+    """Replay ``exp`` (with ``changes``: rerun); ``show_plan(notes)`` is
+    called before the command runs."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ReplayError("bubblewrap is not installed (apt-get install bubblewrap)")
+    if outdir is None:
+        outdir = Path(tempfile.mkdtemp(prefix="shournal-replay-"))
+    else:
+        outdir = Path(os.path.abspath(outdir))
+        if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
+            raise ReplayError(f"{outdir} exists and is not an empty directory")
+        try:
+            outdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReplayError(f"cannot create {outdir}: {exc.strerror}") from None
+    archive = Archive()
+    args, env, umask, notes = plan(exp, outdir, archive, share_net, bwrap, changes)
+    if show_plan is not None:
+        show_plan(notes)
+    meta = outdir / META
+    with open(meta / "stdout", "wb") as out, open(meta / "stderr", "wb") as err:
+        proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                              preexec_fn=lambda: os.umask(umask), check=False)
+    for stub in notes["stubs"]:
+        try:
+            if stub.stat().st_size == 0:
+                stub.unlink()
+        except OSError:
+            pass
+    outputs = verdicts(exp, outdir, notes)
+    identical = bool(outputs) and all(o["verdict"] == "identical" for o in outputs)
+    return {
+        "command": exp.command.id,
+        "outdir": str(outdir),
+        "exit_status": {"recorded": exp.command.return_value, "replayed": proc.returncode},
+        "outputs": outputs,
+        "identical": identical and proc.returncode == exp.command.return_value,
+        "from_archive": notes["from_archive"],
+        "from_host": notes["from_host"],
+        "not_shown": notes["not_shown"],
+        "unset_secrets": notes["unset_secrets"],
+        "not_archived": exp.manifest.get("not_archived", {}) if exp.manifest else {},
+    }
+
+
+def render_human(rep: dict[str, Any]) -> str:
+    lines = [f"{o['verdict']:9} {o['path']}" + (f"  ({o['what']})" if "what" in o else "")
+             for o in rep["outputs"]]
+    es = rep["exit_status"]
+    if es["recorded"] != es["replayed"]:
+        lines.append(f"exit status differs: recorded {es['recorded']}, "
+                     f"replayed {es['replayed']}")
+    lines.append(f"{rep['from_archive']} files from the archive, outputs in {rep['outdir']}")
+    if rep["not_archived"]:
+        lines.append("not archived when recorded: " + ", ".join(
+            f"{n} {k.replace('_', ' ')}" for k, n in rep["not_archived"].items()))
+    if rep["from_host"]:
+        lines.append(f"{len(rep['from_host'])} read files from the host (not archived)")
+    if rep["not_shown"]:
+        lines.append(f"{len(rep['not_shown'])} read files neither archived nor on the host: "
+                     + ", ".join(rep["not_shown"][:5]))
+    if rep["unset_secrets"]:
+        lines.append("redacted and not set now: " + ", ".join(rep["unset_secrets"]))
+    return "\n".join(lines) + "\n"
