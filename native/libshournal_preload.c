@@ -869,12 +869,17 @@ static int handle_trigger_in(const char *action)
         return fcntl(fd, F_DUPFD_CLOEXEC, 10);
     }
     if (strncmp(action, "cleanup/", 8) == 0) {
-        /* cleanup/<status>[/s]: s = drop space-prefixed lines (emulated
-         * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE) */
+        /* cleanup/<status>[/FLAGS]: s = drop space-prefixed lines (emulated
+         * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE); u = the hook
+         * could not see the command line's status.  A prompt without a
+         * command line (an empty line, a hook run twice) drops nothing. */
         char *text = take_text(), *flags = strchr(action + 8, '/');
-        int dropped = text && flags && strchr(flags, 's') && text[0] == ' ';
-        if (g_state == ST_WITHIN)
-            do_cleanup(dropped ? NULL : (text ? text : ""), atoi(action + 8));
+        int within = g_state == ST_WITHIN;
+        int dropped = within && text && flags && strchr(flags, 's') && text[0] == ' ';
+        int status = flags && strchr(flags, 'u') ? SHOURNAL_RETURN_VALUE_UNKNOWN
+                                                 : atoi(action + 8);
+        if (within)
+            do_cleanup(dropped ? NULL : (text ? text : ""), status);
         free(text);
         show_listener_warnings();
         prepare_next();

@@ -54,6 +54,10 @@ struct shournal_setup_fail {
 
 /* shell -> listener at the end of a command line; followed by the command
  * text (not NUL terminated, at most SHOURNAL_MAX_COMMAND_LEN bytes) */
+/* return_value when the shell could not tell the command line's status
+ * (shournal/query.py RETURN_VALUE_UNKNOWN) */
+#define SHOURNAL_RETURN_VALUE_UNKNOWN 2147483647
+
 struct shournal_command {
     uint32_t type;
     int32_t return_value;

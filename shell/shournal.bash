@@ -14,7 +14,8 @@ _SHOURNAL_MAGIC='_///shournal///_'
 # Talk to the preload library: opening a magic path is handled in-process.
 _shournal_trigger() {
     _shournal_resp=
-    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null
+    # read returns 1 at the end of the answer: never a failure (set -e)
+    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null || :
     # first line: the answer; further lines: warnings for the user
     if [[ $_shournal_resp == *$'\n'?* ]]; then
         printf '%s' "${_shournal_resp#*$'\n'}" >&2
@@ -165,10 +166,70 @@ _shournal_histignore_check() {
     return 0
 }
 
+# The hook's entry in PROMPT_COMMAND.  Behind `&&` bash neither exits on
+# errexit nor runs the user's ERR trap for anything the hook's body does (its
+# rule for the left side of && reaches into functions), and the list's
+# status is the hook's: the command's own $?, handed on to later hooks.
+_SHOURNAL_PC='_shournal_postexec && :'
+_SHOURNAL_BP='__bp_precmd_invoke_cmd'
+
+# Only the first command of PROMPT_COMMAND sees the command line's $?: a hook
+# put in front of ours later (starship, direnv, a prompt framework, rc lines
+# below ours) runs commands of its own first.  Nothing that runs earlier in
+# bash could be hooked without a fork or owning the DEBUG trap (which
+# bash-preexec and starship own), so the hook checks its place at every
+# prompt: not first, the status it sees is not the command's -- stored as
+# unknown -- and it moves itself to the front for the next one.
+# bash-preexec's prologue may stay in front: it hands the status on
+# (__bp_set_ret_value) and re-asserts its own first place at each prompt.
+_shournal_pc_first() {
+    local s=${PROMPT_COMMAND-}
+    if [[ $s == "$_SHOURNAL_BP"* ]]; then
+        s=${s#"$_SHOURNAL_BP"}
+        s=${s#' "$_"'}
+        s=${s#[$'\n;']}
+        [[ -z $s && ${PROMPT_COMMAND@a} == *a* ]] && s=${PROMPT_COMMAND[1]-}
+    fi
+    [[ $s == "$_SHOURNAL_PC" || $s == "$_SHOURNAL_PC"[$'\n;']* ]]
+}
+
+# $1 without our entry -> _shournal_pcs
+_shournal_pc_strip() {
+    local s=$1
+    s=${s//"$_SHOURNAL_PC;"/}
+    s=${s//"$_SHOURNAL_PC"$'\n'/}
+    s=${s//"$_SHOURNAL_PC"/}
+    _shournal_pcs=$s
+}
+
+# Put our entry first (once), keeping PROMPT_COMMAND a string or an array.
+_shournal_pc_front() {
+    local _shournal_pcs _e
+    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+        local -a _pc=()
+        for _e in "${PROMPT_COMMAND[@]}"; do
+            _shournal_pc_strip "$_e"
+            [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
+        done
+        PROMPT_COMMAND=("$_SHOURNAL_PC" "${_pc[@]}")
+    else
+        _shournal_pc_strip "${PROMPT_COMMAND-}"
+        PROMPT_COMMAND=$_SHOURNAL_PC${_shournal_pcs:+;$_shournal_pcs}
+    fi
+}
+
 _shournal_postexec() {
-    local _shournal_ret=$? _shournal_flags= _shournal_hi=0 _shournal_ignored=0
+    local _shournal_ret=$? _shournal_flags=/ _shournal_hi=0 _shournal_ignored=0
+    # The user's set -u and pipefail are not for this code (errexit and the
+    # ERR trap are kept off by the `&&` of _SHOURNAL_PC); restored on return.
+    local -
+    set +u +o pipefail
+    if ! _shournal_pc_first; then
+        _shournal_flags+=u
+        _shournal_pc_front
+    fi
     _shournal_fix_histcontrol
-    (( _SHOURNAL_IGNORESPACE )) && _shournal_flags=/s
+    (( _SHOURNAL_IGNORESPACE )) && _shournal_flags+=s
     # the patterns in force when the line was read, then any new ones
     if (( ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) ||
         [[ ${HISTIGNORE:-$_SHOURNAL_HISTIGNORE_MARK} != "$_SHOURNAL_HISTIGNORE_MARK" ]]; then
@@ -181,11 +242,11 @@ _shournal_postexec() {
     if (( _shournal_ignored )); then
         # not journaled either: a text the library drops (as ignorespace)
         printf ' ' >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
-        _shournal_flags=/s
+        _shournal_flags+=s
     else
         HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null
     fi
-    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
+    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags" || :
     if [[ $_shournal_resp == "ok dropped" ]] && (( !_shournal_ignored )); then
         builtin history -d -1 2>/dev/null
         (( _shournal_hi )) && [[ -v _SHOURNAL_HIST_SEEN ]] && _SHOURNAL_HIST_SEEN=$_shournal_hprev
@@ -247,12 +308,7 @@ SHOURNAL_ENABLE() {
     if [[ ${PS0-} != *"$_shournal_ps0"* ]]; then
         PS0=${PS0-}$_shournal_ps0
     fi
-    if [[ "$(declare -p PROMPT_COMMAND 2>/dev/null)" == "declare -a"* ]]; then
-        [[ " ${PROMPT_COMMAND[*]} " == *" _shournal_postexec "* ]] ||
-            PROMPT_COMMAND=(_shournal_postexec "${PROMPT_COMMAND[@]}")
-    elif [[ ${PROMPT_COMMAND-} != *_shournal_postexec* ]]; then
-        PROMPT_COMMAND="_shournal_postexec${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
-    fi
+    _shournal_pc_first || _shournal_pc_front
     return 0
 }
 
@@ -261,15 +317,19 @@ SHOURNAL_DISABLE() {
         echo "shournal: SHOURNAL_DISABLE refused in a subshell" >&2
         return 1
     fi
-    _shournal_trigger disable
+    _shournal_trigger disable || :
     PS0=${PS0//"$_shournal_ps0"/}
-    if [[ "$(declare -p PROMPT_COMMAND 2>/dev/null)" == "declare -a"* ]]; then
-        local -a _pc=() ; local _e
-        for _e in "${PROMPT_COMMAND[@]}"; do [[ $_e == _shournal_postexec ]] || _pc+=("$_e"); done
+    local _shournal_pcs _e
+    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+        local -a _pc=()
+        for _e in "${PROMPT_COMMAND[@]}"; do
+            _shournal_pc_strip "$_e"
+            [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
+        done
         PROMPT_COMMAND=("${_pc[@]}")
     else
-        PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec;/}
-        PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec/}
+        _shournal_pc_strip "${PROMPT_COMMAND-}"
+        PROMPT_COMMAND=$_shournal_pcs
     fi
     # hand back what we emulated
     if (( _SHOURNAL_IGNORESPACE )); then

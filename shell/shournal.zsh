@@ -10,9 +10,18 @@ typeset -g _SHOURNAL_LIB=${SHOURNAL_PRELOAD_LIB:-@PRELOAD_LIB@}
 typeset -g _SHOURNAL_MAGIC='_///shournal///_'
 typeset -g _shournal_resp= _shournal_cmd=
 
+# Every function here starts with `emulate -L zsh`: the user's errexit,
+# err_return, nounset, pipefail (and ksh_arrays, sh_word_split, ...) are
+# not for this code.  No command here may end non-zero outside `&&`/`||`
+# either: that would run the user's TRAPZERR.  The hooks return 0; zsh
+# hands each hook the command line's $? whatever the hooks before it did
+# (it restores $? after each one), so the order of precmd_functions does
+# not matter for the status.
 _shournal_trigger() {
+    emulate -L zsh
     _shournal_resp=
-    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1" } 2>/dev/null
+    # read returns 1 at the end of the answer
+    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1" } 2>/dev/null || :
     # first line: the answer; further lines: warnings for the user
     if [[ $_shournal_resp == *$'\n'?* ]]; then
         printf '%s' "${_shournal_resp#*$'\n'}" >&2
@@ -22,21 +31,25 @@ _shournal_trigger() {
 }
 
 _shournal_preexec() {
+    emulate -L zsh
     # $1 is the line as typed, even when history discards it.
     _shournal_cmd=$1
-    _shournal_trigger prepare
+    _shournal_trigger prepare || :
+    return 0
 }
 
 _shournal_precmd() {
     local _shournal_ret=$? _shournal_flags=
+    emulate -L zsh
     [[ -o histignorespace ]] && _shournal_flags=/s
-    print -rn -- "$_shournal_cmd" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
-    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
+    print -rn -- "$_shournal_cmd" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null || :
+    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags" || :
     _shournal_cmd=
-    return $_shournal_ret
+    return 0
 }
 
 SHOURNAL_ENABLE() {
+    emulate -L zsh
     [[ -o interactive ]] || { print -u2 "shournal: SHOURNAL_ENABLE is for interactive shells; use 'shournal run' in scripts"; return 1 }
     if [[ $ZSH_SUBSHELL -gt 0 ]]; then
         print -u2 "shournal: SHOURNAL_ENABLE refused in a subshell"
@@ -78,17 +91,18 @@ SHOURNAL_ENABLE() {
     export SHOURNAL_SESSION_ID=${_shournal_resp#ok }
     autoload -Uz add-zsh-hook
     add-zsh-hook preexec _shournal_preexec
-    # precmd first, so it sees the command's $?
+    # first (zsh hands every hook the same $?, so the order is only tidy)
     precmd_functions=(_shournal_precmd ${precmd_functions:#_shournal_precmd})
     return 0
 }
 
 SHOURNAL_DISABLE() {
+    emulate -L zsh
     if [[ $ZSH_SUBSHELL -gt 0 ]]; then
         print -u2 "shournal: SHOURNAL_DISABLE refused in a subshell"
         return 1
     fi
-    _shournal_trigger disable
+    _shournal_trigger disable || :
     autoload -Uz add-zsh-hook
     add-zsh-hook -d preexec _shournal_preexec
     add-zsh-hook -d precmd _shournal_precmd

@@ -200,7 +200,8 @@ class Shell:
     """A real interactive bash or zsh of the test user on a pty."""
 
     def __init__(self, kind: str, install: Install, home: Path, *, enable: bool = True,
-                 extra_env: dict[str, str] | None = None, rc_extra: str = "") -> None:
+                 extra_env: dict[str, str] | None = None, rc_extra: str = "",
+                 rc_after: str = "") -> None:
         import pexpect
 
         self.kind = kind
@@ -212,6 +213,7 @@ class Shell:
             rc.write_text(
                 f"PS1='{PROMPT}$ '\nHISTFILE={home}/.bash_history\n{rc_extra}\n"
                 + (f"source {REPO}/shell/shournal.bash\nSHOURNAL_ENABLE\n" if enable else "")
+                + rc_after
             )
             argv = ["bash", "--noprofile", "--rcfile", str(rc), "-i"]
         elif kind == "zsh":
@@ -220,6 +222,7 @@ class Shell:
                 f"PS1='{PROMPT}%# '\nunsetopt PROMPT_SP\nHISTFILE={home}/.zsh_history\n"
                 f"SAVEHIST=100\nHISTSIZE=100\n{rc_extra}\n"
                 + (f"source {REPO}/shell/shournal.zsh\nSHOURNAL_ENABLE\n" if enable else "")
+                + rc_after
             )
             env["ZDOTDIR"] = str(home)
             argv = ["zsh", "-i"]

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from shournal import protocol
+from shournal.query import RETURN_VALUE_UNKNOWN
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
@@ -20,7 +21,7 @@ int main(void) {
     V(SHOURNAL_MSG_GO); V(SHOURNAL_MSG_GO_ACK); V(sizeof(struct shournal_go));
     V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_FDS_PER_MSG);
     V(SHOURNAL_MAX_EVENTS_MSG); V(SHOURNAL_REC_HASH); V(SHOURNAL_REC_FD);
-    V(SHOURNAL_SYNC_TIMEOUT_MS);
+    V(SHOURNAL_SYNC_TIMEOUT_MS); V(SHOURNAL_RETURN_VALUE_UNKNOWN);
     V(SHOURNAL_SETUP_FD_ERROR); V(SHOURNAL_MAX_COMMAND_LEN); V(SHOURNAL_MAX_FAIL_LEN);
     V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
     V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
@@ -55,6 +56,7 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_REC_HASH": protocol.REC_HASH,
         "SHOURNAL_REC_FD": protocol.REC_FD,
         "SHOURNAL_SYNC_TIMEOUT_MS": protocol.SYNC_TIMEOUT_MS,
+        "SHOURNAL_RETURN_VALUE_UNKNOWN": RETURN_VALUE_UNKNOWN,
         "SHOURNAL_SETUP_FD_ERROR": protocol.SETUP_FD_ERROR,
         "SHOURNAL_MAX_COMMAND_LEN": protocol.MAX_COMMAND_LEN,
         "SHOURNAL_MAX_FAIL_LEN": protocol.MAX_FAIL_LEN,

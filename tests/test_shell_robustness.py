@@ -1,0 +1,300 @@
+"""shournal's shell code in a user's real shell: the user's options and
+traps (errexit, nounset, pipefail, err_return, ERR/ZERR traps) never turn
+against it, other prompt hooks in front of it do not change the exit status
+it stores, an interrupt at any moment is stored as an interrupt, its own
+runtime files are never journaled and long command lines are kept whole.
+Real bash 5.2 and zsh 5.9 on a pty, as an unprivileged user, through the
+setuid helper."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fixtures_shell import PROMPT, REPO, Shell, journal_url
+
+from shournal.query import RETURN_VALUE_UNKNOWN, find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+BASH_PREEXEC = REPO / "tests" / "vendor" / "bash-preexec.sh"
+
+
+def commands(home: Path, **criteria):
+    store = Store(journal_url(home))
+    try:
+        return find_commands(store, **criteria)
+    finally:
+        store.close()
+
+
+def only(home: Path, text: str):
+    found = commands(home, command_text=f"eq:{text}")
+    assert len(found) == 1, (text, [c.text for c in commands(home)])
+    return found[0]
+
+
+def clean(out: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out).replace("\r", "")
+
+
+# ------------------------------------------------ the user's options and traps
+
+# (option line, line that prints OPTON while the option is still in force);
+# the markers (OPTON, the traps' TRAP-42) are made by the shell, so the
+# echoed input never matches them.
+OPTIONS = {
+    "bash": {
+        "errexit": ("set -e", '[[ $- == *e* ]] && echo OPT""ON'),
+        "nounset": ("set -u", '[[ $- == *u* ]] && echo OPT""ON'),
+        "pipefail": ("set -o pipefail", '[[ -o pipefail ]] && echo OPT""ON'),
+        "all": ("set -euo pipefail", '[[ $- == *e*u* && -o pipefail ]] && echo OPT""ON'),
+        "err_trap": ("trap 'echo TRAP-$((6*7))' ERR",
+                     '[[ $(trap -p ERR) == *TRAP-* ]] && echo OPT""ON'),
+        "err_trap_errtrace": ("set -E; trap 'echo TRAP-$((6*7))' ERR",
+                              '[[ $- == *E* && $(trap -p ERR) == *TRAP-* ]] && echo OPT""ON'),
+        "errexit_err_trap": ("set -eE; trap 'echo TRAP-$((6*7))' ERR",
+                             '[[ $- == *e* && $(trap -p ERR) == *TRAP-* ]] && echo OPT""ON'),
+    },
+    "zsh": {
+        "errexit": ("setopt errexit", '[[ -o errexit ]] && echo OPT""ON'),
+        "nounset": ("setopt nounset", '[[ -o nounset ]] && echo OPT""ON'),
+        "err_return": ("setopt err_return", '[[ -o errreturn ]] && echo OPT""ON'),
+        "pipefail": ("setopt pipefail", '[[ -o pipefail ]] && echo OPT""ON'),
+        "all": ("setopt errexit nounset err_return pipefail",
+                '[[ -o errexit && -o nounset && -o errreturn ]] && echo OPT""ON'),
+        "trapzerr": ("TRAPZERR() { echo TRAP-$((6*7)) }",
+                     '(( $+functions[TRAPZERR] )) && echo OPT""ON'),
+        "trap_zerr": ("trap 'echo TRAP-$((6*7))' ZERR",
+                      '[[ $(trap) == *TRAP-* ]] && echo OPT""ON'),
+        "errexit_trapzerr": ("setopt errexit; TRAPZERR() { echo TRAP-$((6*7)) }",
+                             '[[ -o errexit ]] && (( $+functions[TRAPZERR] )) && echo OPT""ON'),
+    },
+}
+
+CASES = [(k, o) for k in ("bash", "zsh") for o in OPTIONS[k]]
+
+
+@pytest.mark.parametrize(("kind", "option"), CASES, ids=[f"{k}-{o}" for k, o in CASES])
+def test_users_options_and_traps_do_not_turn_against_shournal(kind, option, install,
+                                                               user_home):
+    """The shell survives the option, the next commands are recorded with
+    their own status, the option is still set afterwards, and the user's
+    ERR trap fires for the user's commands only."""
+    set_line, check = OPTIONS[kind][option]
+    sh = Shell(kind, install, user_home)
+    outs = [sh.run(set_line)]
+    outs.append(sh.run("echo robust > out1"))
+    assert sh.proc.isalive(), outs
+    # a failing status that errexit leaves alone and no ERR trap sees
+    outs.append(sh.run("! true"))
+    outs.append(sh.run("echo again > out2"))
+    checked = clean(sh.run(check))
+    assert "OPTON" in checked, checked
+    # the user's trap fired for none of these lines, so not for shournal's code
+    assert "TRAP-42" not in clean("".join(outs) + checked), outs
+    if "trap" in option and "errexit" not in option:
+        # the user's own failing command: the trap fires exactly once
+        fired = clean(sh.run("false"))
+        assert fired.count("TRAP-42") == 1, fired
+    sh.exit()
+    out1 = only(user_home, "echo robust > out1")
+    assert out1.return_value == 0
+    assert [os.path.basename(e.path) for e in out1.writes] == [b"out1"]
+    assert only(user_home, "! true").return_value == 1
+    assert only(user_home, "echo again > out2").return_value == 0
+
+
+def test_shell_survives_errexit_typed_as_first_command(install, user_home):
+    """`set -e` and then Enter on an empty line, Ctrl-C at the prompt: every
+    prompt runs shournal's hook again."""
+    for kind, line in (("bash", "set -e"), ("zsh", "setopt errexit err_return nounset")):
+        sh = Shell(kind, install, user_home)
+        sh.run(line)
+        sh.run("")
+        sh.proc.sendintr()
+        sh.proc.expect(PROMPT)
+        out = clean(sh.run("echo still-$((40+2))"))
+        assert "still-42" in out, out
+        sh.exit()
+
+
+# --------------------------------------------------- other prompt hooks first
+
+STARSHIP_STYLE = {
+    # a hook prepended to PROMPT_COMMAND that runs commands of its own
+    "bash": '_st_precmd() { _st_status=$?; true; }\n'
+            'PROMPT_COMMAND="_st_precmd;${PROMPT_COMMAND-}"\n',
+    # a precmd function put in front of all others that runs `true`
+    "zsh": '_st_precmd() { true; }\nprecmd_functions=(_st_precmd $precmd_functions)\n',
+}
+
+# starship's own bash set-up: it replaces PROMPT_COMMAND and runs the old
+# value from its hook, after commands of its own
+STARSHIP_REPLACES = (
+    'starship_precmd() { STARSHIP_CMD_STATUS=$?; true; eval "$_PRESERVED_PROMPT_COMMAND"; }\n'
+    '_PRESERVED_PROMPT_COMMAND="${PROMPT_COMMAND-}"; PROMPT_COMMAND="starship_precmd"\n'
+)
+
+HOOKS = [
+    ("bash", "starship-style-after", "", STARSHIP_STYLE["bash"]),
+    ("bash", "starship-style-before", STARSHIP_STYLE["bash"], ""),
+    ("bash", "starship-replaces-after", "", STARSHIP_REPLACES),
+    ("bash", "bash-preexec-after", "", f"source {BASH_PREEXEC}\n"),
+    ("bash", "bash-preexec-before", f"source {BASH_PREEXEC}\n", ""),
+    ("bash", "bash-preexec-and-starship-after", "",
+     f"source {BASH_PREEXEC}\n" + STARSHIP_STYLE["bash"]),
+    ("bash", "array-prompt-command-after", "",
+     "_st_precmd() { true; }\nPROMPT_COMMAND=(_st_precmd \"${PROMPT_COMMAND[@]}\")\n"),
+    ("zsh", "precmd-first-after", "", STARSHIP_STYLE["zsh"]),
+    ("zsh", "precmd-first-before", STARSHIP_STYLE["zsh"], ""),
+]
+
+
+@pytest.mark.parametrize(("kind", "name", "before", "after"), HOOKS,
+                         ids=[f"{h[0]}-{h[1]}" for h in HOOKS])
+def test_exit_status_survives_other_prompt_hooks(kind, name, before, after, install,
+                                                  user_home):
+    sh = Shell(kind, install, user_home, rc_extra=before, rc_after=after)
+    sh.run("false")
+    sh.run("true")
+    sh.run("(exit 3)")
+    sh.run("false")
+    out = clean(sh.run("echo status=$?"))
+    # the other hooks still see the command's status
+    assert "status=1" in out, out
+    sh.exit()
+    statuses = [(c.text, c.return_value) for c in commands(user_home)
+                if not c.text.startswith("exit")]
+    assert statuses == [("false", 1), ("true", 0), ("(exit 3)", 3), ("false", 1),
+                        ("echo status=$?", 0)], statuses
+
+
+def test_hook_added_by_a_command_line_never_stores_a_wrong_status(install, user_home):
+    """A line that puts a hook in front of shournal's and then fails: its
+    status is the hook's, not the line's; it is stored as unknown, never as
+    the hook's 0, and the following lines are right again."""
+    sh = Shell("bash", install, user_home)
+    sh.run('_st_precmd() { true; }; PROMPT_COMMAND="_st_precmd;$PROMPT_COMMAND"; false')
+    sh.run("false")
+    sh.run("true")
+    sh.exit()
+    (first,) = [c for c in commands(user_home) if c.text.startswith("_st_precmd")]
+    assert first.return_value in (1, RETURN_VALUE_UNKNOWN)
+    assert only(user_home, "false").return_value == 1
+    assert only(user_home, "true").return_value == 0
+
+
+# ------------------------------------------------- Ctrl-C at every moment
+
+def _slow_setup_env(install, home: Path) -> tuple[dict[str, str], Path]:
+    """A helper path that sleeps before each `setup`, so the shell is still
+    setting up the command line when the interrupt arrives."""
+    wrapper = home / "slow-suid"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = setup ] && [ ! -e {home}/fast ] && sleep 0.5\n'
+        f'exec {install.helper} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return {"SHOURNAL_SUID_PATH": str(wrapper)}, wrapper
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_ctrl_c_right_after_enter_is_never_stored_as_success(kind, install, user_home):
+    """Ctrl-C sent together with Enter, while the set-up is slowed down: the
+    line is stored with the status the shell reports (130), or as unknown,
+    never as 0 -- and the sleep never runs to its end."""
+    env, _ = _slow_setup_env(install, user_home)
+    sh = Shell(kind, install, user_home, extra_env=env)
+    lines = [f"sleep 30; echo not-interrupted-{i}" for i in range(4)]
+    for i, line in enumerate(lines):
+        sh.proc.send(line + "\r")
+        if i % 2:
+            time.sleep(0.2)  # within the slowed set-up
+        sh.proc.sendintr()
+        sh.proc.expect(PROMPT, timeout=20)
+        assert "not-interrupted" not in clean(sh.proc.before).replace(line, "")
+        sh.run("true")
+    sh.exit()
+    for line in lines:
+        found = commands(user_home, command_text=f"eq:{line}")
+        for cmd in found:
+            assert cmd.return_value in (130, RETURN_VALUE_UNKNOWN), (line, cmd.return_value)
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_ctrl_c_while_the_program_runs_is_130(kind, install, user_home):
+    sh = Shell(kind, install, user_home)
+    sh.proc.sendline("sleep 30")
+    sh.proc.expect("sleep 30")
+    # the program has started once its namespace holds it: wait for it
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r = subprocess.run(["pgrep", "-u", install.user.pw_name, "-x", "sleep"],
+                           capture_output=True, text=True)
+        if r.stdout.strip():
+            break
+        time.sleep(0.02)
+    sh.proc.sendintr()
+    sh.proc.expect(PROMPT)
+    sh.exit()
+    assert only(user_home, "sleep 30").return_value == 130
+
+
+# --------------------------------------------- shournal's own runtime files
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_nested_shell_leaves_no_runtime_files_in_the_journal(kind, install, user_home):
+    """A command line that runs a nested recorded shell: the outer command's
+    written files contain nothing of shournal's runtime directory."""
+    sh = Shell(kind, install, user_home)
+    rc = user_home / (".bashrc" if kind == "bash" else ".zshrc")
+    nested = f"bash --noprofile --rcfile {rc} -i" if kind == "bash" else "zsh -i"
+    sh.proc.sendline(nested)
+    sh.proc.expect(PROMPT)
+    sh.run("echo inner > inner_out")
+    sh.proc.sendline("exit 0")
+    sh.proc.expect(PROMPT)
+    sh.run("true")
+    sh.exit()
+    rundir = os.fsencode(user_home / "run")
+    outer = only(user_home, nested)
+    assert [e.path for e in outer.writes if e.path.startswith(rundir)] == []
+    inner = only(user_home, "echo inner > inner_out")
+    assert [os.path.basename(e.path) for e in inner.writes] == [b"inner_out"]
+    for cmd in commands(user_home):
+        assert not [e.path for e in cmd.writes if e.path.startswith(rundir)], cmd.text
+
+
+# ------------------------------------------------------- long command lines
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_long_command_line_is_stored_whole(kind, install, user_home):
+    """A 100 KB command line (a variable assignment and a write) is stored
+    with its full text."""
+    value = "".join(f"{i:07d}," for i in range(100_000 // 8))
+    script = user_home / "work" / "long.sh"
+    line = f"v='{value}'; echo ${{#v}} > long_out"
+    # typed through the pty the line would take minutes: source it as the
+    # shell's own input with the same text in history / preexec
+    script.write_text(line + "\n")
+    os.chown(script, install.user.pw_uid, install.user.pw_gid)
+    sh = Shell(kind, install, user_home)
+    if kind == "bash":
+        sh.run(f"bind -x '\"\\C-xL\": READLINE_LINE=$(<{script}); READLINE_POINT=0'")
+    else:
+        sh.run(f"_shl() {{ BUFFER=$(<{script}); }}; zle -N _shl; bindkey '^XL' _shl")
+    sh.proc.send("\x18L")
+    sh.proc.send("\r")
+    sh.proc.expect(PROMPT, timeout=120)
+    sh.exit()
+    (cmd,) = [c for c in commands(user_home) if c.text.startswith("v='")]
+    assert len(cmd.text) == len(line), (len(cmd.text), len(line))
+    assert cmd.text == line
+    assert [os.path.basename(e.path) for e in cmd.writes] == [b"long_out"]
