@@ -8,7 +8,7 @@
 
 typeset -g _SHOURNAL_LIB=${SHOURNAL_PRELOAD_LIB:-@PRELOAD_LIB@}
 typeset -g _SHOURNAL_MAGIC='_///shournal///_'
-typeset -g _shournal_resp= _shournal_cmd=
+typeset -g _shournal_resp= _shournal_cmd= _shournal_ran=
 
 # Every function here starts with `emulate -L zsh`: the user's errexit,
 # err_return, nounset, pipefail (and ksh_arrays, sh_word_split, ...) are
@@ -34,13 +34,19 @@ _shournal_preexec() {
     emulate -L zsh
     # $1 is the line as typed, even when history discards it.
     _shournal_cmd=$1
+    _shournal_ran=
     _shournal_trigger prepare || :
+    # Not reached when Ctrl-C comes during the set-up: zsh then drops the
+    # line unrun and leaves $? at the previous line's status.
+    _shournal_ran=1
     return 0
 }
 
 _shournal_precmd() {
     local _shournal_ret=$? _shournal_flags=
     emulate -L zsh
+    # interrupted before it could run: stored as bash stores such a line
+    [[ -n $_shournal_cmd && -z $_shournal_ran ]] && _shournal_ret=130
     [[ -o histignorespace ]] && _shournal_flags=/s
     print -rn -- "$_shournal_cmd" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null || :
     _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags" || :
