@@ -408,11 +408,10 @@ def listen(
         if relay.closed and relay.fileno() in ready:
             poller.unregister(relay.fileno())
         if sock.fileno() in ready:
-            data = sock.recv(protocol.COMMAND.size + protocol.MAX_COMMAND_LEN + 1)
+            data, msg = protocol.recv_command(sock)
             if not data:
                 eof_at = time.monotonic()
                 break
-            msg = protocol.unpack_command(data)
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
     # The command line has ended: what is left (the last events, settling
