@@ -255,6 +255,23 @@ _shournal_postexec() {
     return $_shournal_ret
 }
 
+# SHOURNAL_ENABLE re-executed the shell: the lines of rc file $1 above its
+# call (line $2) ran twice.  `shournal doctor` reports them from
+# _SHOURNAL_RESTARTED="<lines above, not blank or comments>:<line>:<file>".
+# Runs once per shell start, without a fork.
+_shournal_note_restart() {
+    local f=$1 n=$2 l count=0
+    local -a lines=()
+    if [[ -n $f && -r $f ]] && (( n > 1 )); then
+        mapfile -t -n $(( n - 1 )) lines < "$f" || :
+    fi
+    for l in "${lines[@]}"; do
+        l=${l#"${l%%[![:space:]]*}"}
+        [[ -z $l || $l == '#'* || $l == *shournal.bash* ]] || (( count += 1 ))
+    done
+    export _SHOURNAL_RESTARTED="$count:$n:$f"
+}
+
 _shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1)):0}$(:)'
 
 SHOURNAL_ENABLE() {
@@ -282,6 +299,11 @@ SHOURNAL_ENABLE() {
         unset _SHOURNAL_REEXEC
         echo "shournal: re-exec failed; not recording" >&2
         return 1
+    fi
+    if [[ -n ${_SHOURNAL_REEXEC-} ]]; then
+        _shournal_note_restart "${BASH_SOURCE[1]-}" "${BASH_LINENO[0]-0}"
+    else
+        unset _SHOURNAL_RESTARTED
     fi
     unset _SHOURNAL_REEXEC
     # Our children must not load the library.

@@ -82,6 +82,24 @@ SHOURNAL_ENABLE() {
         print -u2 "shournal: re-exec failed; not recording"
         return 1
     fi
+    if [[ -n ${_SHOURNAL_REEXEC-} ]]; then
+        # restarted by the exec above: the rc lines before this call ran
+        # twice; `shournal doctor` reports them (see shournal.bash)
+        local _at=${funcfiletrace[1]-} _l _count=0 _n
+        local -a _lines
+        _n=${_at##*:}
+        [[ $_n == <-> ]] || _n=0
+        if [[ -n ${_at%:*} && -r ${_at%:*} ]] && (( _n > 1 )); then
+            _lines=("${(@f)$(<${_at%:*})}")
+            for _l in "${(@)_lines[1,_n-1]}"; do
+                _l=${_l#"${_l%%[^[:space:]]*}"}
+                [[ -z $_l || $_l == '#'* || $_l == *shournal.zsh* ]] || (( _count += 1 ))
+            done
+        fi
+        export _SHOURNAL_RESTARTED="$_count:$_n:${_at%:*}"
+    else
+        unset _SHOURNAL_RESTARTED
+    fi
     unset _SHOURNAL_REEXEC
     # Our children must not load the library.
     local -a _keep

@@ -293,3 +293,25 @@ def test_long_command_line_is_stored_whole(kind, install, user_home):
     assert cmd.text == line
     assert [os.path.basename(e.path) for e in cmd.writes] == [b"long_out"]
     assert (user_home / "work" / "long_out").read_text() == f"{len(value)}\n"
+
+
+# ------------------------------------------------- the rc file runs twice
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_doctor_names_rc_lines_that_ran_twice(kind, install, user_home):
+    """SHOURNAL_ENABLE restarts the shell: the rc lines above it ran twice,
+    and `shournal doctor` in that shell says which, with the fix."""
+    sh = Shell(kind, install, user_home, rc_extra="echo RC-$((40+2))-RAN")
+    started = clean(sh.proc.before)
+    assert started.count("RC-42-RAN") == 2, started
+    out = clean(sh.run("shournal doctor", timeout=120))
+    sh.exit()
+    rc = user_home / (".bashrc" if kind == "bash" else ".zshrc")
+    lines = rc.read_text().splitlines()
+    enable_at = lines.index("SHOURNAL_ENABLE") + 1
+    above = [ln for ln in lines[: enable_at - 1]
+             if ln.strip() and not ln.startswith("#") and "shournal." not in ln]
+    want = (f"FAIL rc file runs once: {len(above)} line(s) of {rc} above SHOURNAL_ENABLE "
+            f"(line {enable_at}) ran twice")
+    assert want in out, out
+    assert f"fix: move the two shournal lines to the top of {rc}" in out
