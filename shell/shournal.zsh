@@ -10,7 +10,7 @@ typeset -g _SHOURNAL_LIB=${SHOURNAL_PRELOAD_LIB:-@PRELOAD_LIB@}
 typeset -g _SHOURNAL_MAGIC='_///shournal///_'
 typeset -g _shournal_resp= _shournal_cmd= _shournal_ran=
 
-# Every function here starts with `emulate -L zsh`: the user's errexit,
+# Every hook here starts with `emulate -L zsh`: the user's errexit,
 # err_return, nounset, pipefail (and ksh_arrays, sh_word_split, ...) are
 # not for this code.  No command here may end non-zero outside `&&`/`||`
 # either: that would run the user's TRAPZERR.  The hooks return 0; zsh
@@ -18,7 +18,7 @@ typeset -g _shournal_resp= _shournal_cmd= _shournal_ran=
 # (it restores $? after each one), so the order of precmd_functions does
 # not matter for the status.
 _shournal_trigger() {
-    emulate -L zsh
+    # (its callers, below, did `emulate -L zsh`)
     _shournal_resp=
     # read returns 1 at the end of the answer
     { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1" } 2>/dev/null || :
