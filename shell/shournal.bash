@@ -173,24 +173,38 @@ _shournal_histignore_check() {
 _SHOURNAL_PC='_shournal_postexec && :'
 _SHOURNAL_BP='__bp_precmd_invoke_cmd'
 
-# Only the first command of PROMPT_COMMAND sees the command line's $?: a hook
-# put in front of ours later (starship, direnv, a prompt framework, rc lines
-# below ours) runs commands of its own first.  Nothing that runs earlier in
-# bash could be hooked without a fork or owning the DEBUG trap (which
-# bash-preexec and starship own), so the hook checks its place at every
-# prompt: not first, the status it sees is not the command's -- stored as
-# unknown -- and it moves itself to the front for the next one.
-# bash-preexec's prologue may stay in front: it hands the status on
-# (__bp_set_ret_value) and re-asserts its own first place at each prompt.
-_shournal_pc_first() {
-    local s=${PROMPT_COMMAND-}
+# Only the first command of PROMPT_COMMAND sees the command line's $? (from
+# bash 5.1 on, the first command of each element of a PROMPT_COMMAND array:
+# bash hands every element the same $?): a hook put in front of ours later
+# (starship, direnv, a prompt framework, rc lines below ours) runs commands
+# of its own first.  Nothing that runs earlier in bash can be hooked without
+# a fork or owning the DEBUG trap (which bash-preexec and starship own), so
+# the hook checks its place at every prompt: where its $? is not the
+# command's, the status is stored as unknown.  And it keeps itself at the
+# front, so that other hooks run after the command line has ended (their
+# programs and files are not the command's).  bash-preexec's prologue may
+# stay in front: it hands the status on (__bp_set_ret_value) and re-asserts
+# its own first place at each prompt.
+# Returns 0 if $? is the command's; _shournal_pc_at_front=1 if first.
+_shournal_pc_check() {
+    local s=${PROMPT_COMMAND-} e
+    _shournal_pc_at_front=0
     if [[ $s == "$_SHOURNAL_BP"* ]]; then
         s=${s#"$_SHOURNAL_BP"}
         s=${s#' "$_"'}
         s=${s#[$'\n;']}
         [[ -z $s && ${PROMPT_COMMAND@a} == *a* ]] && s=${PROMPT_COMMAND[1]-}
     fi
-    [[ $s == "$_SHOURNAL_PC" || $s == "$_SHOURNAL_PC"[$'\n;']* ]]
+    if [[ $s == "$_SHOURNAL_PC" || $s == "$_SHOURNAL_PC"[$'\n;']* ]]; then
+        _shournal_pc_at_front=1
+        return 0
+    fi
+    if [[ ${PROMPT_COMMAND@a} == *a* ]] && (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 )); then
+        for e in "${PROMPT_COMMAND[@]:1}"; do
+            [[ $e == "$_SHOURNAL_PC" || $e == "$_SHOURNAL_PC"[$'\n;']* ]] && return 0
+        done
+    fi
+    return 1
 }
 
 # $1 without our entry -> _shournal_pcs
@@ -219,15 +233,14 @@ _shournal_pc_front() {
 }
 
 _shournal_postexec() {
-    local _shournal_ret=$? _shournal_flags=/ _shournal_hi=0 _shournal_ignored=0
+    local _shournal_ret=$? _shournal_flags=/ _shournal_hi=0 _shournal_ignored=0 \
+        _shournal_pc_at_front
     # The user's set -u and pipefail are not for this code (errexit and the
     # ERR trap are kept off by the `&&` of _SHOURNAL_PC); restored on return.
     local -
     set +u +o pipefail
-    if ! _shournal_pc_first; then
-        _shournal_flags+=u
-        _shournal_pc_front
-    fi
+    _shournal_pc_check || _shournal_flags+=u
+    (( _shournal_pc_at_front )) || _shournal_pc_front
     _shournal_fix_histcontrol
     (( _SHOURNAL_IGNORESPACE )) && _shournal_flags+=s
     # the patterns in force when the line was read, then any new ones
@@ -330,7 +343,9 @@ SHOURNAL_ENABLE() {
     if [[ ${PS0-} != *"$_shournal_ps0"* ]]; then
         PS0=${PS0-}$_shournal_ps0
     fi
-    _shournal_pc_first || _shournal_pc_front
+    local _shournal_pc_at_front
+    _shournal_pc_check || :
+    (( _shournal_pc_at_front )) || _shournal_pc_front
     return 0
 }
 

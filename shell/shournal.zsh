@@ -51,6 +51,11 @@ _shournal_precmd() {
     print -rn -- "$_shournal_cmd" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null || :
     _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags" || :
     _shournal_cmd=
+    # First again for the next prompt: hooks put in front of ours ran while
+    # the command line was still open (their programs and files would be
+    # the command's).
+    [[ ${precmd_functions[1]-} == _shournal_precmd ]] ||
+        precmd_functions=(_shournal_precmd ${precmd_functions:#_shournal_precmd})
     return 0
 }
 
@@ -115,7 +120,7 @@ SHOURNAL_ENABLE() {
     export SHOURNAL_SESSION_ID=${_shournal_resp#ok }
     autoload -Uz add-zsh-hook
     add-zsh-hook preexec _shournal_preexec
-    # first (zsh hands every hook the same $?, so the order is only tidy)
+    # first: see _shournal_precmd (zsh hands every hook the same $?)
     precmd_functions=(_shournal_precmd ${precmd_functions:#_shournal_precmd})
     return 0
 }

@@ -126,12 +126,15 @@ def test_shell_survives_errexit_typed_as_first_command(install, user_home):
 
 # --------------------------------------------------- other prompt hooks first
 
+# The hooks write a file: once shournal's hook is first again, that is
+# never a command line's.
 STARSHIP_STYLE = {
     # a hook prepended to PROMPT_COMMAND that runs commands of its own
-    "bash": '_st_precmd() { _st_status=$?; true; }\n'
+    "bash": '_st_precmd() { _st_status=$?; echo >> ~/hook_out; true; }\n'
             'PROMPT_COMMAND="_st_precmd;${PROMPT_COMMAND-}"\n',
     # a precmd function put in front of all others that runs `true`
-    "zsh": '_st_precmd() { true; }\nprecmd_functions=(_st_precmd $precmd_functions)\n',
+    "zsh": '_st_precmd() { echo >> ~/hook_out; true; }\n'
+           'precmd_functions=(_st_precmd $precmd_functions)\n',
 }
 
 # starship's own bash set-up: it replaces PROMPT_COMMAND and runs the old
@@ -169,23 +172,30 @@ def test_exit_status_survives_other_prompt_hooks(kind, name, before, after, inst
     # the other hooks still see the command's status
     assert "status=1" in out, out
     sh.exit()
-    statuses = [(c.text, c.return_value) for c in commands(user_home)
-                if not c.text.startswith("exit")]
+    found = [c for c in commands(user_home) if not c.text.startswith("exit")]
+    statuses = [(c.text, c.return_value) for c in found]
     assert statuses == [("false", 1), ("true", 0), ("(exit 3)", 3), ("false", 1),
                         ("echo status=$?", 0)], statuses
+    for c in found:
+        assert not [e.path for e in c.writes if e.path.endswith(b"hook_out")], c.text
 
 
-def test_hook_added_by_a_command_line_never_stores_a_wrong_status(install, user_home):
-    """A line that puts a hook in front of shournal's and then fails: its
-    status is the hook's, not the line's; it is stored as unknown, never as
-    the hook's 0, and the following lines are right again."""
+@pytest.mark.parametrize("how", ["string", "array"])
+def test_hook_added_by_a_command_line_never_stores_a_wrong_status(how, install, user_home):
+    """A line that puts a hook in front of shournal's and then fails: in
+    front within the same PROMPT_COMMAND string, the status shournal's hook
+    sees is the other hook's: stored as unknown, never as its 0.  As an
+    array element of its own, bash hands it the line's status too: stored
+    as 1.  The following lines are right again."""
+    add = {"string": 'PROMPT_COMMAND="_st_precmd;$PROMPT_COMMAND"',
+           "array": 'PROMPT_COMMAND=(_st_precmd "${PROMPT_COMMAND[@]}")'}[how]
     sh = Shell("bash", install, user_home)
-    sh.run('_st_precmd() { true; }; PROMPT_COMMAND="_st_precmd;$PROMPT_COMMAND"; false')
+    sh.run(f"_st_precmd() {{ true; }}; {add}; false")
     sh.run("false")
     sh.run("true")
     sh.exit()
     (first,) = [c for c in commands(user_home) if c.text.startswith("_st_precmd")]
-    assert first.return_value in (1, RETURN_VALUE_UNKNOWN)
+    assert first.return_value == (RETURN_VALUE_UNKNOWN if how == "string" else 1)
     assert only(user_home, "false").return_value == 1
     assert only(user_home, "true").return_value == 0
 
