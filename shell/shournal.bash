@@ -235,12 +235,15 @@ _shournal_pc_front() {
 _shournal_postexec() {
     local _shournal_ret=$? _shournal_flags=/ _shournal_hi=0 _shournal_ignored=0 \
         _shournal_pc_at_front
-    # The user's set -u and pipefail are not for this code (errexit and the
-    # ERR trap are kept off by the `&&` of _SHOURNAL_PC); restored on return.
-    local -
-    set +u +o pipefail
-    _shournal_pc_check || _shournal_flags+=u
-    (( _shournal_pc_at_front )) || _shournal_pc_front
+    # errexit and the ERR trap are kept off by the `&&` of _SHOURNAL_PC; the
+    # code here runs under set -u (every variable is set or has a default)
+    # and has no pipelines (pipefail): tests/test_shell_robustness.py.
+    # The usual case first, cheaply (no call, no glob: bash matches globs
+    # in wide characters): our entry starts PROMPT_COMMAND.
+    if [[ ${PROMPT_COMMAND:0:${#_SHOURNAL_PC}} != "$_SHOURNAL_PC" ]]; then
+        _shournal_pc_check || _shournal_flags+=u
+        (( _shournal_pc_at_front )) || _shournal_pc_front
+    fi
     _shournal_fix_histcontrol
     (( _SHOURNAL_IGNORESPACE )) && _shournal_flags+=s
     # the patterns in force when the line was read, then any new ones
