@@ -661,24 +661,36 @@ static void show_listener_warnings(void)
     unlink(taken);
 }
 
-/* Take the text the hook wrote; returns a malloc'd string or NULL. */
+/* Take the text the hook wrote; returns a malloc'd string or NULL.  At
+ * most one byte more than the listener keeps: it marks the cut. */
 static char *take_text(void)
 {
     char *buf, *p;
-    ssize_t n;
+    struct stat st;
+    size_t want, n = 0;
     if (g_textfd < 0)
         return NULL;
-    buf = malloc(SHOURNAL_MAX_COMMAND_LEN + 1);
+    want = SHOURNAL_MAX_COMMAND_LEN;
+    if (fstat(g_textfd, &st) == 0 && st.st_size > 0)
+        want = (size_t)st.st_size < (size_t)SHOURNAL_MAX_COMMAND_TEXT + 1
+                   ? (size_t)st.st_size
+                   : (size_t)SHOURNAL_MAX_COMMAND_TEXT + 1;
+    buf = malloc(want + 1);
     if (buf == NULL) {
         close(g_textfd);
         g_textfd = -1;
         return NULL;
     }
-    n = pread(g_textfd, buf, SHOURNAL_MAX_COMMAND_LEN, 0);
+    while (n < want) {
+        ssize_t r = pread(g_textfd, buf + n, want - n, (off_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
     close(g_textfd);
     g_textfd = -1;
-    if (n < 0)
-        n = 0;
     buf[n] = '\0';
     p = buf;
     if (g_text_is_history) {
@@ -691,12 +703,58 @@ static char *take_text(void)
             p++;
         if (*p == ' ')
             p++;
-        n = (ssize_t)strlen(p);
+        n = strlen(p);
         while (n > 0 && p[n - 1] == '\n') /* here-documents end in "\n\n" */
             p[--n] = '\0';
     }
     memmove(buf, p, strlen(p) + 1);
     return buf;
+}
+
+/* A text longer than one message: COMMAND_FD with a memfd holding it.
+ * 0 sent, -1 (errno) failed. */
+static int send_command_fd(struct shournal_command *m, const char *text, size_t len)
+{
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {m, sizeof *m};
+    struct msghdr mh = {0};
+    struct cmsghdr *c;
+    size_t done = 0;
+    int fd = memfd_create("shournal-command", MFD_CLOEXEC), rc, saved;
+
+    if (fd < 0)
+        return -1;
+    while (done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            saved = w < 0 ? errno : EIO;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    m->type = SHOURNAL_MSG_COMMAND_FD;
+    memset(&u, 0, sizeof u);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.b;
+    mh.msg_controllen = sizeof u.b;
+    c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    rc = sendmsg(g_sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
+    saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
 }
 
 static void do_cleanup(const char *text, int retval)
@@ -705,20 +763,30 @@ static void do_cleanup(const char *text, int retval)
     char from[PATH_MAX + 32], to[PATH_MAX + 32];
     struct shournal_command m;
     size_t len = text ? strlen(text) : 0;
-    int died = 0;
+    int died = 0, rc = 0;
 
-    if (len > SHOURNAL_MAX_COMMAND_LEN)
-        len = SHOURNAL_MAX_COMMAND_LEN;
     memset(&m, 0, sizeof m);
     m.type = SHOURNAL_MSG_COMMAND;
     m.return_value = retval;
     m.start_ns = g_start_ns;
     m.end_ns = now_ns();
     memcpy(m.session, g_session, sizeof m.session);
-    memcpy(buf, &m, sizeof m);
-    if (text && len)
-        memcpy(buf + sizeof m, text, len);
-    if (text && send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+    if (text && len > SHOURNAL_MAX_COMMAND_LEN) {
+        rc = send_command_fd(&m, text, len);
+        if (rc != 0 && errno != EPIPE && errno != ECONNRESET && errno != ECONNREFUSED) {
+            warn_once("command line of %zu bytes stored cut to %d: %s", len,
+                      SHOURNAL_MAX_COMMAND_LEN, strerror(errno));
+            m.type = SHOURNAL_MSG_COMMAND;
+            len = SHOURNAL_MAX_COMMAND_LEN;
+        }
+    }
+    if (len <= SHOURNAL_MAX_COMMAND_LEN) {
+        memcpy(buf, &m, sizeof m);
+        if (text && len)
+            memcpy(buf + sizeof m, text, len);
+        rc = text ? (int)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+    }
+    if (text && rc < 0 &&
         (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED)) {
         warn_once("the recorder of this command died; it was not recorded");
         died = 1;
@@ -871,12 +939,17 @@ static int handle_trigger_in(const char *action)
         return fcntl(fd, F_DUPFD_CLOEXEC, 10);
     }
     if (strncmp(action, "cleanup/", 8) == 0) {
-        /* cleanup/<status>[/s]: s = drop space-prefixed lines (emulated
-         * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE) */
+        /* cleanup/<status>[/FLAGS]: s = drop space-prefixed lines (emulated
+         * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE); u = the hook
+         * could not see the command line's status.  A prompt without a
+         * command line (an empty line, a hook run twice) drops nothing. */
         char *text = take_text(), *flags = strchr(action + 8, '/');
-        int dropped = text && flags && strchr(flags, 's') && text[0] == ' ';
-        if (g_state == ST_WITHIN)
-            do_cleanup(dropped ? NULL : (text ? text : ""), atoi(action + 8));
+        int within = g_state == ST_WITHIN;
+        int dropped = within && text && flags && strchr(flags, 's') && text[0] == ' ';
+        int status = flags && strchr(flags, 'u') ? SHOURNAL_RETURN_VALUE_UNKNOWN
+                                                 : atoi(action + 8);
+        if (within)
+            do_cleanup(dropped ? NULL : (text ? text : ""), status);
         free(text);
         show_listener_warnings();
         prepare_next();

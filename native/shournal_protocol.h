@@ -16,6 +16,7 @@
 #define SHOURNAL_MSG_COMMAND 3u
 #define SHOURNAL_MSG_GO 7u     /* shell -> prepared helper: taken, see below */
 #define SHOURNAL_MSG_GO_ACK 8u /* prepared helper -> shell: still there */
+#define SHOURNAL_MSG_COMMAND_FD 9u /* as COMMAND, the text in an fd: see there */
 
 /* Fixed descriptor numbers handed from helper to listener. */
 #define SHOURNAL_FD_SOCKET 3
@@ -53,7 +54,16 @@ struct shournal_setup_fail {
 };
 
 /* shell -> listener at the end of a command line; followed by the command
- * text (not NUL terminated, at most SHOURNAL_MAX_COMMAND_LEN bytes) */
+ * text (not NUL terminated, at most SHOURNAL_MAX_COMMAND_LEN bytes).  A
+ * longer text travels as COMMAND_FD: the same struct, no text after it, and
+ * one fd (SCM_RIGHTS) of a memfd holding the text from offset 0.  The
+ * listener keeps at most SHOURNAL_MAX_COMMAND_TEXT bytes of it and marks a
+ * longer one as cut (so the sender never needs more than one byte beyond
+ * that limit). */
+/* return_value when the shell could not tell the command line's status
+ * (shournal/query.py RETURN_VALUE_UNKNOWN) */
+#define SHOURNAL_RETURN_VALUE_UNKNOWN 2147483647
+
 struct shournal_command {
     uint32_t type;
     int32_t return_value;
@@ -128,6 +138,7 @@ struct shournal_flush {
 #define SHOURNAL_SYNC_TIMEOUT_MS 250
 
 #define SHOURNAL_MAX_COMMAND_LEN (96 * 1024)
+#define SHOURNAL_MAX_COMMAND_TEXT (16 * 1024 * 1024)
 #define SHOURNAL_MAX_FAIL_LEN 512
 
 #endif

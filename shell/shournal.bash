@@ -14,7 +14,8 @@ _SHOURNAL_MAGIC='_///shournal///_'
 # Talk to the preload library: opening a magic path is handled in-process.
 _shournal_trigger() {
     _shournal_resp=
-    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null
+    # read returns 1 at the end of the answer: never a failure (set -e)
+    { IFS= read -r -d '' _shournal_resp < "$_SHOURNAL_MAGIC/$1"; } 2>/dev/null || :
     # first line: the answer; further lines: warnings for the user
     if [[ $_shournal_resp == *$'\n'?* ]]; then
         printf '%s' "${_shournal_resp#*$'\n'}" >&2
@@ -165,10 +166,86 @@ _shournal_histignore_check() {
     return 0
 }
 
+# The hook's entry in PROMPT_COMMAND.  Behind `&&` bash neither exits on
+# errexit nor runs the user's ERR trap for anything the hook's body does (its
+# rule for the left side of && reaches into functions), and the list's
+# status is the hook's: the command's own $?, handed on to later hooks.
+_SHOURNAL_PC='_shournal_postexec && :'
+_SHOURNAL_BP='__bp_precmd_invoke_cmd'
+
+# Only the first command of PROMPT_COMMAND sees the command line's $? (from
+# bash 5.1 on, the first command of each element of a PROMPT_COMMAND array:
+# bash hands every element the same $?): a hook put in front of ours later
+# (starship, direnv, a prompt framework, rc lines below ours) runs commands
+# of its own first.  Nothing that runs earlier in bash can be hooked without
+# a fork or owning the DEBUG trap (which bash-preexec and starship own), so
+# the hook checks its place at every prompt: where its $? is not the
+# command's, the status is stored as unknown.  And it keeps itself at the
+# front, so that other hooks run after the command line has ended (their
+# programs and files are not the command's).  bash-preexec's prologue may
+# stay in front: it hands the status on (__bp_set_ret_value) and re-asserts
+# its own first place at each prompt.
+# Returns 0 if $? is the command's; _shournal_pc_at_front=1 if first.
+_shournal_pc_check() {
+    local s=${PROMPT_COMMAND-} e
+    _shournal_pc_at_front=0
+    if [[ $s == "$_SHOURNAL_BP"* ]]; then
+        s=${s#"$_SHOURNAL_BP"}
+        s=${s#' "$_"'}
+        s=${s#[$'\n;']}
+        [[ -z $s && ${PROMPT_COMMAND@a} == *a* ]] && s=${PROMPT_COMMAND[1]-}
+    fi
+    if [[ $s == "$_SHOURNAL_PC" || $s == "$_SHOURNAL_PC"[$'\n;']* ]]; then
+        _shournal_pc_at_front=1
+        return 0
+    fi
+    if [[ ${PROMPT_COMMAND@a} == *a* ]] && (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 )); then
+        for e in "${PROMPT_COMMAND[@]:1}"; do
+            [[ $e == "$_SHOURNAL_PC" || $e == "$_SHOURNAL_PC"[$'\n;']* ]] && return 0
+        done
+    fi
+    return 1
+}
+
+# $1 without our entry -> _shournal_pcs
+_shournal_pc_strip() {
+    local s=$1
+    s=${s//"$_SHOURNAL_PC;"/}
+    s=${s//"$_SHOURNAL_PC"$'\n'/}
+    s=${s//"$_SHOURNAL_PC"/}
+    _shournal_pcs=$s
+}
+
+# Put our entry first (once), keeping PROMPT_COMMAND a string or an array.
+_shournal_pc_front() {
+    local _shournal_pcs _e
+    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+        local -a _pc=()
+        for _e in "${PROMPT_COMMAND[@]}"; do
+            _shournal_pc_strip "$_e"
+            [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
+        done
+        PROMPT_COMMAND=("$_SHOURNAL_PC" "${_pc[@]}")
+    else
+        _shournal_pc_strip "${PROMPT_COMMAND-}"
+        PROMPT_COMMAND=$_SHOURNAL_PC${_shournal_pcs:+;$_shournal_pcs}
+    fi
+}
+
 _shournal_postexec() {
-    local _shournal_ret=$? _shournal_flags= _shournal_hi=0 _shournal_ignored=0
+    local _shournal_ret=$? _shournal_flags=/ _shournal_hi=0 _shournal_ignored=0 \
+        _shournal_pc_at_front
+    # errexit and the ERR trap are kept off by the `&&` of _SHOURNAL_PC; the
+    # code here runs under set -u (every variable is set or has a default)
+    # and has no pipelines (pipefail): tests/test_shell_robustness.py.
+    # The usual case first, cheaply (no call, no glob: bash matches globs
+    # in wide characters): our entry starts PROMPT_COMMAND.
+    if [[ ${PROMPT_COMMAND:0:${#_SHOURNAL_PC}} != "$_SHOURNAL_PC" ]]; then
+        _shournal_pc_check || _shournal_flags+=u
+        (( _shournal_pc_at_front )) || _shournal_pc_front
+    fi
     _shournal_fix_histcontrol
-    (( _SHOURNAL_IGNORESPACE )) && _shournal_flags=/s
+    (( _SHOURNAL_IGNORESPACE )) && _shournal_flags+=s
     # the patterns in force when the line was read, then any new ones
     if (( ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) ||
         [[ ${HISTIGNORE:-$_SHOURNAL_HISTIGNORE_MARK} != "$_SHOURNAL_HISTIGNORE_MARK" ]]; then
@@ -181,17 +258,34 @@ _shournal_postexec() {
     if (( _shournal_ignored )); then
         # not journaled either: a text the library drops (as ignorespace)
         printf ' ' >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
-        _shournal_flags=/s
+        _shournal_flags+=s
     else
         HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null
     fi
-    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags"
+    _shournal_trigger "cleanup/$_shournal_ret$_shournal_flags" || :
     if [[ $_shournal_resp == "ok dropped" ]] && (( !_shournal_ignored )); then
         builtin history -d -1 2>/dev/null
         (( _shournal_hi )) && [[ -v _SHOURNAL_HIST_SEEN ]] && _SHOURNAL_HIST_SEEN=$_shournal_hprev
     fi
     _SHOURNAL_SEQ_SEEN=$_SHOURNAL_SEQ
     return $_shournal_ret
+}
+
+# SHOURNAL_ENABLE re-executed the shell: the lines of rc file $1 above its
+# call (line $2) ran twice.  `shournal doctor` reports them from
+# _SHOURNAL_RESTARTED="<lines above, not blank or comments>:<line>:<file>".
+# Runs once per shell start, without a fork.
+_shournal_note_restart() {
+    local f=$1 n=$2 l count=0
+    local -a lines=()
+    if [[ -n $f && -r $f ]] && (( n > 1 )); then
+        mapfile -t -n $(( n - 1 )) lines < "$f" || :
+    fi
+    for l in "${lines[@]}"; do
+        l=${l#"${l%%[![:space:]]*}"}
+        [[ -z $l || $l == '#'* || $l == *shournal.bash* ]] || (( count += 1 ))
+    done
+    export _SHOURNAL_RESTARTED="$count:$n:$f"
 }
 
 _shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1)):0}$(:)'
@@ -222,6 +316,11 @@ SHOURNAL_ENABLE() {
         echo "shournal: re-exec failed; not recording" >&2
         return 1
     fi
+    if [[ -n ${_SHOURNAL_REEXEC-} ]]; then
+        _shournal_note_restart "${BASH_SOURCE[1]-}" "${BASH_LINENO[0]-0}"
+    else
+        unset _SHOURNAL_RESTARTED
+    fi
     unset _SHOURNAL_REEXEC
     # Our children must not load the library.
     local _p _keep=
@@ -247,12 +346,9 @@ SHOURNAL_ENABLE() {
     if [[ ${PS0-} != *"$_shournal_ps0"* ]]; then
         PS0=${PS0-}$_shournal_ps0
     fi
-    if [[ "$(declare -p PROMPT_COMMAND 2>/dev/null)" == "declare -a"* ]]; then
-        [[ " ${PROMPT_COMMAND[*]} " == *" _shournal_postexec "* ]] ||
-            PROMPT_COMMAND=(_shournal_postexec "${PROMPT_COMMAND[@]}")
-    elif [[ ${PROMPT_COMMAND-} != *_shournal_postexec* ]]; then
-        PROMPT_COMMAND="_shournal_postexec${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
-    fi
+    local _shournal_pc_at_front
+    _shournal_pc_check || :
+    (( _shournal_pc_at_front )) || _shournal_pc_front
     return 0
 }
 
@@ -261,15 +357,19 @@ SHOURNAL_DISABLE() {
         echo "shournal: SHOURNAL_DISABLE refused in a subshell" >&2
         return 1
     fi
-    _shournal_trigger disable
+    _shournal_trigger disable || :
     PS0=${PS0//"$_shournal_ps0"/}
-    if [[ "$(declare -p PROMPT_COMMAND 2>/dev/null)" == "declare -a"* ]]; then
-        local -a _pc=() ; local _e
-        for _e in "${PROMPT_COMMAND[@]}"; do [[ $_e == _shournal_postexec ]] || _pc+=("$_e"); done
+    local _shournal_pcs _e
+    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+        local -a _pc=()
+        for _e in "${PROMPT_COMMAND[@]}"; do
+            _shournal_pc_strip "$_e"
+            [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
+        done
         PROMPT_COMMAND=("${_pc[@]}")
     else
-        PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec;/}
-        PROMPT_COMMAND=${PROMPT_COMMAND//_shournal_postexec/}
+        _shournal_pc_strip "${PROMPT_COMMAND-}"
+        PROMPT_COMMAND=$_shournal_pcs
     fi
     # hand back what we emulated
     if (( _SHOURNAL_IGNORESPACE )); then

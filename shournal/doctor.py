@@ -24,6 +24,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    blocks: bool = True  # a failure keeps commands from being recorded
 
 
 def _helper_checks() -> list[Check]:
@@ -121,6 +122,35 @@ def _shell_check() -> Check:
     )
 
 
+# Exported by SHOURNAL_ENABLE in a shell it restarted to preload the
+# library: "<lines above it>:<its line>:<rc file>" (shell/shournal.bash).
+RESTART_ENV = "_SHOURNAL_RESTARTED"
+
+
+def _rc_check() -> Check | None:
+    """The rc lines above SHOURNAL_ENABLE ran twice (it re-executes the
+    shell); None outside a shell that SHOURNAL_ENABLE restarted."""
+    value = os.environ.get(RESTART_ENV)
+    if not value:
+        return None
+    try:
+        count_s, line_s, rcfile = value.split(":", 2)
+        count, line = int(count_s), int(line_s)
+    except ValueError:
+        return None
+    name = "rc file runs once"
+    if count == 0:
+        return Check(name, True, f"nothing above SHOURNAL_ENABLE in {rcfile or 'the rc file'}")
+    return Check(
+        name,
+        False,
+        f"{count} line(s) of {rcfile} above SHOURNAL_ENABLE (line {line}) ran twice: "
+        "it restarts the shell once to preload the recorder",
+        f"move the two shournal lines to the top of {rcfile}",
+        blocks=False,
+    )
+
+
 def _config_check() -> Check:
     from shournal.config import ConfigError, load_config
 
@@ -158,6 +188,9 @@ def run_checks() -> list[Check]:
     checks.append(_config_check())
     checks.append(_store_check())
     checks.append(_shell_check())
+    rc = _rc_check()
+    if rc is not None:
+        checks.append(rc)
     return checks
 
 
@@ -170,8 +203,11 @@ def print_report(checks: list[Check]) -> bool:
         if not c.ok and c.fix:
             print(f"     fix: {c.fix}")
     failed = [c for c in checks if not c.ok]
-    if failed:
-        print(f"{len(failed)} problem(s): commands are not recorded until they are fixed.")
+    blocking = [c for c in failed if c.blocks]
+    if blocking:
+        print(f"{len(blocking)} problem(s): commands are not recorded until they are fixed.")
+    elif failed:
+        print(f"{len(failed)} problem(s); commands are recorded.")
     else:
         print("Everything needed for recording is in place.")
     return not failed

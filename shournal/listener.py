@@ -91,6 +91,9 @@ class Collector:
         self.max_r = cfg.read_events.max_event_count or sys.maxsize
         self.read_enabled = cfg.read_events.enable
         self.read_only_writable = cfg.read_events.only_writable
+        # shournal's own in-flight files (a nested recorded shell's
+        # markers, listener warnings) are never the command's
+        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
@@ -150,6 +153,8 @@ class Collector:
                 os.close(fd)
 
     def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
+        if path.startswith(self.own_dir):
+            return
         if not self.may_write(mode, owner, group, self.uid, self.gids):
             return
         if not self.write_rule.match(path):
@@ -161,6 +166,8 @@ class Collector:
 
     def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
         uid, gids = self.uid, self.gids
+        if path.startswith(self.own_dir):
+            return
         if not self.may_read(mode, owner, group, uid, gids):
             return
         writable = None
@@ -418,11 +425,10 @@ def listen(
         if relay.closed and relay.fileno() in ready:
             poller.unregister(relay.fileno())
         if sock.fileno() in ready:
-            data = sock.recv(protocol.COMMAND.size + protocol.MAX_COMMAND_LEN + 1)
+            data, msg = protocol.recv_command(sock)
             if not data:
                 eof_at = time.monotonic()
                 break
-            msg = protocol.unpack_command(data)
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
     # The command line has ended: what is left (the last events, settling

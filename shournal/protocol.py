@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ MSG_FLUSH = 5
 MSG_FLUSHED = 6
 MSG_GO = 7
 MSG_GO_ACK = 8
+MSG_COMMAND_FD = 9
 
 FD_SOCKET = 3
 FD_EVENTS = 4
@@ -30,6 +32,7 @@ SYNC_TIMEOUT_MS = 250
 SETUP_FD_ERROR = 1
 
 MAX_COMMAND_LEN = 96 * 1024
+MAX_COMMAND_TEXT = 16 * 1024 * 1024
 MAX_FAIL_LEN = 512
 
 SETUP_DONE = struct.Struct("=IiiI")
@@ -86,17 +89,59 @@ def recv_setup(sock: socket.socket) -> SetupDone:
     raise ProtocolError("bad answer from helper")
 
 
-def pack_command(msg: CommandMessage) -> bytes:
-    return (
-        COMMAND.pack(MSG_COMMAND, msg.return_value, msg.start_ns, msg.end_ns, msg.session)
-        + msg.text[:MAX_COMMAND_LEN]
+def send_command(sock: socket.socket, msg: CommandMessage) -> None:
+    """COMMAND, or COMMAND_FD with the text in a memfd when it is longer."""
+    head = (msg.return_value, msg.start_ns, msg.end_ns, msg.session)
+    if len(msg.text) <= MAX_COMMAND_LEN:
+        sock.send(COMMAND.pack(MSG_COMMAND, *head) + msg.text)
+        return
+    fd = os.memfd_create("shournal-command", os.MFD_CLOEXEC)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(msg.text[: MAX_COMMAND_TEXT + 1])
+        socket.send_fds(sock, [COMMAND.pack(MSG_COMMAND_FD, *head)], [fd])
+    finally:
+        os.close(fd)
+
+
+# What a text cut at MAX_COMMAND_TEXT bytes ends with.
+CUT_MARK = f"\n[shournal: command line cut at {MAX_COMMAND_TEXT} bytes]"
+
+
+def _text_from_fd(fd: int) -> bytes:
+    """At most MAX_COMMAND_TEXT bytes of a COMMAND_FD's memfd, marked when
+    there was more."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return b""
+    parts: list[bytes] = []
+    got = 0
+    while got <= MAX_COMMAND_TEXT:
+        chunk = os.pread(fd, MAX_COMMAND_TEXT + 1 - got, got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    text = b"".join(parts)
+    if len(text) > MAX_COMMAND_TEXT:
+        text = text[:MAX_COMMAND_TEXT] + CUT_MARK.encode()
+    return text
+
+
+def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
+    """One message of the control socket: (its data, the command if it is
+    one).  Empty data: EOF.  Any fd that came with it is closed."""
+    data, fds, _flags, _addr = socket.recv_fds(
+        sock, COMMAND.size + MAX_COMMAND_LEN + 1, 1, socket.MSG_CMSG_CLOEXEC
     )
-
-
-def unpack_command(data: bytes) -> CommandMessage | None:
-    if len(data) < COMMAND.size:
-        return None
-    mtype, ret, start, end, session = COMMAND.unpack_from(data)
-    if mtype != MSG_COMMAND:
-        return None
-    return CommandMessage(ret, start, end, session, data[COMMAND.size :])
+    try:
+        if len(data) < COMMAND.size:
+            return data, None
+        mtype, ret, start, end, session = COMMAND.unpack_from(data)
+        if mtype == MSG_COMMAND:
+            return data, CommandMessage(ret, start, end, session, data[COMMAND.size :])
+        if mtype == MSG_COMMAND_FD and len(fds) == 1:
+            return data, CommandMessage(ret, start, end, session, _text_from_fd(fds[0]))
+        return data, None
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -151,7 +151,7 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
         signal.signal(signal.SIGQUIT, old_quit)
     msg = protocol.CommandMessage(status, start_ns, time.time_ns(), bytes(16), text.encode())
     try:
-        parent.send(protocol.pack_command(msg))
+        protocol.send_command(parent, msg)
     except OSError:
         _warn("listener is gone; command not recorded")
     parent.close()

@@ -201,9 +201,10 @@ class Shell:
 
     def __init__(self, kind: str, install: Install, home: Path, *, enable: bool = True,
                  extra_env: dict[str, str] | None = None, rc_extra: str = "",
-                 chroot: Path | None = None) -> None:
-        """`chroot`: run the shell inside that directory (which must show the
-        home, the install and the checkout at their paths)."""
+                 rc_after: str = "", chroot: Path | None = None) -> None:
+        """`rc_after`: rc lines after shournal's.  `chroot`: run the shell
+        inside that directory (which must show the home, the install and the
+        checkout at their paths)."""
         import pexpect
 
         self.kind = kind
@@ -215,6 +216,7 @@ class Shell:
             rc.write_text(
                 f"PS1='{PROMPT}$ '\nHISTFILE={home}/.bash_history\n{rc_extra}\n"
                 + (f"source {REPO}/shell/shournal.bash\nSHOURNAL_ENABLE\n" if enable else "")
+                + rc_after
             )
             argv = ["bash", "--noprofile", "--rcfile", str(rc), "-i"]
         elif kind == "zsh":
@@ -223,6 +225,7 @@ class Shell:
                 f"PS1='{PROMPT}%# '\nunsetopt PROMPT_SP\nHISTFILE={home}/.zsh_history\n"
                 f"SAVEHIST=100\nHISTSIZE=100\n{rc_extra}\n"
                 + (f"source {REPO}/shell/shournal.zsh\nSHOURNAL_ENABLE\n" if enable else "")
+                + rc_after
             )
             env["ZDOTDIR"] = str(home)
             argv = ["zsh", "-i"]

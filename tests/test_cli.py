@@ -40,8 +40,10 @@ def test_every_command_is_in_the_readme(name):
 def test_init_prints_the_two_rc_lines(shell):
     res = runner.invoke(app, ["init", shell])
     assert res.exit_code == 0
-    lines = res.output.splitlines()
+    lines = [ln for ln in res.output.splitlines() if not ln.startswith("#")]
     assert lines == [f"source {_paths.shell_dir() / f'shournal.{shell}'}", "SHOURNAL_ENABLE"]
+    # where they belong, and why (appended as they are, the comment is harmless)
+    assert f"at the top of ~/.{shell}rc" in res.output and "runs twice" in res.output
     assert (_paths.shell_dir() / f"shournal.{shell}").exists()
 
 

@@ -51,3 +51,16 @@ def test_doctor_names_a_helper_without_setuid_bit(install, user_home, tmp_path):
     got = lines(r.stdout)
     assert got["setuid helper"] == "FAIL", r.stdout
     assert "fix:" in r.stdout and r.returncode == 1
+
+
+def test_rc_check_reads_the_restart_marker(monkeypatch):
+    from shournal import doctor as d
+
+    monkeypatch.delenv(d.RESTART_ENV, raising=False)
+    assert d._rc_check() is None
+    monkeypatch.setenv(d.RESTART_ENV, "0:2:/home/u/.bashrc")
+    assert d._rc_check().ok
+    monkeypatch.setenv(d.RESTART_ENV, "3:9:/home/u/my:rc")
+    c = d._rc_check()
+    assert not c.ok and not c.blocks
+    assert "3 line(s) of /home/u/my:rc above SHOURNAL_ENABLE (line 9)" in c.detail

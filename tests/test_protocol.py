@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from shournal import protocol
+from shournal.query import RETURN_VALUE_UNKNOWN
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 
@@ -18,9 +19,10 @@ int main(void) {
     V(SHOURNAL_MSG_SETUP_DONE); V(SHOURNAL_MSG_SETUP_FAIL); V(SHOURNAL_MSG_COMMAND);
     V(SHOURNAL_MSG_EVENTS); V(SHOURNAL_MSG_FLUSH); V(SHOURNAL_MSG_FLUSHED);
     V(SHOURNAL_MSG_GO); V(SHOURNAL_MSG_GO_ACK); V(sizeof(struct shournal_go));
+    V(SHOURNAL_MSG_COMMAND_FD); V(SHOURNAL_MAX_COMMAND_TEXT);
     V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_FDS_PER_MSG);
     V(SHOURNAL_MAX_EVENTS_MSG); V(SHOURNAL_REC_HASH); V(SHOURNAL_REC_FD);
-    V(SHOURNAL_SYNC_TIMEOUT_MS);
+    V(SHOURNAL_SYNC_TIMEOUT_MS); V(SHOURNAL_RETURN_VALUE_UNKNOWN);
     V(SHOURNAL_SETUP_FD_ERROR); V(SHOURNAL_MAX_COMMAND_LEN); V(SHOURNAL_MAX_FAIL_LEN);
     V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
     V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
@@ -47,6 +49,8 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_MSG_FLUSHED": protocol.MSG_FLUSHED,
         "SHOURNAL_MSG_GO": protocol.MSG_GO,
         "SHOURNAL_MSG_GO_ACK": protocol.MSG_GO_ACK,
+        "SHOURNAL_MSG_COMMAND_FD": protocol.MSG_COMMAND_FD,
+        "SHOURNAL_MAX_COMMAND_TEXT": protocol.MAX_COMMAND_TEXT,
         "sizeof(struct shournal_go)": protocol.GO.size,
         "SHOURNAL_FD_SOCKET": protocol.FD_SOCKET,
         "SHOURNAL_FD_EVENTS": protocol.FD_EVENTS,
@@ -55,6 +59,7 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_REC_HASH": protocol.REC_HASH,
         "SHOURNAL_REC_FD": protocol.REC_FD,
         "SHOURNAL_SYNC_TIMEOUT_MS": protocol.SYNC_TIMEOUT_MS,
+        "SHOURNAL_RETURN_VALUE_UNKNOWN": RETURN_VALUE_UNKNOWN,
         "SHOURNAL_SETUP_FD_ERROR": protocol.SETUP_FD_ERROR,
         "SHOURNAL_MAX_COMMAND_LEN": protocol.MAX_COMMAND_LEN,
         "SHOURNAL_MAX_FAIL_LEN": protocol.MAX_FAIL_LEN,
@@ -66,3 +71,21 @@ def test_header_and_python_agree(tmp_path):
         "sizeof(struct shournal_flush)": protocol.FLUSH.size,
     }
     assert {k: int(v) for k, v in got.items()} == want
+
+
+def test_long_command_text_travels_whole_and_a_too_long_one_is_marked():
+    import socket
+
+    for size, want_cut in ((100 * 1024, False), (protocol.MAX_COMMAND_TEXT + 10, True)):
+        text = (b"abcdefghijklmnopqrstuvwxyz" * (size // 26 + 1))[:size]
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with a, b:
+            sent = protocol.CommandMessage(7, 1, 2, bytes(16), text)
+            protocol.send_command(a, sent)
+            data, got = protocol.recv_command(b)
+        assert got is not None and got.return_value == 7
+        if want_cut:
+            mark = protocol.CUT_MARK.encode()
+            assert got.text == text[: protocol.MAX_COMMAND_TEXT] + mark
+        else:
+            assert got.text == text

@@ -42,6 +42,9 @@ def print_init(shell: str) -> int:
         print(f"shournal: unsupported shell '{shell}' (bash or zsh)", file=sys.stderr)
         return EXIT_USAGE
     script = _paths.shell_dir() / f"shournal.{shell}"
+    print(f"# shournal: put these lines at the top of ~/.{shell}rc.  SHOURNAL_ENABLE")
+    print("# restarts the shell once to preload the recorder, so every line above")
+    print("# it runs twice (banners, conda init, module load, ssh-agent, PATH+=).")
     print(f"source {script}")
     print("SHOURNAL_ENABLE")
     return 0
