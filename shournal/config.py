@@ -118,6 +118,9 @@ class StoreConfig:
     """[store]: where commands are stored."""
 
     url: str = ""  # empty: SQLite in the data directory
+    # The store daemon (shournal.daemon) exits after this long without a
+    # command line, once its spool is drained; the next one starts it again.
+    daemon_idle_seconds: int = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,8 @@ DEFAULT_CONFIG_TEXT = """\
 [store]
 # Database URL such as "postgresql://host/db"; empty: SQLite in the data directory.
 # url = ""
+# Seconds the store daemon stays without a command line before it exits.
+# daemon_idle_seconds = 600
 """
 
 
@@ -457,7 +462,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "max_count_of_reads": _int(1),
         },
     ),
-    "store": (StoreConfig, {"url": _str}),
+    "store": (StoreConfig, {"url": _str, "daemon_idle_seconds": _int(1)}),
 }
 _HEADERS = frozenset(f"[{name}]" for name in _SCHEMA)
 

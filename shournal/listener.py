@@ -364,22 +364,25 @@ def _write_setup_args(cfg) -> None:
             os.unlink(tmp)
 
 
-def _mark_drained() -> None:
+def _mark_drained(pid: int | None = None) -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
-    line may start (the shell waits for this); storing follows."""
+    line may start (the shell waits for this); storing follows.  `pid`: the
+    process the markers are named after (default: this one; the store
+    daemon passes its forwarder's)."""
     rundir = _paths.runtime_dir()
-    pid = os.getpid()
+    pid = os.getpid() if pid is None else pid
     try:
         os.rename(rundir / f"{pid}.end", rundir / f"{pid}.store")
     except OSError:
         pass
 
 
-def _remove_markers() -> None:
+def _remove_markers(pid: int | None = None) -> None:
     rundir = _paths.runtime_dir()
+    pid = os.getpid() if pid is None else pid
     for suffix in ("run", "end", "store"):
         try:
-            os.unlink(rundir / f"{os.getpid()}.{suffix}")
+            os.unlink(rundir / f"{pid}.{suffix}")
         except OSError:
             pass
 
@@ -468,15 +471,52 @@ def _ignored(cfg, text: str) -> bool:
     return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
 
 
+def store_url(cfg) -> str | None:
+    """The journal's URL (None: the default SQLite file)."""
+    return os.environ.get("SHOURNAL_DB_URL") or getattr(cfg.store, "url", "") or None
+
+
 def store_record(rec: CommandRecord, cfg) -> int:
     from shournal.store import Store
 
-    url = os.environ.get("SHOURNAL_DB_URL") or getattr(cfg.store, "url", "") or None
-    store = Store(url)
+    store = Store(store_url(cfg))
     try:
         return store.add_command(rec)
     finally:
         store.close()
+
+
+def load_listener_config():
+    """The config, or the defaults (with one warning) when it is invalid."""
+    from shournal.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        _warn(f"config error, using defaults: {exc}")
+        return load_config(path=None, create=False, defaults_only=True)
+
+
+def collect(
+    sock: socket.socket, relay: Relay, cfg, cwd: str, pid: int | None = None
+) -> CommandRecord | None:
+    """Everything of one command line up to the record to store: its events
+    until every process has exited, then the policy.  None: nothing to
+    store (no text, or an ignored command).  Shared by this listener and
+    the store daemon (shournal.daemon), which passes the `pid` its
+    forwarder's markers are named after."""
+    gids = frozenset(os.getgroups()) | {os.getgid()}
+    collector = Collector(cfg, os.getuid(), gids)
+    command = listen(sock, relay, collector)
+    relay.close()  # the holder exits: nothing we do from here is observed
+    sock.close()
+    _mark_drained(pid)
+    if command is None or not command.text.strip():
+        return None
+    rec = build_record(cwd, command, collector)
+    if _ignored(cfg, rec.text):
+        return None
+    return rec
 
 
 def run(sock: socket.socket, relay: Relay) -> int:
@@ -490,25 +530,10 @@ def run(sock: socket.socket, relay: Relay) -> int:
             cwd = os.environ.get("PWD", "/")
     os.chdir("/")  # never keep a mount busy for the command's lifetime
 
-    from shournal.config import ConfigError, load_config
-
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        _warn(f"config error, using defaults: {exc}")
-        cfg = load_config(path=None, create=False, defaults_only=True)
+    cfg = load_listener_config()
     _write_setup_args(cfg)
-    gids = frozenset(os.getgroups()) | {os.getgid()}
-    collector = Collector(cfg, os.getuid(), gids)
-    command = listen(sock, relay, collector)
-    relay.close()  # the holder exits: nothing we do from here is observed
-    sock.close()
-    _mark_drained()
-    if command is None or not command.text.strip():
-        _remove_markers()
-        return 0
-    rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
+    rec = collect(sock, relay, cfg, cwd)
+    if rec is None:
         _remove_markers()
         return 0
     try:

@@ -43,6 +43,15 @@ RECORD = struct.Struct("=QQqQIIIiHHI")
 FLUSH = struct.Struct("=II")  # type, seq
 GO = struct.Struct("=II")  # type, reserved (GO and GO_ACK)
 
+# The store daemon (see shournal.daemon)
+DAEMON_SOCKET = "daemon.sock"
+MSG_FORWARD = 9
+MSG_SPOOLED = 10
+MSG_DRAIN = 11
+MSG_DRAINED = 12
+MSG_STATUS = 13
+DAEMON_MSG = struct.Struct("=IiII")  # type, pid, arg, reserved
+
 
 class ProtocolError(RuntimeError):
     pass
