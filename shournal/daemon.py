@@ -458,23 +458,5 @@ def main() -> int:
     return daemon.serve()
 
 
-def request(mtype: int, arg: int = 0, timeout: float = 5.0) -> tuple[int, bytes] | None:
-    """Ask the running daemon (DRAIN, STATUS): (answer's arg, text), or None
-    if no daemon answers."""
-    path = _paths.runtime_dir() / protocol.DAEMON_SOCKET
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC) as s:
-            s.settimeout(timeout)
-            s.connect(os.fspath(path))
-            s.send(protocol.DAEMON_MSG.pack(mtype, os.getpid(), arg, 0))
-            data = s.recv(protocol.DAEMON_MSG.size + 65536)
-    except OSError:
-        return None
-    if len(data) < protocol.DAEMON_MSG.size:
-        return None
-    _t, _pid, value, _ = protocol.DAEMON_MSG.unpack_from(data)
-    return value, data[protocol.DAEMON_MSG.size :]
-
-
 if __name__ == "__main__":
     sys.exit(main())

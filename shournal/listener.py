@@ -12,15 +12,16 @@ said when it read the event (C, no Python on that path: see bench/README.md
 for the price split); reads of possible scripts come with their fd, for
 archiving.
 
-Why one listener per command line, and not a per-user daemon: the shell
-never waits for it (the helper answers the shell before exec'ing Python), a
-crash loses at most this command, and there is no daemon life cycle to get
-wrong.  Its price -- a Python start-up per command line -- is paid after
-the command: the helper execs us only when the command line has ended, or
-when the holder's queue of records passes 24 MiB (shournal-suid
---lazy-listener), and before the next command line the shell syncs with
-the previous holder only; bench/latency.py measures what the prompt does
-wait for.  While the command runs we only receive (see Collector.take).
+Two ways to run this code.  In a shell, shournal-suid execs
+native/shournal_forward.c, which hands fds 3 and 4 to the user's store
+daemon (shournal.daemon): it runs collect() below per command line, in a
+thread, and spools the record before storing it -- no Python start-up per
+command line.  Standalone (this module's main), for `shournal run` (which
+waits for the command to be stored) and as the forwarder's fallback when
+no daemon answers, it stores the one command line itself.  Either way the
+work starts only when the command line has ended, or when the holder's
+queue of records passes 24 MiB (shournal-suid --lazy-listener); while the
+command runs we only receive (see Collector.take).
 
 The permission rules in shournal.filters then apply the original's
 owner/group/other test against the real ids on top.

@@ -109,3 +109,23 @@ def unpack_command(data: bytes) -> CommandMessage | None:
     if mtype != MSG_COMMAND:
         return None
     return CommandMessage(ret, start, end, session, data[COMMAND.size :])
+
+
+def daemon_request(
+    rundir: str | os.PathLike[str], mtype: int, arg: int = 0, timeout: float = 5.0
+) -> tuple[int, bytes] | None:
+    """Ask the user's store daemon (MSG_DRAIN, MSG_STATUS): the answer's
+    `arg` and the text after it, or None when no daemon answers."""
+    path = os.path.join(rundir, DAEMON_SOCKET)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.send(DAEMON_MSG.pack(mtype, os.getpid(), arg, 0))
+            data = s.recv(DAEMON_MSG.size + 65536)
+    except OSError:
+        return None
+    if len(data) < DAEMON_MSG.size:
+        return None
+    _t, _pid, value, _ = DAEMON_MSG.unpack_from(data)
+    return value, data[DAEMON_MSG.size :]

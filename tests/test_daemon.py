@@ -294,3 +294,35 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
     assert stored_texts(home)["echo again > again"] == 1
     assert pid is not None
 
+
+
+def test_query_waits_for_spooled_commands(install, home):
+    """A command spooled while the journal is busy is found by a query
+    right after it (the query asks the daemon to store, bounded)."""
+    import threading
+
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo q > qfile")
+    wait_stored(home)
+    assert spool_backlog(home) == 1
+    threading.Timer(1.0, lock.release).start()
+    out = sh.run("shournal query --wfile qfile")
+    sh.exit()
+    assert "echo q > qfile" in out, out
+
+
+def test_doctor_shows_the_daemon_and_its_backlog(install, home):
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo d > dfile")
+    wait_stored(home)
+    out = sh.run("shournal doctor")
+    lock.release()
+    sh.exit()
+    line = next(x for x in out.splitlines() if "store daemon" in x)
+    assert f"running (pid {daemon_pid(home)}), 1 command(s) waiting in the spool" in line, out
