@@ -296,9 +296,23 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
 
 
 
+def daemon_connections(home: Path) -> int:
+    """Connections the daemon has accepted and not closed (/proc/net/unix:
+    accepted sockets carry the listening socket's path)."""
+    path = str(rundir(home) / "daemon.sock")
+    n = 0
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and parts[7] == path and parts[5] == "03":  # SS_CONNECTED
+            n += 1
+    return n
+
+
 def test_query_waits_for_spooled_commands(install, home):
     """A command spooled while the journal is busy is found by a query
-    right after it (the query asks the daemon to store, bounded)."""
+    right after it: the query asks the daemon to store it (bounded).  The
+    lock goes only once the query is connected to the daemon, so a query
+    that does not ask reads the journal without the command."""
     import threading
 
     sh = Shell("bash", install, home, extra_env=daemon_env(install))
@@ -307,9 +321,19 @@ def test_query_waits_for_spooled_commands(install, home):
     lock = JournalLock(install, home)
     sh.run("echo q > qfile")
     wait_stored(home)
-    assert spool_backlog(home) == 1
-    threading.Timer(1.0, lock.release).start()
+    assert spool_backlog(home) == 1 and daemon_connections(home) == 0
+    done = threading.Event()
+
+    def release_when_asked() -> None:
+        while not done.is_set() and daemon_connections(home) == 0:
+            time.sleep(0.005)
+        lock.release()
+
+    releaser = threading.Thread(target=release_when_asked)
+    releaser.start()
     out = sh.run("shournal query --wfile qfile")
+    done.set()
+    releaser.join()
     sh.exit()
     assert "echo q > qfile" in out, out
 
