@@ -155,6 +155,11 @@ class Daemon:
                 continue
             except InterruptedError:
                 continue
+            except OSError:
+                # Out of descriptors or memory: the forwarder waits and
+                # retries its connect; try again shortly.
+                time.sleep(0.1)
+                continue
             self._start(conn)
         self._shut_down()
         return 0
@@ -281,6 +286,16 @@ class Daemon:
     # -- storing ------------------------------------------------------------
 
     def _store_loop(self) -> None:
+        while True:
+            try:
+                self._store_until_stopped()
+                return
+            except Exception as exc:  # noqa: BLE001 - the spool keeps the commands
+                listener._warn(f"store daemon: {exc}".splitlines()[0])
+                self.verify = True
+                time.sleep(_RETRY_MAX)
+
+    def _store_until_stopped(self) -> None:
         store = None
         delay = _RETRY_FIRST
         while True:
@@ -323,7 +338,12 @@ class Daemon:
             self.verify = False
             delay = _RETRY_FIRST
             with self.lock:
-                self.spool.commit(batch[-1][0])
+                try:
+                    self.spool.commit(batch[-1][0])
+                except OSError:
+                    # Only the committed offset was not written: a restart
+                    # looks the commands up before storing them again.
+                    pass
                 if self.error is not None:
                     self.error = None
                 self.lock.notify_all()

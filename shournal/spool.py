@@ -20,8 +20,7 @@ journal commit and this file's update makes the daemon replay the commands
 after the offset with a check that each is not stored yet
 (Store.has_command), so each command is stored exactly once.  Once
 everything is committed and the file has grown past ROTATE_BYTES it is
-removed and started afresh (a new inode: a stale committed file then
-points at nothing).
+replaced by an empty one (see Spool._rotate).
 """
 
 from __future__ import annotations
@@ -201,13 +200,16 @@ class Spool:
         if self.committed == self.end and self.end >= ROTATE_BYTES:
             self._rotate()
             return
+        self._write_committed(self.inode, offset)
+
+    def _write_committed(self, inode: int, offset: int) -> None:
         tmp = self.dir / f".committed.{os.getpid()}"
         with suppress(FileNotFoundError):
             os.unlink(tmp)  # left by a crash
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o600)
         try:
-            os.write(fd, f"{self.inode} {offset}\n".encode())
+            os.write(fd, f"{inode} {offset}\n".encode())
         finally:
             os.close(fd)
         try:
@@ -217,7 +219,22 @@ class Spool:
             raise
 
     def _rotate(self) -> None:
-        os.unlink(self.path)
+        """Start an empty file.  The committed offset names the new file's
+        inode before the file takes the name (a freed inode number is soon
+        reused: the old "<inode> <offset>" could match the new file); a
+        crash in between replays the old file, each command looked up."""
+        tmp = self.dir / ".records.new"
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(
+            tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            inode = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        self._write_committed(inode, 0)
+        os.replace(tmp, self.path)
         os.close(self.fd)
         self._open()
 

@@ -350,3 +350,28 @@ def test_doctor_shows_the_daemon_and_its_backlog(install, home):
     sh.exit()
     line = next(x for x in out.splitlines() if "store daemon" in x)
     assert f"running (pid {daemon_pid(home)}), 1 command(s) waiting in the spool" in line, out
+
+
+def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
+    """Once everything is committed a large spool starts afresh; records
+    appended after that are pending, whatever inode number the new file
+    gets (freed numbers are reused at once)."""
+    monkeypatch.setattr(sp, "ROTATE_BYTES", 1)
+    spool = sp.Spool(tmp_path / "spool")
+    for round_ in range(3):
+        spool.append([_record(round_)])
+        (end, rec), = spool.pending(10)
+        assert rec == _record(round_)
+        spool.commit(end)
+        assert spool.backlog() == 0 and spool.end == 0
+        # The committed offset names the new file (a stale one naming the
+        # old inode would apply to a new file that reuses its number).
+        ino, off = (tmp_path / "spool" / "committed").read_text().split()
+        assert (int(ino), off) == ((tmp_path / "spool" / "records").stat().st_ino, "0")
+        spool.close()
+        spool = sp.Spool(tmp_path / "spool")
+        assert spool.pending(10) == []
+    spool.append([_record(9)])
+    spool.close()
+    spool = sp.Spool(tmp_path / "spool")
+    assert [r for _e, r in spool.pending(10)] == [_record(9)]
