@@ -375,3 +375,55 @@ def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
     spool.close()
     spool = sp.Spool(tmp_path / "spool")
     assert [r for _e, r in spool.pending(10)] == [_record(9)]
+
+
+def test_journal_disk_full_then_freed_loses_nothing(install, home):
+    """The journal's file system fills up: the commands wait in the spool
+    (the data dir is elsewhere), one warning says "no space left", and
+    they are stored once there is space again."""
+    small = home / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(small)],
+                   check=True)
+    try:
+        os.chown(small, install.user.pw_uid, install.user.pw_gid)
+        url = f"sqlite:///{small}/journal.sqlite"
+        env = {**daemon_env(install), "SHOURNAL_DB_URL": url}
+        sh = Shell("bash", install, home, extra_env=env)
+        sh.run("echo before > before")
+        wait_drained(home)
+        filler = small / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass  # ENOSPC: full
+        finally:
+            os.close(fd)
+        lines = [f"echo {i} > full{i}" for i in range(3)]
+        outs = [sh.run(line) for line in lines]
+        wait_stored(home)
+        assert spool_backlog(home) == len(lines)
+        # Shown at a prompt after the first failed attempt, only once.
+        warnings = rundir(home) / "warnings"
+        wait_for(lambda: "no space left" in "".join(outs) + (
+            warnings.read_text() if warnings.exists() else ""), "the disk-full warning")
+        filler.unlink()
+        outs.append(sh.run("true"))
+        sh.exit()
+        wait_drained(home)
+        shown = [x for x in "".join(outs).splitlines() if "no space left" in x]
+        assert len(shown) == 1, outs
+        assert "kept in the spool" in shown[0]
+        store = Store(url, create=False)
+        with store.reading() as conn:
+            texts = Counter(r[0] for r in conn.exec_driver_sql("SELECT text FROM command"))
+        store.close()
+        assert all(texts[line] == 1 for line in lines), texts
+    finally:
+        pid = daemon_pid(home)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+        subprocess.run(["umount", "-l", str(small)], check=False)
