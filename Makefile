@@ -29,6 +29,7 @@ install: deps native
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SHAREDIR)
 	ln -sf $(VENV)/bin/shournal $(DESTDIR)$(PREFIX)/bin/shournal
 	ln -sf $(VENV)/bin/shournal-listener $(DESTDIR)$(LIBEXECDIR)/shournal-listener
+	ln -sf $(VENV)/bin/shournal-daemon $(DESTDIR)$(LIBEXECDIR)/shournal-daemon
 	for f in shell/shournal.bash shell/shournal.zsh; do \
 	    sed -e 's|@PRELOAD_LIB@|$(LIBDIR)/libshournal_preload.so|g' -e 's|@SHELL_DIR@|$(SHAREDIR)|g' \
 	        $$f > $(DESTDIR)$(SHAREDIR)/$$(basename $$f); done

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/openat2.h>
@@ -271,10 +272,19 @@ static int setup_args_from_config(char *buf, char **out, int max)
  * its own, with default signals and nothing open but fds 0-3; when it (as
  * the listener) exits, the shell's SIGCHLD handler reaps it like any child
  * it does not know (bash and zsh reap and ignore those). */
+/* What the shell may ignore or catch: default again in what it spawns. */
+static const int g_default_sigs[] = {SIGINT,  SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN,
+                                     SIGTTOU, SIGPIPE, SIGCHLD, SIGHUP};
+
+static void default_sigs(sigset_t *dfl)
+{
+    sigemptyset(dfl);
+    for (size_t i = 0; i < sizeof g_default_sigs / sizeof g_default_sigs[0]; i++)
+        sigaddset(dfl, g_default_sigs[i]);
+}
+
 static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
 {
-    static const int sigs[] = {SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE,
-                               SIGCHLD, SIGHUP};
     /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--prepared" S]
      * "--" LISTENER */
     char *args[2 + SETUP_MAX_OPTS + 5 + 1];
@@ -301,9 +311,7 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     args[n] = NULL;
 
     sigemptyset(&none);
-    sigemptyset(&dfl);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaddset(&dfl, sigs[i]);
+    default_sigs(&dfl);
     if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
         goto out;
     if ((rc = posix_spawnattr_init(&at)) != 0) {
@@ -326,6 +334,73 @@ out:
     if (rc != 0)
         snprintf(why, whylen, "cannot run %.300s: %s", g_suid, strerror(rc));
     return rc == 0 ? 0 : -1;
+}
+
+/* The store daemon (shournal/daemon.py), when the listener is its
+ * forwarder (native/shournal_forward.c): the forwarder runs inside the
+ * command line's mount namespace, where a daemon it started would stay for
+ * good (pinning the namespace, its own writes observed by that command
+ * line), so the shell starts it, from its own namespace, when none answers
+ * on <rundir>/daemon.sock -- through `shournal-forward --start-daemon`,
+ * which detaches it (it is not our child) and exits.  A failed connect
+ * costs microseconds; a start is tried at most once per DAEMON_RESPAWN_NS.
+ * The forwarder waits (bounded) for the daemon to come up. */
+#define FORWARDER_NAME "shournal-forward"
+#define DAEMON_RESPAWN_NS (1000 * 1000000LL)
+
+static int uses_daemon(void)
+{
+    const char *base = strrchr(g_listener_path, '/');
+    return base && strcmp(base + 1, FORWARDER_NAME) == 0;
+}
+
+static void ensure_daemon(void)
+{
+    static int64_t last_start;
+    struct sockaddr_un addr;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, dfl;
+    char *args[] = {g_listener_path, "--start-daemon", NULL};
+    pid_t pid;
+    int s, rc, up;
+
+    if (!g_rundir[0] || !uses_daemon())
+        return;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", g_rundir,
+                         SHOURNAL_DAEMON_SOCKET) >= sizeof addr.sun_path)
+        return;
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return;
+    up = connect(s, (struct sockaddr *)&addr, sizeof addr) == 0;
+    close(s);
+    if (up || (last_start && now_ns() - last_start < DAEMON_RESPAWN_NS))
+        return;
+    last_start = now_ns();
+    sigemptyset(&none);
+    default_sigs(&dfl);
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return;
+    if (posix_spawnattr_init(&at) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return;
+    }
+    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
+        (rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
+        (rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETSIGDEF)) == 0 &&
+        (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
+        (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
+        rc = posix_spawn(&pid, g_listener_path, &fa, &at, args, environ);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        warn_once("cannot start the store daemon: %s: %s", g_listener_path, strerror(rc));
 }
 
 /* 1: readable, 0: not within `ms`, -1: poll failed */
@@ -597,6 +672,7 @@ static void do_prepare(void)
 
     sync_previous_holder();
     throttle_listeners();
+    ensure_daemon();
     sock = take_next(&done, &rootfd, &nsfd, &syncfd);
     if (sock < 0) {
         sock = start_helper(0, why, sizeof why);

@@ -141,4 +141,30 @@ struct shournal_flush {
 #define SHOURNAL_MAX_COMMAND_TEXT (16 * 1024 * 1024)
 #define SHOURNAL_MAX_FAIL_LEN 512
 
+/* The per-user store daemon (shournal/daemon.py), over an AF_UNIX
+ * SOCK_SEQPACKET socket SHOURNAL_DAEMON_SOCKET in the user's runtime
+ * directory (mode 0700; the daemon checks SO_PEERCRED).  The forwarder
+ * (native/shournal_forward.c), which shournal-suid execs as the listener,
+ * sends FORWARD with the control socket and the relay attached (in that
+ * order) and the command line's working directory after the header; the
+ * daemon answers SPOOLED once the command line is in its durable spool
+ * (or there was nothing to store), after removing the forwarder's markers
+ * (named after `pid`).  DRAIN (`shournal query`): store every spooled
+ * command, answer DRAINED within `arg` ms, `arg` of the answer = commands
+ * still waiting.  STATUS (`shournal doctor`): the answer's text follows
+ * the header. */
+#define SHOURNAL_DAEMON_SOCKET "daemon.sock"
+#define SHOURNAL_MSG_FORWARD 9u
+#define SHOURNAL_MSG_SPOOLED 10u
+#define SHOURNAL_MSG_DRAIN 11u
+#define SHOURNAL_MSG_DRAINED 12u
+#define SHOURNAL_MSG_STATUS 13u
+
+struct shournal_daemon_msg {
+    uint32_t type;
+    int32_t pid;
+    uint32_t arg;
+    uint32_t reserved;
+};
+
 #endif

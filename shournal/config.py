@@ -119,6 +119,9 @@ class StoreConfig:
     """[store]: where commands are stored."""
 
     url: str = ""  # empty: SQLite in the data directory
+    # The store daemon (shournal.daemon) exits after this long without a
+    # command line, once its spool is drained; the next one starts it again.
+    daemon_idle_seconds: int = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,8 @@ DEFAULT_CONFIG_TEXT = """\
 [store]
 # Database URL such as "postgresql://host/db"; empty: SQLite in the data directory.
 # url = ""
+# Seconds the store daemon stays without a command line before it exits.
+# daemon_idle_seconds = 600
 
 [apparatus]
 # Largest file whose content a record with its apparatus archives.
@@ -486,7 +491,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "max_count_of_reads": _int(1),
         },
     ),
-    "store": (StoreConfig, {"url": _str}),
+    "store": (StoreConfig, {"url": _str, "daemon_idle_seconds": _int(1)}),
     "apparatus": (
         ApparatusConfig,
         {

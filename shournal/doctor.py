@@ -180,6 +180,36 @@ def _store_check() -> Check:
         return Check("store", False, (str(exc).splitlines() or [type(exc).__name__])[0], fix)
 
 
+def _daemon_check() -> Check:
+    """The store daemon and its spool's backlog (shournal.daemon)."""
+    import json
+
+    from shournal import protocol, spool
+
+    answer = protocol.daemon_request(_paths.runtime_dir(), protocol.MSG_STATUS, timeout=2.0)
+    if answer is None:
+        waiting, _ = spool.backlog_of()
+        detail = "not running (the next command line starts it)"
+        if waiting:
+            detail += f"; {waiting} command(s) in the spool, stored once it runs"
+        return Check("store daemon", True, detail)
+    try:
+        status = json.loads(answer[1])
+    except ValueError:
+        return Check("store daemon", False, "answers, but not with a status", "")
+    waiting, _ = spool.backlog_of()
+    detail = f"running (pid {status.get('pid')}), {waiting} command(s) waiting in the spool"
+    error = status.get("error")
+    if error:
+        return Check(
+            "store daemon",
+            False,
+            f"{detail}; {error}",
+            "the commands are kept in the spool until the journal is usable (see the store check)",
+        )
+    return Check("store daemon", True, detail)
+
+
 def run_checks() -> list[Check]:
     checks = _helper_checks()
     checks.append(_group_check())
@@ -187,6 +217,7 @@ def run_checks() -> list[Check]:
     checks.append(_file_check("listener", _paths.listener(), os.X_OK))
     checks.append(_config_check())
     checks.append(_store_check())
+    checks.append(_daemon_check())
     checks.append(_shell_check())
     rc = _rc_check()
     if rc is not None:

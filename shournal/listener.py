@@ -12,15 +12,16 @@ said when it read the event (C, no Python on that path: see bench/README.md
 for the price split); reads of possible scripts come with their fd, for
 archiving.
 
-Why one listener per command line, and not a per-user daemon: the shell
-never waits for it (the helper answers the shell before exec'ing Python), a
-crash loses at most this command, and there is no daemon life cycle to get
-wrong.  Its price -- a Python start-up per command line -- is paid after
-the command: the helper execs us only when the command line has ended, or
-when the holder's queue of records passes 24 MiB (shournal-suid
---lazy-listener), and before the next command line the shell syncs with
-the previous holder only; bench/latency.py measures what the prompt does
-wait for.  While the command runs we only receive (see Collector.take).
+Two ways to run this code.  In a shell, shournal-suid execs
+native/shournal_forward.c, which hands fds 3 and 4 to the user's store
+daemon (shournal.daemon): it runs collect() below per command line, in a
+thread, and spools the record before storing it -- no Python start-up per
+command line.  Standalone (this module's main), for `shournal run` (which
+waits for the command to be stored) and as the forwarder's fallback when
+no daemon answers, it stores the one command line itself.  Either way the
+work starts only when the command line has ended, or when the holder's
+queue of records passes 24 MiB (shournal-suid --lazy-listener); while the
+command runs we only receive (see Collector.take).
 
 The permission rules in shournal.filters then apply the original's
 owner/group/other test against the real ids on top.
@@ -385,10 +386,12 @@ def _write_setup_args(cfg) -> None:
             os.unlink(tmp)
 
 
-def _mark_drained() -> None:
+def _mark_drained(pid: int | None = None) -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
-    line may start (the shell waits for this); storing follows."""
-    pid = os.getpid()
+    line may start (the shell waits for this); storing follows.  `pid`: the
+    process the markers are named after (default: this one; the store
+    daemon passes its forwarder's)."""
+    pid = os.getpid() if pid is None else pid
     try:
         rundir = _paths.private_runtime_dir(create=False)
         os.rename(rundir / f"{pid}.end", rundir / f"{pid}.store")
@@ -396,14 +399,15 @@ def _mark_drained() -> None:
         pass
 
 
-def _remove_markers() -> None:
+def _remove_markers(pid: int | None = None) -> None:
     try:
         rundir = _paths.private_runtime_dir(create=False)
     except OSError:
         return
+    pid = os.getpid() if pid is None else pid
     for suffix in ("run", "end", "store"):
         try:
-            os.unlink(rundir / f"{os.getpid()}.{suffix}")
+            os.unlink(rundir / f"{pid}.{suffix}")
         except OSError:
             pass
 
@@ -499,6 +503,43 @@ def store_record(rec: CommandRecord, cfg) -> int:
         return journal.add(rec)
 
 
+def load_listener_config():
+    """The config, or the defaults (with one warning) when it is invalid."""
+    from shournal.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        _warn(f"config error, using defaults: {exc}")
+        return load_config(path=None, create=False, defaults_only=True)
+
+
+def collect(
+    sock: socket.socket, relay: Relay, cfg, cwd: str, pid: int | None = None
+) -> CommandRecord | None:
+    """Everything of one command line up to the record to store: its events
+    until every process has exited, then the policy.  None: nothing to
+    store (no text, or an ignored command).  Shared by this listener and
+    the store daemon (shournal.daemon), which passes the `pid` its
+    forwarder's markers are named after."""
+    gids = frozenset(os.getgroups()) | {os.getgid()}
+    # The one hook of the apparatus recorder (a plain Collector unless the
+    # command is recorded with its apparatus).
+    from shournal import reproduce
+
+    collector = reproduce.collector(cfg, os.getuid(), gids)
+    command = listen(sock, relay, collector)
+    relay.close()  # the holder exits: nothing we do from here is observed
+    sock.close()
+    _mark_drained(pid)
+    if command is None or not command.text.strip():
+        return None
+    rec = build_record(cwd, command, collector)
+    if _ignored(cfg, rec.text):
+        return None
+    return rec
+
+
 def run(sock: socket.socket, relay: Relay) -> int:
     # A lazily started listener (shournal-suid --lazy-listener) waited in
     # "/" and got the command line's working directory in SHOURNAL_CWD.
@@ -510,29 +551,10 @@ def run(sock: socket.socket, relay: Relay) -> int:
             cwd = os.environ.get("PWD", "/")
     os.chdir("/")  # never keep a mount busy for the command's lifetime
 
-    from shournal.config import ConfigError, load_config
-
-    try:
-        cfg = load_config()
-    except ConfigError as exc:
-        _warn(f"config error, using defaults: {exc}")
-        cfg = load_config(path=None, create=False, defaults_only=True)
+    cfg = load_listener_config()
     _write_setup_args(cfg)
-    gids = frozenset(os.getgroups()) | {os.getgid()}
-    # The one hook of the apparatus recorder (a plain Collector unless the
-    # command is recorded with its apparatus).
-    from shournal import reproduce
-
-    collector = reproduce.collector(cfg, os.getuid(), gids)
-    command = listen(sock, relay, collector)
-    relay.close()  # the holder exits: nothing we do from here is observed
-    sock.close()
-    _mark_drained()
-    if command is None or not command.text.strip():
-        _remove_markers()
-        return 0
-    rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
+    rec = collect(sock, relay, cfg, cwd)
+    if rec is None:
         _remove_markers()
         return 0
     try:

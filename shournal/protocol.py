@@ -46,6 +46,15 @@ RECORD = struct.Struct("=QQqQIIIiHHI")
 FLUSH = struct.Struct("=II")  # type, seq
 GO = struct.Struct("=II")  # type, reserved (GO and GO_ACK)
 
+# The store daemon (see shournal.daemon)
+DAEMON_SOCKET = "daemon.sock"
+MSG_FORWARD = 9
+MSG_SPOOLED = 10
+MSG_DRAIN = 11
+MSG_DRAINED = 12
+MSG_STATUS = 13
+DAEMON_MSG = struct.Struct("=IiII")  # type, pid, arg, reserved
+
 
 class ProtocolError(RuntimeError):
     pass
@@ -145,3 +154,23 @@ def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def daemon_request(
+    rundir: str | os.PathLike[str], mtype: int, arg: int = 0, timeout: float = 5.0
+) -> tuple[int, bytes] | None:
+    """Ask the user's store daemon (MSG_DRAIN, MSG_STATUS): the answer's
+    `arg` and the text after it, or None when no daemon answers."""
+    path = os.path.join(rundir, DAEMON_SOCKET)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.send(DAEMON_MSG.pack(mtype, os.getpid(), arg, 0))
+            data = s.recv(DAEMON_MSG.size + 65536)
+    except OSError:
+        return None
+    if len(data) < DAEMON_MSG.size:
+        return None
+    _t, _pid, value, _ = DAEMON_MSG.unpack_from(data)
+    return value, data[DAEMON_MSG.size :]

@@ -246,5 +246,18 @@ def wait_for_pending(timeout: float = 3.0) -> int:
     while True:
         pending = _count_pending(directory)
         if pending == 0 or time.monotonic() >= deadline:
-            return pending
+            return pending + _drain_daemon(directory, deadline)
         time.sleep(_POLL_SECONDS)
+
+
+def _drain_daemon(directory: str, deadline: float) -> int:
+    """Commands spooled by the store daemon (shournal.daemon) but not yet in
+    the journal, after asking it to store them within the time left."""
+    from shournal import protocol, spool
+
+    left_ms = max(int((deadline - time.monotonic()) * 1000), 0)
+    answer = protocol.daemon_request(directory, protocol.MSG_DRAIN, left_ms, left_ms / 1000 + 1)
+    if answer is not None:
+        return answer[0]
+    # No daemon runs: what it left is stored when the next one starts.
+    return spool.backlog_of()[0]

@@ -27,6 +27,8 @@ int main(void) {
     V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
     V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
     V(sizeof(struct shournal_record)); V(sizeof(struct shournal_flush));
+    V(SHOURNAL_MSG_FORWARD); V(SHOURNAL_MSG_SPOOLED); V(SHOURNAL_MSG_DRAIN);
+    V(SHOURNAL_MSG_DRAINED); V(SHOURNAL_MSG_STATUS); V(sizeof(struct shournal_daemon_msg));
     return 0;
 }
 """
@@ -69,6 +71,12 @@ def test_header_and_python_agree(tmp_path):
         "sizeof(struct shournal_events)": protocol.EVENTS.size,
         "sizeof(struct shournal_record)": protocol.RECORD.size,
         "sizeof(struct shournal_flush)": protocol.FLUSH.size,
+        "SHOURNAL_MSG_FORWARD": protocol.MSG_FORWARD,
+        "SHOURNAL_MSG_SPOOLED": protocol.MSG_SPOOLED,
+        "SHOURNAL_MSG_DRAIN": protocol.MSG_DRAIN,
+        "SHOURNAL_MSG_DRAINED": protocol.MSG_DRAINED,
+        "SHOURNAL_MSG_STATUS": protocol.MSG_STATUS,
+        "sizeof(struct shournal_daemon_msg)": protocol.DAEMON_MSG.size,
     }
     assert {k: int(v) for k, v in got.items()} == want
 

@@ -709,6 +709,32 @@ class Store:
             )
         return [found[i][0] for i in range(len(rows))]
 
+    def has_command(self, rec: CommandRecord) -> bool:
+        """Whether the journal already holds `rec` (same start time, text,
+        session and working directory): the store daemon asks before it
+        stores a spooled command whose earlier attempt may have committed
+        (shournal.spool), so that each is stored exactly once."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        cwd: Table = m.WorkingDir.__table__  # type: ignore[assignment]
+        sess: Table = m.ShellSession.__table__  # type: ignore[assignment]
+        query = (
+            select(cmd.c.id)
+            .select_from(cmd.join(cwd, cmd.c.cwd_id == cwd.c.id))
+            .where(
+                cmd.c.start_time == _ns_to_datetime(rec.start_ns),
+                cmd.c.text == m.safe_text(rec.text),
+                cwd.c.path == m.safe_text(rec.working_dir),
+            )
+        )
+        if rec.session_uuid is None:
+            query = query.where(cmd.c.session_id.is_(None))
+        else:
+            query = query.where(
+                cmd.c.session_id.in_(select(sess.c.id).where(sess.c.uuid == rec.session_uuid))
+            )
+        with self.reading() as conn:
+            return conn.execute(query.limit(1)).first() is not None
+
 
 def _placeholder(conn: Connection) -> str:
     """The driver's own placeholder (sqlite3: ?, psycopg: %s) for

@@ -1,0 +1,297 @@
+"""CPU per recorded command line, and 20 lines pasted at once.
+
+Runs from a checkout (no `make install` needed; as root): builds the
+native parts into a temporary directory with a setuid copy of the helper,
+like tests/fixtures_shell.py, and drives interactive bash shells of the
+test user `shournal-test` on a pty (pexpect), in three set-ups:
+
+  plain     bash without shournal
+  listener  shournal with the Python listener per command line
+  daemon    shournal with shournal-forward and the store daemon
+  null      shournal with bench/null_listener.c as the listener (stores
+            nothing): the C part alone -- shell hooks, helper, holder
+
+CPU: this process is made a child subreaper, so every process of a run
+(shell, helper, holder, listener or forwarder, the detached daemon) stays
+in its tree: the CPU time of the tree (live processes: utime+stime+cutime+
+cstime from /proc; reaped by us: RUSAGE_CHILDREN) is taken after --warmup
+lines (start-ups, the journal's creation) once everything is stored, and
+again after --lines more lines once everything is stored; the difference
+divided by --lines is the CPU per command line (the daemon's part shown
+separately; /proc counts in 10 ms ticks per process).
+
+Paste: --paste lines `true` are written to the pty at once; the time until
+the last prompt appears, minus the same for plain bash.
+
+    sudo .venv/bin/python bench/cpu_per_command.py --lines 20 --paste 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pexpect
+
+REPO = Path(__file__).resolve().parent.parent
+USER = "shournal-test"
+PROMPT = "BENCH-CPU-PROMPT$ "
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def build(root: Path) -> dict[str, Path]:
+    build_dir = root / "build"
+    build_dir.mkdir()
+    subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"BUILD={build_dir}"],
+                   check=True, capture_output=True)
+    helper = root / "shournal-suid"
+    shutil.copy2(build_dir / "shournal-suid", helper)
+    os.chown(helper, 0, 0)
+    helper.chmod(0o4755)
+    null = build_dir / "null_listener"
+    subprocess.run(["cc", "-O2", "-I", str(REPO / "native"), "-o", str(null),
+                    str(REPO / "bench" / "null_listener.c")], check=True)
+    return {
+        "null": null,
+        "helper": helper,
+        "preload": build_dir / "libshournal_preload.so",
+        "forward": build_dir / "shournal-forward",
+    }
+
+
+def make_home(uid: int, gid: int) -> Path:
+    home = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
+    for sub in ("run", "work"):
+        (home / sub).mkdir()
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
+    home.chmod(0o755)
+    (home / "run").chmod(0o700)
+    return home
+
+
+def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:
+    venv = REPO / ".venv" / "bin"
+    env = {
+        "HOME": str(home), "USER": USER, "LOGNAME": USER, "LANG": "C.UTF-8", "TERM": "dumb",
+        "PATH": f"{venv}:/usr/local/bin:/usr/bin:/bin",
+        "XDG_RUNTIME_DIR": str(home / "run"),
+        "SHOURNAL_SUID_PATH": str(paths["helper"]),
+        "SHOURNAL_PRELOAD_LIB": str(paths["preload"]),
+        "SHOURNAL_SHELL_DIR": str(REPO / "shell"),
+        "SHOURNAL_PY_LISTENER": str(venv / "shournal-listener"),
+        "SHOURNAL_DAEMON": str(venv / "shournal-daemon"),
+    }
+    listener = {"daemon": paths["forward"], "null": paths["null"]}
+    env["SHOURNAL_LISTENER"] = str(listener.get(mode, venv / "shournal-listener"))
+    return env
+
+
+def spawn(mode: str, home: Path, paths: dict[str, Path]) -> pexpect.spawn:
+    rc = home / f"bashrc.{mode}"
+    text = f"PS1='{PROMPT}'\nunset PROMPT_COMMAND\nHISTFILE={home}/hist.{mode}\n"
+    if mode != "plain":
+        text += f"source {REPO}/shell/shournal.bash\nSHOURNAL_ENABLE\n"
+    rc.write_text(text)
+    env = env_for(mode, home, paths)
+    argv = ["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
+            "bash", "--noprofile", "--rcfile", str(rc), "-i"]
+    child = pexpect.spawn(argv[0], argv[1:], cwd=str(home / "work"), encoding="utf-8",
+                          timeout=120, dimensions=(50, 300))
+    child.expect_exact(PROMPT)
+    return child
+
+
+def proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_recorded(home: Path) -> None:
+    """Wait until every recorder of this home is done and the daemon has
+    stored its spool."""
+    rundir = home / "run" / "shournal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        alive = False
+        for m in rundir.glob("*.*"):
+            if m.suffix in (".run", ".end", ".store") and m.stem.isdigit():
+                try:
+                    os.kill(int(m.stem), 0)
+                    alive = True
+                except ProcessLookupError:
+                    pass
+        if not alive:
+            break
+        time.sleep(0.05)
+    spool = home / ".local" / "share" / "shournal" / "spool"
+    sys.path.insert(0, str(REPO))
+    from shournal.spool import backlog_of
+
+    while backlog_of(spool)[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def daemon_pid(home: Path) -> int | None:
+    try:
+        pid = int((home / "run" / "shournal" / "daemon.lock").read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+def stop_daemon(home: Path) -> None:
+    pid = daemon_pid(home)
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+
+
+def reap_all(block: bool = True) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(ppid, utime+stime+cutime+cstime in seconds) of a process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(f) for f in fields[11:15])
+    return int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(daemon: int | None) -> tuple[float, float]:
+    """CPU seconds of every process this one started, finished or not (a
+    process reaped by a live one is in its cutime, one reaped by us -- the
+    subreaper -- in our RUSAGE_CHILDREN), and the daemon's part."""
+    reap_all(block=False)
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (st := _stat(int(name))) is not None:
+            procs[int(name)] = st
+    me, total = os.getpid(), children_cpu()
+    for ppid, cpu in procs.values():
+        while ppid not in (me, 0, 1) and ppid in procs:
+            ppid = procs[ppid][0]
+        if ppid == me:
+            total += cpu
+    return total, procs.get(daemon, (0, 0.0))[1] if daemon else 0.0
+
+
+def run_lines(
+    mode: str, n: int, warmup: int, paths: dict[str, Path], uid: int, gid: int
+) -> tuple[float, float]:
+    """CPU seconds per line of `true`, all processes and the daemon's part,
+    after `warmup` lines (start-ups, the journal's creation)."""
+    home = make_home(uid, gid)
+    child = spawn(mode, home, paths)
+    for _ in range(warmup):
+        child.sendline("true")
+        child.expect_exact(PROMPT)
+    wait_recorded(home)
+    daemon = daemon_pid(home)
+    cpu0, d0 = tree_cpu(daemon)
+    for _ in range(n):
+        child.sendline("true")
+        child.expect_exact(PROMPT)
+    wait_recorded(home)
+    cpu1, d1 = tree_cpu(daemon)
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    wait_recorded(home)
+    stop_daemon(home)
+    reap_all()
+    shutil.rmtree(home, ignore_errors=True)
+    return (cpu1 - cpu0) / n, (d1 - d0) / n
+
+
+def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> float:
+    """Seconds from writing `n` lines at once to the last prompt."""
+    home = make_home(uid, gid)
+    child = spawn(mode, home, paths)
+    for _ in range(3):  # warm: the daemon runs, caches are filled
+        child.sendline("true")
+        child.expect_exact(PROMPT)
+    settle_markers = time.monotonic() + 30
+    while time.monotonic() < settle_markers and any(
+        p.suffix in (".end", ".store") for p in (home / "run" / "shournal").glob("*.*")
+    ):
+        time.sleep(0.05)
+    start = time.monotonic()
+    child.send("true\n" * n)
+    for _ in range(n):
+        child.expect_exact(PROMPT)
+    took = time.monotonic() - start
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    wait_recorded(home)
+    stop_daemon(home)
+    reap_all()
+    shutil.rmtree(home, ignore_errors=True)
+    return took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--paste", type=int, default=20)
+    ap.add_argument("--modes", default="plain,listener,daemon")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("run as root (a setuid copy of the helper is made)", file=sys.stderr)
+        return 2
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print("prctl(PR_SET_CHILD_SUBREAPER) failed", file=sys.stderr)
+        return 1
+    import pwd
+
+    pw = pwd.getpwnam(USER)
+    root = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
+    root.chmod(0o755)
+    try:
+        paths = build(root)
+        subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
+        results = {}
+        for mode in args.modes.split(","):
+            per, per_d = run_lines(mode, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
+            pasted = paste(mode, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
+            results[mode] = (per, pasted)
+            print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms)  "
+                  f"{args.paste} lines pasted {pasted * 1000:8.1f} ms", flush=True)
+        if "plain" in results:
+            for mode, (per, pasted) in results.items():
+                if mode == "plain":
+                    continue
+                print(f"{mode:9s} added: CPU per line {(per - results['plain'][0]) * 1000:.2f} ms,"
+                      f" paste {(pasted - results['plain'][1]) * 1000:.1f} ms")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

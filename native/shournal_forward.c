@@ -1,0 +1,233 @@
+/* shournal-forward: the listener shournal-suid execs for a command line
+ * (as the user, privileges dropped for good, the control socket on fd 3
+ * and the holder's relay on fd 4).  Instead of starting Python per command
+ * line it hands both fds to the user's store daemon (shournal/daemon.py)
+ * over <runtime dir>/daemon.sock (the shell starts the daemon, see
+ * ensure_daemon() in libshournal_preload.c), and waits -- blocked, no CPU -- until the daemon answers that the command
+ * line is in its durable spool.  Waiting keeps the markers named after our
+ * pid meaningful: the shell and `shournal query` see a live recorder while
+ * the daemon works on the command line, and a marker of a dead process if
+ * the daemon was killed before it spooled it (the shell reports that).
+ *
+ * If no daemon can be reached within CONNECT_TIMEOUT_MS, the Python
+ * listener is exec'd with the fds as they are: the command line is still
+ * recorded, the old way.
+ *
+ * Unprivileged code, but it runs for every command line: libc only, no
+ * unbounded buffers, every return value checked. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shournal_protocol.h"
+
+#ifndef SHOURNAL_DAEMON_PATH
+#define SHOURNAL_DAEMON_PATH "/usr/local/libexec/shournal/shournal-daemon"
+#endif
+#ifndef SHOURNAL_PY_LISTENER_PATH
+#define SHOURNAL_PY_LISTENER_PATH "/usr/local/libexec/shournal/shournal-listener"
+#endif
+
+/* A Python daemon needs ~0.2 s to bind its socket (more with a cold
+ * cache); the shell starts one again at most once a second. */
+#define CONNECT_TIMEOUT_MS 10000
+#define BACKOFF_MIN_MS 2
+#define BACKOFF_MAX_MS 50
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Must match setup_rundir() in libshournal_preload.c and
+ * shournal._paths.runtime_dir(); never a directory somebody else made. */
+static int runtime_dir(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    int len;
+
+    if (xdg && xdg[0] == '/')
+        len = snprintf(buf, n, "%s/shournal", xdg);
+    else
+        len = snprintf(buf, n, "/tmp/shournal-%d", (int)getuid());
+    if (len < 0 || (size_t)len >= n)
+        return -1;
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return -1;
+    if (lstat(buf, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 077) != 0)
+        return -1;
+    return 0;
+}
+
+static const char *env_path(const char *name, const char *fallback)
+{
+    const char *s = getenv(name);
+    return s && s[0] == '/' ? s : fallback;
+}
+
+static int try_connect(const struct sockaddr_un *addr)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    if (connect(s, (const struct sockaddr *)addr, sizeof *addr) == 0)
+        return s;
+    (void)close(s);
+    return -1;
+}
+
+/* Start the daemon detached (own session, no fds of ours: the control
+ * socket must never outlive the command line in a stray process). */
+static void spawn_daemon(const char *path)
+{
+    pid_t pid = fork(), gc;
+    int status, fd;
+
+    if (pid < 0)
+        return;
+    if (pid == 0) {
+        if (setsid() < 0)
+            _exit(1);
+        gc = fork();
+        if (gc != 0)
+            _exit(gc < 0 ? 1 : 0);
+        if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+            for (fd = 3; fd < 1024; fd++)
+                (void)close(fd);
+        }
+        fd = open("/dev/null", O_RDWR);
+        if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+            _exit(1);
+        if (fd > 2)
+            (void)close(fd);
+        if (chdir("/") != 0)
+            _exit(1);
+        execl(path, path, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static int send_fds(int s, const char *cwd)
+{
+    struct shournal_daemon_msg m = {SHOURNAL_MSG_FORWARD, (int32_t)getpid(), 0, 0};
+    char buf[sizeof m + PATH_MAX];
+    size_t cwdlen = cwd ? strnlen(cwd, PATH_MAX) : 0;
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov;
+    struct msghdr msg;
+    struct cmsghdr *c;
+    int fds[2] = {SHOURNAL_FD_SOCKET, SHOURNAL_FD_EVENTS};
+    ssize_t n;
+
+    if (cwdlen >= PATH_MAX)
+        cwdlen = 0;
+    memcpy(buf, &m, sizeof m);
+    if (cwdlen)
+        memcpy(buf + sizeof m, cwd, cwdlen);
+    iov.iov_base = buf;
+    iov.iov_len = sizeof m + cwdlen;
+    memset(&msg, 0, sizeof msg);
+    memset(&u, 0, sizeof u);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof u.buf;
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    do
+        n = sendmsg(s, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)iov.iov_len ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    char rundir[PATH_MAX];
+    struct sockaddr_un addr;
+    struct shournal_daemon_msg answer;
+    const char *fallback = env_path("SHOURNAL_PY_LISTENER", SHOURNAL_PY_LISTENER_PATH);
+    int64_t start;
+    long backoff = BACKOFF_MIN_MS;
+    int s = -1;
+    ssize_t n;
+    struct stat st;
+
+    if (argc == 2 && strcmp(argv[1], "--start-daemon") == 0) {
+        /* The shell (preload library) starts the daemon through us, so
+         * that it is detached and not the shell's child. */
+        spawn_daemon(env_path("SHOURNAL_DAEMON", SHOURNAL_DAEMON_PATH));
+        return 0;
+    }
+    if (argc != 1 || fstat(SHOURNAL_FD_SOCKET, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        fstat(SHOURNAL_FD_EVENTS, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        fputs("shournal-forward: started by shournal-suid only\n", stderr);
+        return 2;
+    }
+    /* We run inside the command line's mount namespace: a daemon started
+     * here would keep it (and be observed by it).  The shell starts it;
+     * a daemon on its way out (idle) or still starting is waited for. */
+    if (runtime_dir(rundir, sizeof rundir) == 0) {
+        memset(&addr, 0, sizeof addr);
+        addr.sun_family = AF_UNIX;
+        if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", rundir,
+                             SHOURNAL_DAEMON_SOCKET) < sizeof addr.sun_path) {
+            start = now_ms();
+            while ((s = try_connect(&addr)) < 0 && now_ms() - start < CONNECT_TIMEOUT_MS) {
+                if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
+                    break;
+                sleep_ms(backoff);
+                if (backoff < BACKOFF_MAX_MS)
+                    backoff *= 2;
+            }
+        }
+    }
+    if (s < 0 || send_fds(s, getenv("SHOURNAL_CWD")) != 0) {
+        /* No daemon: record this command line the old way. */
+        if (s >= 0)
+            (void)close(s);
+        execl(fallback, fallback, (char *)NULL);
+        fprintf(stderr, "shournal-forward: %s: %s\n", fallback, strerror(errno));
+        return 1;
+    }
+    /* The daemon has them now; our copies must not delay the command
+     * line's end (EOF on the control socket). */
+    (void)close(SHOURNAL_FD_SOCKET);
+    (void)close(SHOURNAL_FD_EVENTS);
+    do
+        n = recv(s, &answer, sizeof answer, 0);
+    while (n < 0 && errno == EINTR);
+    (void)close(s);
+    return n == (ssize_t)sizeof answer && answer.type == SHOURNAL_MSG_SPOOLED ? 0 : 1;
+}
