@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_cli import run_shournal
-from fixtures_shell import Install, journal_url, write_config
+from fixtures_shell import REPO, Install, journal_url, write_config
 
 from shournal.query import find_commands
 from shournal.record import CommandRecord, FileEvent
@@ -67,6 +67,12 @@ class Scenario:
         out = Path(tempfile.mkdtemp(prefix="shournal-scenario-", dir="/var/tmp"))
         try:
             lines = ["mount -t tmpfs -o mode=1777 tmpfs /tmp"]
+            if REPO.is_relative_to("/tmp"):
+                # a checkout under /tmp (a CI clone) stays visible
+                keep = shlex.quote(str(out / "repo"))
+                repo = shlex.quote(str(REPO))
+                lines = [f"mkdir {keep}", f"mount --bind {repo} {keep}", *lines,
+                         f"mkdir -p {repo}", f"mount --bind {keep} {repo}"]  # fmt: skip
             for i, step in enumerate(self.steps):
                 cd = f"cd {shlex.quote(str(step.cwd))} && " if step.cwd else ""
                 lines.append(
