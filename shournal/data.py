@@ -26,6 +26,7 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "WrittenVersion",
 ]
 
 # The original stores INT32_MAX when the exit status is unknown.
@@ -130,6 +131,23 @@ class FileProbe:
     size: int
     mtime_ns: int | None  # None: any mtime (content alone)
     hashes: frozenset[int]  # its partial hash under each stored hash setting
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenVersion:
+    """One write event of a looked-up content, with what the lineage walk
+    needs of its command (times, hash settings) without loading it."""
+
+    write_id: int
+    command_id: int
+    start_time: datetime  # aware, UTC: of the writing command
+    end_time: datetime
+    path: bytes  # where the command wrote it
+    size: int
+    mtime_ns: int
+    hash: int | None
+    hash_chunk_size: int | None  # the writing command's hash settings
+    hash_max_reads: int | None
 
 
 # -- what the journal is asked ---------------------------------------------------------

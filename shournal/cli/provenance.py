@@ -23,7 +23,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from shournal.cli.query import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE, _fail, _write
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import errors_to_status
+from shournal.cli._common import fail as _fail
+from shournal.cli._common import write as _write
 
 T = TypeVar("T")
 
@@ -48,36 +51,31 @@ class ExportFormat(StrEnum):
 @contextmanager
 def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
+    from shournal.cli._common import open_journal
     from shournal.provenance.readers import JournalReader
     from shournal.query import wait_for_pending
-    from shournal.store import Store, StoreError, StoreMissing, db_url
+    from shournal.store import StoreError, StoreMissing
 
     # A command that just finished may still be on its way into the journal.
     wait_for_pending()
     try:
-        store = Store(db_url(), create=False)
+        journal = open_journal()
     except StoreMissing:
         yield None
         return
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
     try:
-        yield JournalReader(store)
+        yield JournalReader(journal)
     finally:
-        store.close()
+        journal.close()
 
 
 def _run(work: Callable[[], T]) -> T:
     """Map the library's errors to one line and the documented status."""
-    from shournal.query import QueryError
-    from shournal.store import StoreError
-
-    try:
+    with errors_to_status():
         return work()
-    except QueryError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+    raise AssertionError("unreachable")  # errors_to_status exits on every error
 
 
 def _check_files(files: list[Path]) -> None:
