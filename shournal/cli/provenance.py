@@ -46,6 +46,12 @@ class StatusFormat(StrEnum):
 class ExportFormat(StrEnum):
     snakemake = "snakemake"
     make = "make"
+    rocrate = "rocrate"
+    prov = "prov"
+
+
+# The workflow formats (the others are run records).
+_WORKFLOWS = (ExportFormat.snakemake, ExportFormat.make)
 
 
 @contextmanager
@@ -201,7 +207,12 @@ def status(
 
 
 def export(
-    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="snakemake or make.")],
+    fmt: Annotated[
+        ExportFormat,
+        typer.Argument(metavar="FORMAT",
+                       help="snakemake or make (a workflow), rocrate (a Process Run Crate) "
+                       "or prov (W3C PROV-JSON)."),
+    ],  # fmt: skip
     targets: Annotated[
         list[Path], typer.Argument(metavar="TARGET...", help="The files the workflow rebuilds.")
     ],
@@ -220,14 +231,27 @@ def export(
         typer.Option("--current-scripts",
                      help="Run the scripts on disk, not the archived versions that ran."),
     ] = False,  # fmt: skip
+    license: Annotated[
+        str | None,
+        typer.Option("--license", metavar="URL|TEXT", show_default=False,
+                     help="rocrate: the crate's licence (default: a note that none was given)."),
+    ] = None,  # fmt: skip
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write DIR/Snakefile or DIR/Makefile that rebuilds TARGETs from their
-    leaf inputs."""
+    leaf inputs, or the record of what made them: DIR/ro-crate-metadata.json
+    (+ DIR/scripts/) or DIR/prov.json."""
     from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
     from shournal.provenance.graph import DiskTarget, build_lineage
 
+    if fmt not in _WORKFLOWS and (root is not None or current_scripts):
+        _fail(f"--root and --current-scripts apply to snakemake and make, not {fmt.value}",
+              EXIT_USAGE)  # fmt: skip
+    if fmt is not ExportFormat.rocrate and license is not None:
+        _fail(f"--license applies to rocrate, not {fmt.value}", EXIT_USAGE)
     _check_files(targets)
+    if fmt not in _WORKFLOWS:
+        _export_record(targets, fmt.value, output, license, force)
     fmt_name: Any = fmt.value
     with _reader() as reader:
         if reader is None:
@@ -253,6 +277,33 @@ def export(
         f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
         f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "
         f"root {result.root}",
+        err=True,
+    )
+    raise typer.Exit(EXIT_FOUND)
+
+
+def _export_record(
+    targets: list[Path], fmt: Any, output: Path, license: str | None, force: bool
+) -> None:
+    from shournal.provenance.graph import DiskTarget, build_lineage
+    from shournal.provenance.records import export_record
+
+    with _reader() as reader:
+        if reader is None:
+            _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
+
+        def work() -> Any:
+            lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
+            if all(lin.files[t].leaf for t in lin.targets):
+                return None
+            return export_record(lin, reader, fmt, str(output), force=force, license=license)
+
+        result = _run(work)
+    if result is None:
+        _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
+    typer.echo(
+        f"shournal: wrote {result.path}: {result.commands} command(s), {result.files} file "
+        f"version(s), {len(result.scripts)} script(s)",
         err=True,
     )
     raise typer.Exit(EXIT_FOUND)
