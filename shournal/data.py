@@ -202,6 +202,9 @@ class Criteria:
     since: Period | None = None  # start time >= its start
     until: Period | None = None  # start time < its end
     session_uuid: bytes | None = None
+    # Commands in the lineage of these files (absolute paths; the version
+    # on disk): resolved by the journal through the provenance walk.
+    lineage_of: tuple[str, ...] | None = None
     written: FileCriteria = field(default_factory=FileCriteria)
     read: FileCriteria = field(default_factory=FileCriteria)
 
@@ -210,6 +213,6 @@ class Criteria:
             getattr(self, k) is None
             for k in (
                 "command_text", "cwd", "command_id", "command_ids", "exit_code", "host",
-                "user", "since", "until", "session_uuid",
+                "user", "since", "until", "session_uuid", "lineage_of",
             )
         )  # fmt: skip

@@ -73,7 +73,8 @@ class Journal:
     Criteria are the CLI's, as keywords (see
     :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
-    ``user``, ``command_id``, ``exit_code``, and per written (``w``) or
+    ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
+    commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
     read (``r``) file ``wname``, ``wpath``, ``wsize``, ``whash``,
     ``wmtime``.  Values may carry an operator: ``wsize=">10M"``,
     ``exit_code="!=0"``, ``cwd="/data/%"``.  Or pass a parsed
@@ -285,13 +286,13 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
         from shournal.stats import DEFAULT_TOP, compute_stats
 
         return compute_stats(
             self.store,
             command_ids=command_ids,
-            criteria=merge_criteria(criteria, **filters),
+            criteria=resolve_lineage(self.store, merge_criteria(criteria, **filters)),
             top=DEFAULT_TOP if top is None else top,
         )
 
@@ -305,9 +306,10 @@ class Journal:
         :raises shournal.maintenance.DeleteError: no criteria.
         """
         from shournal.maintenance import plan_delete
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
 
-        return plan_delete(self.store, merge_criteria(criteria, **filters))
+        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
+        return plan_delete(self.store, crit)
 
     def delete(
         self,
@@ -324,9 +326,10 @@ class Journal:
         :raises shournal.maintenance.DeleteError: no criteria.
         """
         from shournal.maintenance import delete_commands
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
 
-        return delete_commands(self.store, merge_criteria(criteria, **filters), only_ids=only_ids)
+        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
+        return delete_commands(self.store, crit, only_ids=only_ids)
 
     # -- archived files ------------------------------------------------------------------
 

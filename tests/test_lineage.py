@@ -402,3 +402,58 @@ def test_the_content_lookup_and_the_command_load_use_indexes(j):
             scans = [r[-1] for r in plan if r[-1].startswith("SCAN ")
                      and r[-1].split()[1] in big]  # fmt: skip
             assert not scans, (stmt, plan)
+
+
+def _two_chains(j):
+    """out <- sort <- gen (and an unrelated command that also reads raw)."""
+    raw, mid, out = b"r" * 40, b"m" * 50, b"o" * 60
+    v = j.v
+    ids = {
+        "gen": j.cmd("gen > raw", 10, reads=[v("seed", b"s" * 10, 1)], writes=[v("raw", raw, 10)]),
+        "sort": j.cmd("sort raw > mid", 20, reads=[v("raw", raw, 10)], writes=[v("mid", mid, 20)]),
+        "other": j.cmd("wc raw > n", 25, reads=[v("raw", raw, 10)], writes=[v("n", b"1\n", 25)]),
+        "fin": j.cmd("tac mid > out", 30, reads=[v("mid", mid, 20)], writes=[v("out", out, 30)]),
+    }  # fmt: skip
+    return j.disk("out", out, 30), ids
+
+
+def test_lineage_of_is_a_criterion_combined_with_the_others(j):
+    from shournal.criteria import parse_criteria
+
+    target, ids = _two_chains(j)
+    journal = Journal(j.store)
+    lineage = [ids["gen"], ids["sort"], ids["fin"]]
+    assert [c.id for c in journal.find(lineage_of=str(target))] == lineage
+    assert [c.id for c in journal.find(lineage_of=target, command_text="%sort%")] == [ids["sort"]]
+    crit = parse_criteria(lineage_of=[str(target)], command_id=[ids["fin"], ids["other"]])
+    assert [c.id for c in journal.find(crit)] == [ids["fin"]]
+    assert journal.stats(lineage_of=str(target)).commands == 3
+    assert [c.id for c in journal.plan_delete(lineage_of=str(target)).commands] == lineage
+    # a file no recorded command wrote: an empty lineage, nothing matches
+    assert journal.find(lineage_of=str(j.disk("seed", b"s" * 10, 1))) == []
+
+
+def test_query_lineage_of_in_every_output_format(cli_env, tmp_path):
+    from fixtures_cli import run_shournal
+
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        target, ids = _two_chains(J(store, tmp_path))
+    lineage = [ids["gen"], ids["sort"], ids["fin"]]
+    res = run_shournal(["query", "--lineage-of", str(target), "--output-format", "json"], cli_env)
+    assert res.returncode == 0, res.stderr
+    assert [c["id"] for c in json.loads(res.stdout)] == lineage
+    res = run_shournal(["query", "--lineage-of", str(target), "--exit-code", "0",
+                        "--command-text", "%sort%", "--output-format", "shournal-json"],
+                       cli_env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    found = [json.loads(line.partition(":")[2])["id"] for line in res.stdout.splitlines()
+             if line.startswith("COMMAND:")]  # fmt: skip
+    assert found == [ids["sort"]]
+    html = tmp_path / "r.html"
+    res = run_shournal(["query", "--lineage-of", str(target), "--output-format", "html",
+                        "-o", str(html)], cli_env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "tac mid &gt; out" in html.read_text() or "tac mid > out" in html.read_text()
+    missing = run_shournal(["query", "--lineage-of", str(tmp_path / "nope")], cli_env)
+    assert missing.returncode == 2 and missing.stderr.startswith("shournal: ")
+    assert missing.stderr.count("\n") == 1

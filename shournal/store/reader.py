@@ -351,6 +351,10 @@ def command_conditions(
     dialect = conn.dialect.name
     where: list[ColumnElement[bool]] = []
     cr = criteria
+    if cr.lineage_of is not None:
+        # Never ignored: the journal resolves it to ids first
+        # (shournal.query.resolve_lineage).
+        raise ValueError("lineage_of must be resolved to command ids before the SQL")
     if cr.command_id is not None:
         where.append(_ordered_cond(c.id, cr.command_id))
     if cr.command_ids is not None:
