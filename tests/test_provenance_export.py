@@ -281,3 +281,51 @@ def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> Non
     assoc = [r for r in records if type(r).__name__ == "ProvAssociation"]
     plans = {str(r.formal_attributes[0][1]): r.formal_attributes[2][1] for r in assoc}
     assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
+
+
+def test_html_report_shows_the_lineage_of_a_selected_file(
+    j: J, tmp_path: Path, browser: Page  # noqa: F811
+) -> None:
+    """In the query report: a click on a file's "lineage" shows the
+    commands of the report that made that version, newest first, marks
+    them in the timeline and the list, and links back to each command."""
+    from test_lineage import _two_chains
+
+    from shournal.query import find_commands
+    from shournal.render.html import write_html
+
+    target, ids = _two_chains(j)
+    # a later rewrite of mid with other content: not in out's lineage
+    j.cmd("echo x > mid", 40, writes=[j.v("mid", b"x\n", 40)])
+    report = tmp_path / "report.html"
+    with open(report, "w") as fp:
+        write_html(find_commands(j.store), fp, title="lineage")
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    x, y = browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]')
+    browser.click(x, y)
+    # the version of out that `tac` wrote
+    x, y = browser.center('#details .files[data-kind="written"] button.lin-btn')
+    browser.click(x, y)
+    tree = "#details ul.lineage-tree"
+    shown = browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                       ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert shown == [ids["fin"], ids["sort"], ids["gen"]]
+    leaves = browser.js(f"[...document.querySelectorAll('{tree} li.lin-file.leaf > .path')]"
+                        ".map(e => e.textContent)")  # fmt: skip
+    assert leaves == [str(j.root / "seed")]
+    marked = browser.js("[...document.querySelectorAll('#cmdlist tr.lin')]"
+                        ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert sorted(marked) == sorted(shown)
+    assert browser.js("document.querySelectorAll('#timeline rect.cmd.lin').length") == 3
+    # the read version of mid in tac's details: sort made it, not the later echo
+    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]'))
+    assert browser.js("document.querySelectorAll('#cmdlist tr.lin').length") == 0
+    browser.click(*browser.center('#details .files[data-kind="read"] button.lin-btn'))
+    assert browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                      ".map(e => +e.dataset.cmd)") == [ids["sort"], ids["gen"]]  # fmt: skip
+    # a command of the lineage links to its details
+    browser.click(*browser.center(f'{tree} li.lin-cmd[data-cmd="{ids["gen"]}"] > a'))
+    assert browser.js("document.querySelector('#details [data-field=text]').textContent") \
+        == "gen > raw"  # fmt: skip
+    assert browser.problems() == []
