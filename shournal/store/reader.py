@@ -56,6 +56,23 @@ PREVIEW_BYTES = 4096
 
 _IN_BATCH = 500
 
+
+def _in_list(name: str, values: Sequence[Any]) -> tuple[int, dict[str, Any]]:
+    """An IN list as bound parameters ``name0..nameN-1``, N the next power
+    of two (the last value repeated): a few fixed lengths, so that the
+    statements of each length are built and compiled once, without the
+    per-execution rewriting of an expanding parameter (a lineage walk runs
+    hundreds of small lookups)."""
+    n = 1
+    while n < len(values):
+        n *= 2
+    padded = [*values, *[values[-1]] * (n - len(values))]
+    return n, {f"{name}{i}": v for i, v in enumerate(padded)}
+
+
+def _in_params(name: str, n: int) -> list[Any]:
+    return [bindparam(f"{name}{i}") for i in range(n)]
+
 _W = m.WriteEvent
 _RF = m.ReadFile
 _RE = m.ReadEvent
@@ -319,11 +336,11 @@ def commands_by_id(
     time: a few statements per batch of ids, each by primary key or the
     events' command index."""
     wanted = sorted(set(ids))
-    stmt = _by_id_stmt()
     found: list[CommandView] = []
     for start in range(0, len(wanted), _IN_BATCH):
         batch = wanted[start : start + _IN_BATCH]
-        commands = [_command_view(r) for r in conn.execute(stmt, {"ids": batch})]
+        n, params = _in_list("id", batch)
+        commands = [_command_view(r) for r in conn.execute(_by_id_stmt(n), params)]
         _attach_events(conn, commands, max_files)
         found += commands
     found.sort(key=lambda c: (c.start_time, c.id))
@@ -331,8 +348,8 @@ def commands_by_id(
 
 
 @functools.cache
-def _by_id_stmt() -> Select:
-    return _command_select().where(m.Command.id.in_(bindparam("ids", expanding=True)))
+def _by_id_stmt(n: int) -> Select:
+    return _command_select().where(m.Command.id.in_(_in_params("id", n)))
 
 
 def matching_ids(conn: Connection, criteria: Criteria) -> Select[tuple[int]]:
@@ -398,19 +415,19 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
     ids = list(by_id)
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
-        params = {"ids": batch}
+        n, params = _in_list("id", batch)
         if max_files is not None:
             # Cut lists: the totals need counting.
-            for cmd_id, count in conn.execute(_count_stmt(KIND_WRITE), params):
+            for cmd_id, count in conn.execute(_count_stmt(KIND_WRITE, n), params):
                 by_id[cmd_id].write_count = count
-            for cmd_id, count in conn.execute(_count_stmt(KIND_READ), params):
+            for cmd_id, count in conn.execute(_count_stmt(KIND_READ, n), params):
                 by_id[cmd_id].read_count = count
             if max_files == 0:
                 continue
             params["max_files"] = max_files
         for kind, stmt in (
-            (KIND_WRITE, _writes_stmt(max_files is not None)),
-            (KIND_READ, _reads_stmt(max_files is not None)),
+            (KIND_WRITE, _writes_stmt(max_files is not None, n)),
+            (KIND_READ, _reads_stmt(max_files is not None, n)),
         ):
             events: dict[int, list[FileEventView]] = defaultdict(list)
             for row in conn.execute(stmt, params):
@@ -442,20 +459,20 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
 
 
 @functools.cache
-def _count_stmt(kind: int) -> Select:
+def _count_stmt(kind: int, n: int) -> Select:
     table = _W if kind == KIND_WRITE else _RE
     return (
         select(table.command_id, func.count())
-        .where(table.command_id.in_(bindparam("ids", expanding=True)))
+        .where(table.command_id.in_(_in_params("id", n)))
         .group_by(table.command_id)
     )
 
 
-def _first_n(table: Any, order: Any, limited: bool) -> Any:
-    """``table``'s rows of the commands ``:ids``; ``limited``: the first
+def _first_n(table: Any, order: Any, limited: bool, n: int) -> Any:
+    """``table``'s rows of the ``n`` commands ``:id0``...; ``limited``: the first
     ``:max_files`` per command only, without fetching the rest of a command
     that wrote 10^5 files."""
-    where = [table.c.command_id.in_(bindparam("ids", expanding=True))]
+    where = [table.c.command_id.in_(_in_params("id", n))]
     if not limited:
         return select(table).where(*where).subquery()
     rank = (
@@ -468,8 +485,8 @@ def _first_n(table: Any, order: Any, limited: bool) -> Any:
 
 
 @functools.cache
-def _writes_stmt(limited: bool) -> Select:
-    ev = _first_n(_W.__table__, "id", limited)
+def _writes_stmt(limited: bool, n: int) -> Select:
+    ev = _first_n(_W.__table__, "id", limited, n)
     return (
         select(
             ev.c.id,
@@ -491,10 +508,10 @@ def _writes_stmt(limited: bool) -> Select:
 
 
 @functools.cache
-def _reads_stmt(limited: bool) -> Select:
+def _reads_stmt(limited: bool, n: int) -> Select:
     """A command's reads, by read file id (the read file's id is the id of
     the read event)."""
-    ev = _first_n(_RE.__table__, "read_file_id", limited)
+    ev = _first_n(_RE.__table__, "read_file_id", limited, n)
     return (
         select(
             _RF.id,
@@ -518,7 +535,7 @@ def _reads_stmt(limited: bool) -> Select:
 
 
 @functools.cache
-def _written_versions_stmt(empty: bool) -> Any:
+def _written_versions_stmt(empty: bool, n: int) -> Any:
     """The content lookup of :func:`written_versions`, built once (a
     lineage runs it once per file version)."""
     w, c = _W, m.Command
@@ -534,7 +551,7 @@ def _written_versions_stmt(empty: bool) -> Any:
         # Any of the hashes (b"" among them: stored with hashing off, then
         # only with the same mtime); the (hash, size) index.
         match = and_(
-            w.hash.in_(bindparam("hashes", expanding=True)),
+            w.hash.in_(_in_params("h", n)),
             w.size == bindparam("size"),
             or_(func.length(w.hash) > 0, w.mtime_ns == bindparam("mtime")),
         )
@@ -559,12 +576,13 @@ def written_versions(
     this size and ``mtime_ns``; newest end first.  One index lookup: the
     write events' ``(hash, size)`` index, empty files the partial index of
     hashless writes on ``mtime_ns``; the command by primary key."""
-    if size == 0:
-        params: dict[str, object] = {"mtime": mtime_ns}
-    else:
+    n = 0
+    params: dict[str, object] = {"mtime": mtime_ns}
+    if size != 0:
         wanted = [m.hash_to_bytes(h) for h in sorted(set(hashes))]
-        params = {"hashes": [*wanted, b""], "size": size, "mtime": mtime_ns}
-    rows = conn.execute(_written_versions_stmt(size == 0), params).all()
+        n, in_list = _in_list("h", [*wanted, b""])
+        params.update(in_list, size=size)
+    rows = conn.execute(_written_versions_stmt(size == 0, n), params).all()
     return [
         WrittenVersion(
             write_id=r[0],
