@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = journal_gen.ensure_journal(args.db, args.commands, args.events, args.seed, log=log)
     copy, target = lineage_journal(args.db, args.depth, args.seed)
     result = measure(copy, target, args.reps, args.depth, args.plans)
-    result["journal"] = {k: meta[k] for k in ("commands", "events") if k in meta}
+    result["journal"] = {k: meta[k] for k in ("commands", "file_events") if k in meta}
     result["argv"] = sys.argv[1:] if argv is None else argv
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(result, indent=1) + "\n")
