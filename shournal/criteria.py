@@ -463,6 +463,7 @@ def parse_criteria(
     rhash: str | int | None = None,
     wmtime: str | None = None,
     rmtime: str | None = None,
+    lineage_of: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
     now: datetime | None = None,
 ) -> Criteria:
     """Criteria given as the CLI takes them, for query, stats and delete
@@ -475,7 +476,9 @@ def parse_criteria(
     :func:`resolve_path`.  ``command_id``: a criterion such as ``'>100'``,
     or a list of ids (any of them).  ``until`` a date: through the end of
     that day.  ``older_than`` an age: started before that instant (with
-    ``until``, the earlier bound holds).
+    ``until``, the earlier bound holds).  ``lineage_of``: a file (or
+    several): the commands in the lineage of its version on disk (see
+    ``shournal lineage``).
 
     :raises CriteriaError: a value cannot be parsed (BadSessionId for a
         malformed session id).
@@ -507,6 +510,7 @@ def parse_criteria(
         since=opt(parse_time_value, "--since", since, now=now),
         until=min(ends, key=lambda p: p.end_ns) if ends else None,
         session_uuid=None if session_id is None else session_id_bytes(session_id),
+        lineage_of=None if lineage_of is None else _lineage_paths(lineage_of),
     )
     for files, prefix, name, path, size, hash_, mtime in (
         (c.written, "--w", wname, wpath, wsize, whash, wmtime),
@@ -520,6 +524,17 @@ def parse_criteria(
     if c.since is not None and c.until is not None and c.until.end_ns <= c.since.start_ns:
         raise CriteriaError("--until lies before --since: nothing can match")
     return c
+
+
+def _lineage_paths(
+    value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str | os.PathLike) else list(value)
+    # A file, not a pattern: % is a character here.
+    paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in items)
+    if not paths:
+        raise CriteriaError("--lineage-of needs a file")
+    return paths
 
 
 # FileCriteria is filled in place above; re-exported for callers building

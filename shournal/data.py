@@ -26,6 +26,7 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "WrittenVersion",
 ]
 
 # The original stores INT32_MAX when the exit status is unknown.
@@ -132,6 +133,23 @@ class FileProbe:
     hashes: frozenset[int]  # its partial hash under each stored hash setting
 
 
+@dataclass(frozen=True, slots=True)
+class WrittenVersion:
+    """One write event of a looked-up content, with what the lineage walk
+    needs of its command (times, hash settings) without loading it."""
+
+    write_id: int
+    command_id: int
+    start_time: datetime  # aware, UTC: of the writing command
+    end_time: datetime
+    path: bytes  # where the command wrote it
+    size: int
+    mtime_ns: int
+    hash: int | None
+    hash_chunk_size: int | None  # the writing command's hash settings
+    hash_max_reads: int | None
+
+
 # -- what the journal is asked ---------------------------------------------------------
 
 
@@ -184,6 +202,9 @@ class Criteria:
     since: Period | None = None  # start time >= its start
     until: Period | None = None  # start time < its end
     session_uuid: bytes | None = None
+    # Commands in the lineage of these files (absolute paths; the version
+    # on disk): resolved by the journal through the provenance walk.
+    lineage_of: tuple[str, ...] | None = None
     written: FileCriteria = field(default_factory=FileCriteria)
     read: FileCriteria = field(default_factory=FileCriteria)
 
@@ -192,6 +213,6 @@ class Criteria:
             getattr(self, k) is None
             for k in (
                 "command_text", "cwd", "command_id", "command_ids", "exit_code", "host",
-                "user", "since", "until", "session_uuid",
+                "user", "since", "until", "session_uuid", "lineage_of",
             )
         )  # fmt: skip

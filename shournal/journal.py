@@ -16,13 +16,16 @@ loaded when a journal is opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from shournal.data import CommandView, Criteria, FileProbe
+from shournal.data import CommandView, Criteria, FileProbe, WrittenVersion
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from sqlalchemy import Connection
 
     from shournal.config import Config
     from shournal.maintenance import DeletePlan, DeleteResult
@@ -70,7 +73,8 @@ class Journal:
     Criteria are the CLI's, as keywords (see
     :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
-    ``user``, ``command_id``, ``exit_code``, and per written (``w``) or
+    ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
+    commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
     read (``r``) file ``wname``, ``wpath``, ``wsize``, ``whash``,
     ``wmtime``.  Values may carry an operator: ``wsize=">10M"``,
     ``exit_code="!=0"``, ``cwd="/data/%"``.  Or pass a parsed
@@ -85,6 +89,8 @@ class Journal:
     def __init__(self, store: Store) -> None:
         """Wrap an open :class:`shournal.store.Store`; use :meth:`open`."""
         self.store = store
+        self._settings: list[tuple[int, int]] | None = None
+        self._snapshot: Connection | None = None
 
     # -- opening ------------------------------------------------------------------
 
@@ -122,6 +128,31 @@ class Journal:
 
     def __repr__(self) -> str:
         return f"<Journal {self.location}>"
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Journal]:
+        """Inside, :meth:`commands`, :meth:`written_versions` and
+        :meth:`hash_settings` read one consistent state of the journal over
+        one connection (a walk over many lookups neither sees a half-stored
+        command nor pays a transaction per lookup).  Nested: the outer one
+        holds.  Not for sharing between threads."""
+        if self._snapshot is not None:
+            yield self
+            return
+        with self.store.reading() as conn:
+            self._snapshot = conn
+            try:
+                yield self
+            finally:
+                self._snapshot = None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        if self._snapshot is not None:
+            yield self._snapshot
+        else:
+            with self.store.reading() as conn:
+                yield conn
 
     # -- finding commands --------------------------------------------------------------
 
@@ -187,6 +218,50 @@ class Journal:
 
         return self._by_content(KIND_READ, size, hash, mtime_ns, max_files)
 
+    def commands(
+        self, ids: Iterable[int], *, max_files: int | None = None
+    ) -> dict[int, CommandView]:
+        """The commands with these ids, with their files, by id (ids
+        without a command are left out); loaded in batches, not one by
+        one."""
+        from shournal.store.reader import commands_by_id
+
+        with self._reading() as conn:
+            return {c.id: c for c in commands_by_id(conn, ids, max_files)}
+
+    def written_versions(
+        self, size: int, mtime_ns: int, hashes: Iterable[int]
+    ) -> list[WrittenVersion]:
+        """Every write of this content, newest end first, as file versions
+        with the writing command's times and hash settings: ``size`` and
+        one of ``hashes`` (any mtime; the caller prefers the ``mtime_ns``
+        match, as ``--wfile`` does), or a write stored without a hash
+        (empty file, hashing off) of this size and ``mtime_ns``.  One index
+        lookup; what a lineage walk asks once per file version."""
+        from shournal.store.reader import written_versions
+
+        with self._reading() as conn:
+            return written_versions(conn, size, mtime_ns, hashes)
+
+    def hash_settings(self) -> list[tuple[int, int]]:
+        """Every (chunk size, max reads) the journal has hashed with (read
+        once per Journal)."""
+        from shournal.store.reader import hash_settings
+
+        if self._settings is None:
+            with self._reading() as conn:
+                self._settings = hash_settings(conn)
+        return self._settings
+
+    def probe(self, path: str | os.PathLike[str]) -> FileProbe:
+        """A file on disk as the journal identifies content: its size,
+        mtime and partial hash under every hash setting of the journal.
+
+        :raises shournal.data.QueryFileError: it cannot be read."""
+        from shournal.query import probe_file
+
+        return probe_file(path, self.hash_settings())
+
     def _by_content(
         self, kind: int, size: int, hash: int | None, mtime_ns: int | None, max_files: int | None
     ) -> list[CommandView]:
@@ -211,13 +286,13 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
         from shournal.stats import DEFAULT_TOP, compute_stats
 
         return compute_stats(
             self.store,
             command_ids=command_ids,
-            criteria=merge_criteria(criteria, **filters),
+            criteria=resolve_lineage(self.store, merge_criteria(criteria, **filters)),
             top=DEFAULT_TOP if top is None else top,
         )
 
@@ -231,9 +306,10 @@ class Journal:
         :raises shournal.maintenance.DeleteError: no criteria.
         """
         from shournal.maintenance import plan_delete
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
 
-        return plan_delete(self.store, merge_criteria(criteria, **filters))
+        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
+        return plan_delete(self.store, crit)
 
     def delete(
         self,
@@ -250,9 +326,10 @@ class Journal:
         :raises shournal.maintenance.DeleteError: no criteria.
         """
         from shournal.maintenance import delete_commands
-        from shournal.query import merge_criteria
+        from shournal.query import merge_criteria, resolve_lineage
 
-        return delete_commands(self.store, merge_criteria(criteria, **filters), only_ids=only_ids)
+        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
+        return delete_commands(self.store, crit, only_ids=only_ids)
 
     # -- archived files ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from shournal import Journal
 from shournal.hashing import partial_xxh64_bytes
 from shournal.provenance.graph import CommandTarget, DiskTarget, LineageError, build_lineage
 from shournal.provenance.readers import JournalReader
@@ -74,7 +75,7 @@ class J:
         )
 
     def reader(self) -> JournalReader:
-        return JournalReader(self.store)
+        return JournalReader(Journal(self.store))
 
     def lineage(self, *targets, depth=None):
         return build_lineage(self.reader(), list(targets), depth)
@@ -228,7 +229,7 @@ def test_a_file_no_command_wrote_is_a_leaf_target(j):
     target = j.disk("raw", b"downloaded" * 10, 3)
     lin = j.lineage(DiskTarget(str(target)))
     assert not lin.commands and lin.files[lin.targets[0]].leaf
-    (status,) = check_status(JournalReader(j.store), [str(target)])
+    (status,) = check_status(JournalReader(Journal(j.store)), [str(target)])
     assert status_line(status).endswith(": unknown: written outside the journal")
 
 
@@ -254,7 +255,7 @@ def test_status_up_to_date_stale_missing(j):
     j.disk("params", params, 2)
     j.disk("mid", mid, 10)
     target = str(j.disk("out", out, 20))
-    reader = JournalReader(j.store)
+    reader = JournalReader(Journal(j.store))
     (st,) = check_status(reader, [target])
     assert (st.state, status_line(st)) == ("up to date", f"{target}: up to date")
     # An intermediate that was moved away is not a problem by itself.
@@ -279,7 +280,7 @@ def test_status_up_to_date_stale_missing(j):
         (str(j.root / "mid.bak"), "missing", 1),
         (target, "missing", 2),
     ]
-    writers = JournalReader(j.store).writers_of(50, 0, [partial_xxh64_bytes(out)])
+    writers = JournalReader(Journal(j.store)).writers_of(50, 0, [partial_xxh64_bytes(out)])
     assert [w.command_id for w in writers] == [c_b]
 
 
@@ -289,7 +290,7 @@ def test_status_accepts_a_version_the_lineage_wrote_later(j):
     j.cmd("sed -i f", 20, reads=[j.v("f", v1, 10)], writes=[j.v("f", v2, 20)])
     j.cmd("use f", 30, reads=[j.v("f", v2, 20)], writes=[j.v("out", out, 30)])
     j.disk("f", v2, 20)
-    (st,) = check_status(JournalReader(j.store), [str(j.disk("out", out, 30))])
+    (st,) = check_status(JournalReader(Journal(j.store)), [str(j.disk("out", out, 30))])
     assert st.state == "up to date", st.problems
 
 
@@ -300,7 +301,7 @@ def test_writers_of_on_both_backends(store, tmp_path):
     c1 = jj.cmd("a", 10, writes=[jj.v("a", data, 10)])
     c2 = jj.cmd("b", 20, writes=[jj.v("b", data, 20)])
     empty = jj.cmd("touch e", 30, writes=[jj.v("e", b"", 30)])
-    reader = JournalReader(store)
+    reader = JournalReader(Journal(store))
     found = reader.writers_of(len(data), T0, [partial_xxh64_bytes(data)])
     assert [w.command_id for w in found] == [c2, c1]
     assert found[0].path == os.fsencode(tmp_path / "b")
@@ -343,3 +344,116 @@ def test_cli_exit_statuses_and_one_line_errors(cli_env, tmp_path):
     assert "rule(s)" in export.stderr and (tmp_path / "wf" / "Makefile").exists()
     again = run_shournal(["export", "make", str(target), "-o", str(tmp_path / "wf")], cli_env)
     assert again.returncode == 2 and again.stderr.startswith("shournal: ")
+
+
+def _count_statements(store: Store) -> list[str]:
+    from sqlalchemy import event
+
+    seen: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda conn, cur, stmt, *a: seen.append(stmt))  # fmt: skip
+    return seen
+
+
+def test_a_lineage_level_loads_its_commands_in_one_batch(j):
+    """A command that read 30 files, each written by its own command: the
+    30 writers are loaded together, not with a handful of statements each."""
+    inputs = []
+    for i in range(30):
+        data = f"part {i}\n".encode() * 20
+        j.cmd(f"gen {i}", 10 + i, reads=[j.v(f"seed{i}", b"s%d" % i * 10, 1)],
+              writes=[j.v(f"p{i}", data, 10 + i)])  # fmt: skip
+        inputs.append(j.v(f"p{i}", data, 10 + i))
+    out = b"merged" * 30
+    j.cmd("cat p* > all", 100, reads=inputs, writes=[j.v("all", out, 100)])
+    target = j.disk("all", out, 100)
+    reader = j.reader()
+    reader.hash_settings()
+    seen = _count_statements(j.store)
+    lin = build_lineage(reader, [DiskTarget(str(target))])
+    assert len(lin.commands) == 31
+    # 61 content lookups (1 target + 30 parts + 30 seeds), and the
+    # commands of each of the two levels in a few statements.
+    lookups = [s for s in seen if "write_event.id" in s and "hash_setting" in s]
+    assert len(lookups) == 61
+    loads = [s for s in seen if s.lstrip().startswith("SELECT") and s not in lookups]
+    assert len(loads) <= 2 * 5, loads
+
+
+def test_the_content_lookup_and_the_command_load_use_indexes(j):
+    """Every step of the walk is an index lookup: no full scan of the
+    command, event or file tables in SQLite's plans."""
+    data = b"q" * 100
+    cid = j.cmd("w", 10, reads=[j.v("in", b"i" * 10, 1)], writes=[j.v("out", data, 10)])
+    j.disk("out", data, 10)
+    statements: list[tuple[str, object]] = []
+    from sqlalchemy import event
+
+    event.listen(j.store.engine, "before_cursor_execute",
+                 lambda conn, cur, stmt, params, *a: statements.append((stmt, params)))  # fmt: skip
+    lin = j.lineage(DiskTarget(str(j.root / "out")))
+    assert cid in lin.commands and statements
+    big = {"command", "write_event", "read_event", "read_file"}
+    with j.store.engine.connect() as conn:
+        for stmt, params in statements:
+            if not stmt.lstrip().upper().startswith("SELECT"):
+                continue
+            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {stmt}", params).all()
+            scans = [r[-1] for r in plan if r[-1].startswith("SCAN ")
+                     and r[-1].split()[1] in big]  # fmt: skip
+            assert not scans, (stmt, plan)
+
+
+def _two_chains(j):
+    """out <- sort <- gen (and an unrelated command that also reads raw)."""
+    raw, mid, out = b"r" * 40, b"m" * 50, b"o" * 60
+    v = j.v
+    ids = {
+        "gen": j.cmd("gen > raw", 10, reads=[v("seed", b"s" * 10, 1)], writes=[v("raw", raw, 10)]),
+        "sort": j.cmd("sort raw > mid", 20, reads=[v("raw", raw, 10)], writes=[v("mid", mid, 20)]),
+        "other": j.cmd("wc raw > n", 25, reads=[v("raw", raw, 10)], writes=[v("n", b"1\n", 25)]),
+        "fin": j.cmd("tac mid > out", 30, reads=[v("mid", mid, 20)], writes=[v("out", out, 30)]),
+    }  # fmt: skip
+    return j.disk("out", out, 30), ids
+
+
+def test_lineage_of_is_a_criterion_combined_with_the_others(j):
+    from shournal.criteria import parse_criteria
+
+    target, ids = _two_chains(j)
+    journal = Journal(j.store)
+    lineage = [ids["gen"], ids["sort"], ids["fin"]]
+    assert [c.id for c in journal.find(lineage_of=str(target))] == lineage
+    assert [c.id for c in journal.find(lineage_of=target, command_text="%sort%")] == [ids["sort"]]
+    crit = parse_criteria(lineage_of=[str(target)], command_id=[ids["fin"], ids["other"]])
+    assert [c.id for c in journal.find(crit)] == [ids["fin"]]
+    assert journal.stats(lineage_of=str(target)).commands == 3
+    assert [c.id for c in journal.plan_delete(lineage_of=str(target)).commands] == lineage
+    # a file no recorded command wrote: an empty lineage, nothing matches
+    assert journal.find(lineage_of=str(j.disk("seed", b"s" * 10, 1))) == []
+
+
+def test_query_lineage_of_in_every_output_format(cli_env, tmp_path):
+    from fixtures_cli import run_shournal
+
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        target, ids = _two_chains(J(store, tmp_path))
+    lineage = [ids["gen"], ids["sort"], ids["fin"]]
+    res = run_shournal(["query", "--lineage-of", str(target), "--output-format", "json"], cli_env)
+    assert res.returncode == 0, res.stderr
+    assert [c["id"] for c in json.loads(res.stdout)] == lineage
+    res = run_shournal(["query", "--lineage-of", str(target), "--exit-code", "0",
+                        "--command-text", "%sort%", "--output-format", "shournal-json"],
+                       cli_env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    found = [json.loads(line.partition(":")[2])["id"] for line in res.stdout.splitlines()
+             if line.startswith("COMMAND:")]  # fmt: skip
+    assert found == [ids["sort"]]
+    html = tmp_path / "r.html"
+    res = run_shournal(["query", "--lineage-of", str(target), "--output-format", "html",
+                        "-o", str(html)], cli_env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "tac mid &gt; out" in html.read_text() or "tac mid > out" in html.read_text()
+    missing = run_shournal(["query", "--lineage-of", str(tmp_path / "nope")], cli_env)
+    assert missing.returncode == 2 and missing.stderr.startswith("shournal: ")
+    assert missing.stderr.count("\n") == 1

@@ -4,6 +4,7 @@ make and Snakemake in a copy that holds only the leaf inputs."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -181,3 +182,150 @@ def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Pat
     assert "#   helpers.py (the version that ran: scripts/helpers.py)" in text
     message = unnamed_message(result)
     assert message is not None and f"helpers.py (command {cid})" in message
+
+
+def _analysis(j: J) -> tuple[Path, dict[str, int], bytes]:  # noqa: F811
+    """sort, a Python script (archived), a failed retry: the lineage of out."""
+    raw, clean = b"b 2\na 1\n" * 50, b"a 1\nb 2\n" * 50
+    script = b"import sys\nprint(open(sys.argv[1]).read().upper())\n"
+    sv = j.v("an.py", script, 1)
+    sv.content = script
+    ids = {
+        "sort": j.cmd("sort raw.txt > clean.txt", 10, 11, reads=[j.v("raw.txt", raw, 0)],
+                      writes=[j.v("clean.txt", clean, 11)]),
+        "py": j.cmd("python3 an.py clean.txt > out.txt", 20, 22,
+                    reads=[sv, j.v("clean.txt", clean, 11)],
+                    writes=[j.v("out.txt", clean.upper(), 22)]),
+    }  # fmt: skip
+    j.disk("raw.txt", raw, 0)
+    return j.disk("out.txt", clean.upper(), 22), ids, script
+
+
+def test_rocrate_is_a_valid_process_run_crate(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    target, ids, script = _analysis(j)
+    lin = j.lineage(DiskTarget(str(target)))
+    crate = tmp_path / "crate"
+    result = export_record(lin, j.reader(), "rocrate", str(crate))
+    assert result.commands == 2 and (crate / "scripts" / "an.py").read_bytes() == script
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    assert report["statistics"]["total_passed_checks"] > 0
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    by_id = {e["@id"]: e for e in doc["@graph"]}
+    py = by_id[f"#command-{ids['py']}"]
+    assert py["@type"] == "CreateAction"
+    assert py["description"] == "python3 an.py clean.txt > out.txt"
+    assert py["instrument"] == {"@id": "scripts/an.py"}
+    assert "SoftwareApplication" in by_id["scripts/an.py"]["@type"]
+    assert py["result"] == {"@id": target.as_uri()}
+    assert by_id[target.as_uri()]["contentSize"] == str(target.stat().st_size)
+    assert {o["@id"] for o in py["object"]} == {"scripts/an.py", (j.root / "clean.txt").as_uri()}
+    assert py["actionStatus"] == "http://schema.org/CompletedActionStatus"
+    sort = by_id[f"#command-{ids['sort']}"]
+    assert by_id[sort["instrument"]["@id"]] == {
+        "@id": "#program-sort", "@type": "SoftwareApplication", "name": "sort"}
+    assert sort["startTime"] < sort["endTime"] <= py["startTime"]
+    assert by_id[sort["agent"]["@id"]]["@type"] == "Person"
+
+
+def test_rocrate_validator_rejects_a_crate_without_its_required_parts(
+    j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    """Positive control: the validator as the test runs it does report a
+    REQUIRED issue (here the missing licence)."""
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    target, _, _ = _analysis(j)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    meta = crate / "ro-crate-metadata.json"
+    doc = json.loads(meta.read_text())
+    del next(e for e in doc["@graph"] if e["@id"] == "./")["license"]
+    meta.write_text(json.dumps(doc))
+    found = issues(validate_crate(crate, tmp_path))
+    assert any("license" in i for i in found), found
+
+
+def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from prov.model import ProvActivity, ProvAgent, ProvEntity
+    from records_check import read_prov
+
+    from shournal.provenance.records import export_record
+
+    target, ids, _ = _analysis(j)
+    result = export_record(j.lineage(DiskTarget(str(target))), j.reader(), "prov",
+                           str(tmp_path / "p"))  # fmt: skip
+    doc = read_prov(Path(result.path))
+    records = doc.get_records()
+    activities = {str(r.identifier): r for r in records if isinstance(r, ProvActivity)}
+    entities = {str(r.identifier): r for r in records if isinstance(r, ProvEntity)}
+    assert set(activities) == {f"shournal:command-{i}" for i in ids.values()}
+    assert len(entities) == 4 and any(isinstance(r, ProvAgent) for r in records)
+    py = activities[f"shournal:command-{ids['py']}"]
+    assert py.get_startTime() < py.get_endTime()
+    label = {e: next(iter(r.get_attribute("prov:label"))) for e, r in entities.items()}
+    by_path = {os.path.basename(v): k for k, v in label.items()}
+    rel = {(type(r).__name__, str(r.formal_attributes[0][1]), str(r.formal_attributes[1][1]))
+           for r in records if type(r).__name__ in ("ProvUsage", "ProvGeneration")}  # fmt: skip
+    act = f"shournal:command-{ids['py']}"
+    assert ("ProvUsage", act, by_path["clean.txt"]) in rel
+    assert ("ProvUsage", act, by_path["an.py"]) in rel
+    assert ("ProvGeneration", by_path["out.txt"], act) in rel
+    assert ("ProvGeneration", by_path["clean.txt"], f"shournal:command-{ids['sort']}") in rel
+    assoc = [r for r in records if type(r).__name__ == "ProvAssociation"]
+    plans = {str(r.formal_attributes[0][1]): r.formal_attributes[2][1] for r in assoc}
+    assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
+
+
+def test_html_report_shows_the_lineage_of_a_selected_file(
+    j: J, tmp_path: Path, browser: Page  # noqa: F811
+) -> None:
+    """In the query report: a click on a file's "lineage" shows the
+    commands of the report that made that version, newest first, marks
+    them in the timeline and the list, and links back to each command."""
+    from test_lineage import _two_chains
+
+    from shournal.query import find_commands
+    from shournal.render.html import write_html
+
+    target, ids = _two_chains(j)
+    # a later rewrite of mid with other content: not in out's lineage
+    j.cmd("echo x > mid", 40, writes=[j.v("mid", b"x\n", 40)])
+    report = tmp_path / "report.html"
+    with open(report, "w") as fp:
+        write_html(find_commands(j.store), fp, title="lineage")
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    x, y = browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]')
+    browser.click(x, y)
+    # the version of out that `tac` wrote
+    x, y = browser.center('#details .files[data-kind="written"] button.lin-btn')
+    browser.click(x, y)
+    tree = "#details ul.lineage-tree"
+    shown = browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                       ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert shown == [ids["fin"], ids["sort"], ids["gen"]]
+    leaves = browser.js(f"[...document.querySelectorAll('{tree} li.lin-file.leaf > .path')]"
+                        ".map(e => e.textContent)")  # fmt: skip
+    assert leaves == [str(j.root / "seed")]
+    marked = browser.js("[...document.querySelectorAll('#cmdlist tr.lin')]"
+                        ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert sorted(marked) == sorted(shown)
+    assert browser.js("document.querySelectorAll('#timeline rect.cmd.lin').length") == 3
+    # the read version of mid in tac's details: sort made it, not the later echo
+    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]'))
+    assert browser.js("document.querySelectorAll('#cmdlist tr.lin').length") == 0
+    browser.click(*browser.center('#details .files[data-kind="read"] button.lin-btn'))
+    assert browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                      ".map(e => +e.dataset.cmd)") == [ids["sort"], ids["gen"]]  # fmt: skip
+    # a command of the lineage links to its details
+    browser.click(*browser.center(f'{tree} li.lin-cmd[data-cmd="{ids["gen"]}"] > a'))
+    assert browser.js("document.querySelector('#details [data-field=text]').textContent") \
+        == "gen > raw"  # fmt: skip
+    assert browser.problems() == []

@@ -190,3 +190,30 @@ def test_lineage_status_and_exports_of_a_recorded_analysis(install, user_home, t
         assert (copy / "out" / "result2.txt").read_text().startswith("scale=10 ")
         if os.environ.get("PROV_DEBUG"):
             shutil.copytree(out_dir, os.environ["PROV_DEBUG"] + "-" + fmt)
+
+    # -- run records: a Process Run Crate and PROV-JSON, read back ----------------
+    from records_check import issues, read_prov, validate_crate
+
+    crate = user_home / "crate"
+    res = run_as_user(install, user_home, "export", "rocrate", "summary.txt", "-o", str(crate))
+    assert res.returncode == 0, res.stderr
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    graph = json.loads((crate / "ro-crate-metadata.json").read_text())["@graph"]
+    actions = {e["description"]: e for e in graph if e["@type"] == "CreateAction"}
+    assert list(actions) == texts
+    runs = [actions[t]["instrument"]["@id"] for t in texts if t.startswith("python3")]
+    # the two runs ran two versions of the script, both copied into the crate
+    assert len(set(runs)) == 2 and all(r.startswith("scripts/") for r in runs)
+    assert [(crate / r).read_text().count("SCALE = 10") for r in runs] == [0, 1]
+    sizes = {e["@id"]: e["contentSize"] for e in graph if "File" in e["@type"]}
+    assert sizes[(work / "summary.txt").as_uri()] == str((work / "summary.txt").stat().st_size)
+
+    prov_dir = user_home / "p"
+    res = run_as_user(install, user_home, "export", "prov", "summary.txt", "-o", str(prov_dir))
+    assert res.returncode == 0, res.stderr
+    doc = read_prov(prov_dir / "prov.json")
+    activities = [r for r in doc.get_records() if type(r).__name__ == "ProvActivity"]
+    assert sorted(str(a.identifier) for a in activities) == sorted(
+        f"shournal:command-{c['id']}" for c in lin["commands"]
+    )

@@ -24,6 +24,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import errors_to_status
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 
@@ -45,12 +46,18 @@ class StatusFormat(StrEnum):
 class ExportFormat(StrEnum):
     snakemake = "snakemake"
     make = "make"
+    rocrate = "rocrate"
+    prov = "prov"
+
+
+# The workflow formats (the others are run records).
+_WORKFLOWS = (ExportFormat.snakemake, ExportFormat.make)
 
 
 @contextmanager
 def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
-    from shournal.journal import Journal
+    from shournal.cli._common import open_journal
     from shournal.provenance.readers import JournalReader
     from shournal.query import wait_for_pending
     from shournal.store import StoreError, StoreMissing
@@ -58,29 +65,23 @@ def _reader() -> Iterator[Any]:
     # A command that just finished may still be on its way into the journal.
     wait_for_pending()
     try:
-        journal = Journal.open(create=False)
+        journal = open_journal()
     except StoreMissing:
         yield None
         return
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
     try:
-        yield JournalReader(journal.store)
+        yield JournalReader(journal)
     finally:
         journal.close()
 
 
 def _run(work: Callable[[], T]) -> T:
     """Map the library's errors to one line and the documented status."""
-    from shournal.query import QueryError
-    from shournal.store import StoreError
-
-    try:
+    with errors_to_status():
         return work()
-    except QueryError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+    raise AssertionError("unreachable")  # errors_to_status exits on every error
 
 
 def _check_files(files: list[Path]) -> None:
@@ -206,7 +207,12 @@ def status(
 
 
 def export(
-    fmt: Annotated[ExportFormat, typer.Argument(metavar="FORMAT", help="snakemake or make.")],
+    fmt: Annotated[
+        ExportFormat,
+        typer.Argument(metavar="FORMAT",
+                       help="snakemake or make (a workflow), rocrate (a Process Run Crate) "
+                       "or prov (W3C PROV-JSON)."),
+    ],  # fmt: skip
     targets: Annotated[
         list[Path], typer.Argument(metavar="TARGET...", help="The files the workflow rebuilds.")
     ],
@@ -225,14 +231,27 @@ def export(
         typer.Option("--current-scripts",
                      help="Run the scripts on disk, not the archived versions that ran."),
     ] = False,  # fmt: skip
+    license: Annotated[
+        str | None,
+        typer.Option("--license", metavar="URL|TEXT", show_default=False,
+                     help="rocrate: the crate's licence (default: a note that none was given)."),
+    ] = None,  # fmt: skip
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write DIR/Snakefile or DIR/Makefile that rebuilds TARGETs from their
-    leaf inputs."""
+    leaf inputs, or the record of what made them: DIR/ro-crate-metadata.json
+    (+ DIR/scripts/) or DIR/prov.json."""
     from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
     from shournal.provenance.graph import DiskTarget, build_lineage
 
+    if fmt not in _WORKFLOWS and (root is not None or current_scripts):
+        _fail(f"--root and --current-scripts apply to snakemake and make, not {fmt.value}",
+              EXIT_USAGE)  # fmt: skip
+    if fmt is not ExportFormat.rocrate and license is not None:
+        _fail(f"--license applies to rocrate, not {fmt.value}", EXIT_USAGE)
     _check_files(targets)
+    if fmt not in _WORKFLOWS:
+        _export_record(targets, fmt.value, output, license, force)
     fmt_name: Any = fmt.value
     with _reader() as reader:
         if reader is None:
@@ -258,6 +277,33 @@ def export(
         f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
         f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "
         f"root {result.root}",
+        err=True,
+    )
+    raise typer.Exit(EXIT_FOUND)
+
+
+def _export_record(
+    targets: list[Path], fmt: Any, output: Path, license: str | None, force: bool
+) -> None:
+    from shournal.provenance.graph import DiskTarget, build_lineage
+    from shournal.provenance.records import export_record
+
+    with _reader() as reader:
+        if reader is None:
+            _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
+
+        def work() -> Any:
+            lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
+            if all(lin.files[t].leaf for t in lin.targets):
+                return None
+            return export_record(lin, reader, fmt, str(output), force=force, license=license)
+
+        result = _run(work)
+    if result is None:
+        _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
+    typer.echo(
+        f"shournal: wrote {result.path}: {result.commands} command(s), {result.files} file "
+        f"version(s), {len(result.scripts)} script(s)",
         err=True,
     )
     raise typer.Exit(EXIT_FOUND)

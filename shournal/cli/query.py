@@ -69,6 +69,16 @@ def query(
             show_default=False,
         ),
     ] = None,
+    lineage_of: Annotated[
+        Path | None,
+        typer.Option(
+            "--lineage-of",
+            metavar="FILE",
+            help="Commands in the lineage of FILE's version on disk (as `shournal lineage` "
+            "walks it: its writer, the writers of what that read, ...).",
+            show_default=False,
+        ),
+    ] = None,
     wname: Annotated[
         str | None, option("--wname", "Wrote a file with this name (% wildcard, ne:NAME).", "NAME")
     ] = None,
@@ -194,11 +204,11 @@ def query(
             command_text=command_text, cwd=cwd, command_id=command_id, exit_code=exit_code,
             host=host, user=user, since=since, until=until, session_id=session_id,
             wname=wname, rname=rname, wpath=wpath, rpath=rpath, wsize=wsize, rsize=rsize,
-            whash=whash, rhash=rhash, wmtime=wmtime, rmtime=rmtime,
+            whash=whash, rhash=rhash, wmtime=wmtime, rmtime=rmtime, lineage_of=lineage_of,
         )  # fmt: skip
         if history is None and wfile is None and rfile is None and criteria.is_empty():
             raise QueryError("empty query: give a filter (e.g. --wfile FILE) or --history N")
-        for path in (wfile, rfile):
+        for path in (wfile, rfile, lineage_of):
             if path is not None:
                 check_file(path)
         min_stats, max_stats = _stat_counts(stat_counts)

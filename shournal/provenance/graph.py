@@ -235,7 +235,7 @@ class _Walk:
     def visit(self, command_id: int, depth: int) -> None:
         if command_id in self.lin.commands:
             return
-        cmd = self.reader.command(command_id)
+        cmd = self.reader.command(command_id)  # loaded with its level
         if cmd is None:  # deleted while we walked
             return
         self.lin.commands[command_id] = cmd
@@ -256,31 +256,44 @@ class _Walk:
                 self.queue.append((node, hashes, cmd.start_time, command_id, depth + 1))
 
     def run(self) -> Lineage:
+        # One level at a time: the writers of every file version of the
+        # level (an index lookup each), then all their commands in one
+        # batch, then their reads make the next level.  Commands are
+        # visited in the order their versions were queued, so file node ids
+        # are those of a walk one version at a time.
         while self.queue:
-            node, hashes, start, reader_id, depth = self.queue.popleft()
-            if self.max_depth is not None and depth > self.max_depth:
-                node.truncated = True
-                continue
-            candidates = self.reader.writers_of(node.size, node.mtime_ns, hashes)
-            chosen, others = choose_writer(candidates, node.mtime_ns, start, reader_id)
-            if chosen is None:
-                node.leaf = True
-                continue
-            if node.target and node.hash is None and chosen.hash is not None:
-                # A target hashed under several settings: keep the one that matched.
-                del self.by_key[node.key]
-                node.hash = chosen.hash
-                self.by_key.setdefault(node.key, node)
-            self.edge(
-                Edge(
-                    "wrote",
-                    chosen.command_id,
-                    node.id,
-                    written_path=None if chosen.path == node.path else chosen.path,
-                    other_candidates=others,
+            level = list(self.queue)
+            self.queue.clear()
+            chosen_writers: list[tuple[int, int]] = []  # (command id, depth)
+            for node, hashes, start, reader_id, depth in level:
+                if self.max_depth is not None and depth > self.max_depth:
+                    node.truncated = True
+                    continue
+                candidates = self.reader.writers_of(node.size, node.mtime_ns, hashes)
+                chosen, others = choose_writer(candidates, node.mtime_ns, start, reader_id)
+                if chosen is None:
+                    node.leaf = True
+                    continue
+                if node.target and node.hash is None and chosen.hash is not None:
+                    # A target hashed under several settings: keep the one that matched.
+                    del self.by_key[node.key]
+                    node.hash = chosen.hash
+                    self.by_key.setdefault(node.key, node)
+                self.edge(
+                    Edge(
+                        "wrote",
+                        chosen.command_id,
+                        node.id,
+                        written_path=None if chosen.path == node.path else chosen.path,
+                        other_candidates=others,
+                    )
                 )
+                chosen_writers.append((chosen.command_id, depth))
+            self.reader.commands(
+                cid for cid, _ in chosen_writers if cid not in self.lin.commands
             )
-            self.visit(chosen.command_id, depth)
+            for cid, depth in chosen_writers:
+                self.visit(cid, depth)
         return self.lin
 
 
@@ -296,6 +309,7 @@ def build_lineage(
     if max_depth is not None and max_depth < 1:
         raise LineageError("--depth must be at least 1")
     walk = _Walk(reader, max_depth)
-    for target in targets:
-        walk.add_target(target)
-    return walk.run()
+    with reader.snapshot():
+        for target in targets:
+            walk.add_target(target)
+        return walk.run()

@@ -3,9 +3,10 @@ query, statistics and deletion) and the command and file views."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -15,6 +16,7 @@ from sqlalchemy import (
     Select,
     Text,
     and_,
+    bindparam,
     cast,
     func,
     literal_column,
@@ -32,6 +34,7 @@ from shournal.data import (
     FileEventView,
     FileProbe,
     Period,
+    WrittenVersion,
 )
 from shournal.store import models as m
 from shournal.store.models import KIND_READ, KIND_WRITE
@@ -41,15 +44,34 @@ __all__ = [
     "KIND_WRITE",
     "PREVIEW_BYTES",
     "command_conditions",
+    "commands_by_id",
     "hash_settings",
     "matching_ids",
     "select_commands",
+    "written_versions",
 ]
 
 # Enough for the human output's first lines of an archived script.
 PREVIEW_BYTES = 4096
 
 _IN_BATCH = 500
+
+
+def _in_list(name: str, values: Sequence[Any]) -> tuple[int, dict[str, Any]]:
+    """An IN list as bound parameters ``name0..nameN-1``, N the next power
+    of two (the last value repeated): a few fixed lengths, so that the
+    statements of each length are built and compiled once, without the
+    per-execution rewriting of an expanding parameter (a lineage walk runs
+    hundreds of small lookups)."""
+    n = 1
+    while n < len(values):
+        n *= 2
+    padded = [*values, *[values[-1]] * (n - len(values))]
+    return n, {f"{name}{i}": v for i, v in enumerate(padded)}
+
+
+def _in_params(name: str, n: int) -> list[Any]:
+    return [bindparam(f"{name}{i}") for i in range(n)]
 
 _W = m.WriteEvent
 _RF = m.ReadFile
@@ -227,18 +249,11 @@ def _file_criteria(dialect: str, kind: int, fc: FileCriteria) -> Select[tuple[in
     return _commands_having(kind, conds)
 
 
-def select_commands(
-    conn: Connection,
-    *,
-    probes: Sequence[tuple[int, FileProbe]],
-    criteria: Criteria,
-    history: int | None,
-    limit: int | None,
-    reverse: bool = False,
-    max_files: int | None,
-) -> list[CommandView]:
+@functools.cache
+def _command_select() -> Select:
+    """A command's own columns (no files), built once."""
     c = m.Command
-    stmt = (
+    return (
         select(
             c.id,
             c.text,
@@ -260,6 +275,39 @@ def select_commands(
         .outerjoin(m.ShellSession, m.ShellSession.id == c.session_id)
         .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
     )
+
+
+def _command_view(r: Any) -> CommandView:
+    return CommandView(
+        id=r[0],
+        text=r[1],
+        return_value=r[2],
+        start_time=r[3],
+        end_time=r[4],
+        working_dir=r[5],
+        username=r[6],
+        hostname=r[7],
+        session_uuid=r[8],
+        hash_chunk_size=r[9],
+        hash_max_reads=r[10],
+        dropped_writes=r[11],
+        dropped_reads=r[12],
+        lost_events=r[13],
+    )
+
+
+def select_commands(
+    conn: Connection,
+    *,
+    probes: Sequence[tuple[int, FileProbe]],
+    criteria: Criteria,
+    history: int | None,
+    limit: int | None,
+    reverse: bool = False,
+    max_files: int | None,
+) -> list[CommandView]:
+    c = m.Command
+    stmt = _command_select()
     stmt = stmt.where(*command_conditions(conn, criteria, probes))
     newest_first = history is not None or reverse
     if newest_first:
@@ -276,27 +324,32 @@ def select_commands(
             rows.reverse()
         if limit is not None:
             rows = rows[:limit]
-    commands = [
-        CommandView(
-            id=r[0],
-            text=r[1],
-            return_value=r[2],
-            start_time=r[3],
-            end_time=r[4],
-            working_dir=r[5],
-            username=r[6],
-            hostname=r[7],
-            session_uuid=r[8],
-            hash_chunk_size=r[9],
-            hash_max_reads=r[10],
-            dropped_writes=r[11],
-            dropped_reads=r[12],
-            lost_events=r[13],
-        )
-        for r in rows
-    ]
+    commands = [_command_view(r) for r in rows]
     _attach_events(conn, commands, max_files)
     return commands
+
+
+def commands_by_id(
+    conn: Connection, ids: Iterable[int], max_files: int | None = None
+) -> list[CommandView]:
+    """The commands with these ids (the missing ones left out), by start
+    time: a few statements per batch of ids, each by primary key or the
+    events' command index."""
+    wanted = sorted(set(ids))
+    found: list[CommandView] = []
+    for start in range(0, len(wanted), _IN_BATCH):
+        batch = wanted[start : start + _IN_BATCH]
+        n, params = _in_list("id", batch)
+        commands = [_command_view(r) for r in conn.execute(_by_id_stmt(n), params)]
+        _attach_events(conn, commands, max_files)
+        found += commands
+    found.sort(key=lambda c: (c.start_time, c.id))
+    return found
+
+
+@functools.cache
+def _by_id_stmt(n: int) -> Select:
+    return _command_select().where(m.Command.id.in_(_in_params("id", n)))
 
 
 def matching_ids(conn: Connection, criteria: Criteria) -> Select[tuple[int]]:
@@ -315,6 +368,10 @@ def command_conditions(
     dialect = conn.dialect.name
     where: list[ColumnElement[bool]] = []
     cr = criteria
+    if cr.lineage_of is not None:
+        # Never ignored: the journal resolves it to ids first
+        # (shournal.query.resolve_lineage).
+        raise ValueError("lineage_of must be resolved to command ids before the SQL")
     if cr.command_id is not None:
         where.append(_ordered_cond(c.id, cr.command_id))
     if cr.command_ids is not None:
@@ -358,26 +415,22 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
     ids = list(by_id)
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
-        for cmd_id, count in conn.execute(
-            select(_W.command_id, func.count())
-            .where(_W.command_id.in_(batch))
-            .group_by(_W.command_id)
-        ):
-            by_id[cmd_id].write_count = count
-        for cmd_id, count in conn.execute(
-            select(_RE.command_id, func.count())
-            .where(_RE.command_id.in_(batch))
-            .group_by(_RE.command_id)
-        ):
-            by_id[cmd_id].read_count = count
-        if max_files == 0:
-            continue
+        n, params = _in_list("id", batch)
+        if max_files is not None:
+            # Cut lists: the totals need counting.
+            for cmd_id, count in conn.execute(_count_stmt(KIND_WRITE, n), params):
+                by_id[cmd_id].write_count = count
+            for cmd_id, count in conn.execute(_count_stmt(KIND_READ, n), params):
+                by_id[cmd_id].read_count = count
+            if max_files == 0:
+                continue
+            params["max_files"] = max_files
         for kind, stmt in (
-            (KIND_WRITE, _writes_stmt(batch, max_files)),
-            (KIND_READ, _reads_stmt(batch, max_files)),
+            (KIND_WRITE, _writes_stmt(max_files is not None, n)),
+            (KIND_READ, _reads_stmt(max_files is not None, n)),
         ):
             events: dict[int, list[FileEventView]] = defaultdict(list)
-            for row in conn.execute(stmt):
+            for row in conn.execute(stmt, params):
                 events[row.command_id].append(
                     FileEventView(
                         id=row.id,
@@ -392,18 +445,35 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
                     )
                 )
             for cmd_id in batch:
+                found = events.get(cmd_id, [])
                 if kind == KIND_WRITE:
-                    by_id[cmd_id].writes = events.get(cmd_id, [])
+                    by_id[cmd_id].writes = found
                 else:
-                    by_id[cmd_id].reads = events.get(cmd_id, [])
+                    by_id[cmd_id].reads = found
+                if max_files is None:
+                    # Everything was loaded: the totals are the lists.
+                    if kind == KIND_WRITE:
+                        by_id[cmd_id].write_count = len(found)
+                    else:
+                        by_id[cmd_id].read_count = len(found)
 
 
-def _first_n(table: Any, order: Any, command_ids: list[int], max_files: int | None) -> Any:
-    """``table``'s rows of the given commands; with ``max_files``, the first
-    N per command only, without fetching the rest of a command that wrote
-    10^5 files."""
-    where = [table.c.command_id.in_(command_ids)]
-    if max_files is None:
+@functools.cache
+def _count_stmt(kind: int, n: int) -> Select:
+    table = _W if kind == KIND_WRITE else _RE
+    return (
+        select(table.command_id, func.count())
+        .where(table.command_id.in_(_in_params("id", n)))
+        .group_by(table.command_id)
+    )
+
+
+def _first_n(table: Any, order: Any, limited: bool, n: int) -> Any:
+    """``table``'s rows of the ``n`` commands ``:id0``...; ``limited``: the first
+    ``:max_files`` per command only, without fetching the rest of a command
+    that wrote 10^5 files."""
+    where = [table.c.command_id.in_(_in_params("id", n))]
+    if not limited:
         return select(table).where(*where).subquery()
     rank = (
         func.row_number()
@@ -411,11 +481,12 @@ def _first_n(table: Any, order: Any, command_ids: list[int], max_files: int | No
         .label("rank")
     )
     ranked = select(table, rank).where(*where).subquery()
-    return select(ranked).where(ranked.c.rank <= max_files).subquery()
+    return select(ranked).where(ranked.c.rank <= bindparam("max_files")).subquery()
 
 
-def _writes_stmt(command_ids: list[int], max_files: int | None) -> Select:
-    ev = _first_n(_W.__table__, "id", command_ids, max_files)
+@functools.cache
+def _writes_stmt(limited: bool, n: int) -> Select:
+    ev = _first_n(_W.__table__, "id", limited, n)
     return (
         select(
             ev.c.id,
@@ -436,10 +507,11 @@ def _writes_stmt(command_ids: list[int], max_files: int | None) -> Select:
     )
 
 
-def _reads_stmt(command_ids: list[int], max_files: int | None) -> Select:
+@functools.cache
+def _reads_stmt(limited: bool, n: int) -> Select:
     """A command's reads, by read file id (the read file's id is the id of
     the read event)."""
-    ev = _first_n(_RE.__table__, "read_file_id", command_ids, max_files)
+    ev = _first_n(_RE.__table__, "read_file_id", limited, n)
     return (
         select(
             _RF.id,
@@ -460,3 +532,69 @@ def _reads_stmt(command_ids: list[int], max_files: int | None) -> Select:
         .outerjoin(m.Content, m.Content.id == _RF.content_id)
         .order_by(ev.c.command_id, ev.c.read_file_id)
     )
+
+
+@functools.cache
+def _written_versions_stmt(empty: bool, n: int) -> Any:
+    """The content lookup of :func:`written_versions`, built once (a
+    lineage runs it once per file version)."""
+    w, c = _W, m.Command
+    if empty:
+        # Empty files have no hash: the partial index of hashless writes
+        # (its condition spelled literally so that both backends use it).
+        match = and_(
+            func.length(w.hash) == literal_column("0"),
+            w.size == 0,
+            w.mtime_ns == bindparam("mtime"),
+        )
+    else:
+        # Any of the hashes (b"" among them: stored with hashing off, then
+        # only with the same mtime); the (hash, size) index.
+        match = and_(
+            w.hash.in_(_in_params("h", n)),
+            w.size == bindparam("size"),
+            or_(func.length(w.hash) > 0, w.mtime_ns == bindparam("mtime")),
+        )
+    return (
+        select(
+            w.id, w.command_id, c.start_time, c.end_time, m.Directory.path, w.basename,
+            w.size, w.mtime_ns, w.hash, m.HashSetting.chunk_size, m.HashSetting.max_reads,
+        )  # fmt: skip
+        .join(c, c.id == w.command_id)
+        .join(m.Directory, m.Directory.id == w.directory_id)
+        .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
+        .where(match)
+        .order_by(c.end_time.desc(), c.id.desc(), w.id.desc())
+    )
+
+
+def written_versions(
+    conn: Connection, size: int, mtime_ns: int, hashes: Iterable[int]
+) -> list[WrittenVersion]:
+    """Every write event of a content: ``size`` and one of ``hashes`` (any
+    mtime), or a write stored without a hash (hashing off, empty file) of
+    this size and ``mtime_ns``; newest end first.  One index lookup: the
+    write events' ``(hash, size)`` index, empty files the partial index of
+    hashless writes on ``mtime_ns``; the command by primary key."""
+    n = 0
+    params: dict[str, object] = {"mtime": mtime_ns}
+    if size != 0:
+        wanted = [m.hash_to_bytes(h) for h in sorted(set(hashes))]
+        n, in_list = _in_list("h", [*wanted, b""])
+        params.update(in_list, size=size)
+    rows = conn.execute(_written_versions_stmt(size == 0, n), params).all()
+    return [
+        WrittenVersion(
+            write_id=r[0],
+            command_id=r[1],
+            start_time=r[2],
+            end_time=r[3],
+            path=bytes(r[4]) + bytes(r[5]),
+            size=r[6],
+            mtime_ns=r[7],
+            hash=m.hash_from_bytes(bytes(r[8])),
+            hash_chunk_size=r[9],
+            hash_max_reads=r[10],
+        )
+        for r in rows
+    ]

@@ -410,10 +410,14 @@
   }
 
   function fileRows(tbodyEl, list, from, to, withStatus, isRead) {
+    var owner = shown;
     for (var i = from; i < to; i++) {
       var f = list[i];
+      var lin = h("button", { type: "button", class: "lin-btn",
+        title: "the commands of this report that made this version" }, "lineage");
+      lin.addEventListener("click", lineageHandler(f, owner, isRead));
       var tr = h("tr", { "data-file": f.id },
-        h("td", { class: "path" }, f.p),
+        h("td", { class: "path" }, f.p, " ", lin),
         h("td", { class: "num" }, fmtSize(f.sz)),
         h("td", { class: "mono" }, f.h === null ? "-" : f.h),
         h("td", null, fmtTime(f.mt)));
@@ -454,7 +458,101 @@
     return sec;
   }
 
+  // -- lineage of a file version, within this report ----------------------------
+  // The rules of `shournal lineage`: a version's writer is found by content
+  // (size + hash; without a hash, size + mtime), the latest command that
+  // finished before the reader started, preferring the same mtime; a
+  // command is never its own writer.  Only the commands in this report take
+  // part (`shournal query --lineage-of FILE` makes a report of a whole one).
+
+  var writersByContent = null;
+  function contentKey(f) {
+    return f.h === null ? "m:" + f.sz + ":" + f.mt : "h:" + f.sz + ":" + f.h;
+  }
+  function writerOf(f, reader) {
+    if (writersByContent === null) {
+      writersByContent = new Map();
+      cmds.forEach(function (c) {
+        c.w.forEach(function (w) {
+          var k = contentKey(w);
+          if (!writersByContent.has(k)) writersByContent.set(k, []);
+          writersByContent.get(k).push({ c: c, f: w });
+        });
+      });
+    }
+    var all = (writersByContent.get(contentKey(f)) || []).filter(function (x) {
+      return x.c !== reader && x.c.e <= reader.s;
+    });
+    var strict = all.filter(function (x) { return x.f.mt === f.mt; });
+    var best = null;
+    (strict.length ? strict : all).forEach(function (x) {
+      if (best === null || x.c.e > best.c.e || (x.c.e === best.c.e && x.c.id > best.c.id)) {
+        best = x;
+      }
+    });
+    return best === null ? null : best.c;
+  }
+
+  function lineageHandler(f, owner, isRead) {
+    return function () { showLineage(f, owner, isRead); };
+  }
+
+  function markLineage(ids) {
+    cmds.forEach(function (c) {
+      var on = ids.has(c.id);
+      rects[c.index].classList.toggle("lin", on);
+      rows.get(c.id).classList.toggle("lin", on);
+    });
+  }
+
+  function showLineage(f, owner, isRead) {
+    var seen = new Set();
+    function commandItem(c) {
+      var li = h("li", { class: "lin-cmd", "data-cmd": String(c.id) });
+      var link = h("a", { href: "#cmd-" + c.id }, "command " + c.id);
+      link.addEventListener("click", function (e) { e.preventDefault(); select(c.id, true); });
+      li.append(link, " ", h("code", null, c.text.split("\n")[0]),
+        h("span", { class: "note" }, " " + fmtTime(c.s) + ", exit " +
+          (c.rv === null ? "unknown" : c.rv) + ", in " + c.cwd));
+      if (seen.has(c.id)) {
+        li.append(h("span", { class: "note" }, " (shown above)"));
+        return li;
+      }
+      seen.add(c.id);
+      var own = new Set(c.w.map(function (w) { return w.p + "\0" + contentKey(w); }));
+      var inputs = h("ul");
+      c.r.forEach(function (r) {
+        if (own.has(r.p + "\0" + contentKey(r))) return; // read back what it wrote
+        inputs.append(fileItem(r, writerOf(r, c)));
+      });
+      if (inputs.children.length) li.append(inputs);
+      return li;
+    }
+    function fileItem(v, writer) {
+      var li = h("li", { class: writer === null ? "lin-file leaf" : "lin-file" },
+        h("span", { class: "path" }, v.p));
+      if (writer === null) {
+        li.append(h("span", { class: "note" }, " leaf: no command of this report wrote it"));
+      } else {
+        li.append(h("ul", null, commandItem(writer)));
+      }
+      return li;
+    }
+    var writer = isRead ? writerOf(f, owner) : owner;
+    details.replaceChildren(h("h2", null, "Lineage"));
+    var back = h("button", { type: "button", class: "lin-back" }, "back to command " + owner.id);
+    back.addEventListener("click", function () { select(owner.id, false); });
+    details.append(back, h("ul", { class: "lineage-tree" }, fileItem(f, writer)));
+    details.append(h("p", { class: "note", "data-field": "lineage-count" },
+      plural(seen.size, "command") + " of this report in the lineage, newest first"));
+    markLineage(seen);
+  }
+
+  var shown = null; // the command whose details are on show
+
   function showDetails(c) {
+    shown = c;
+    markLineage(new Set());
     var sess = data.sessions[c.lane];
     details.replaceChildren(h("h2", null, "Command " + c.id));
     details.append(h("pre", { class: "cmdtext", "data-field": "text" }, c.text));
