@@ -38,10 +38,8 @@ SESSION_1 = [
     "python3 analyze.py out/input.csv > out/result1.txt",
 ]
 SESSION_2 = [
-    # The script is edited in place: sed -i reads it and replaces it.  (The
-    # recorder drops the read of the replaced file, as the original does:
-    # it is gone when the event is read.  The walk's rule for a command
-    # that reads and rewrites one file is tested in test_lineage.py.)
+    # The script is edited in place: sed -i reads it and replaces it (the
+    # version read is gone when the holder looks; it is still its read).
     "sed -i 's/^SCALE = 1$/SCALE = 10/' analyze.py",
     "python3 analyze.py out/input.csv > out/result2.txt",
     "cat out/result1.txt out/result2.txt | sort > summary.txt",
@@ -135,6 +133,10 @@ def test_lineage_status_and_exports_of_a_recorded_analysis(install, user_home, t
     assert None not in scripts.values() and scripts[run1["id"]] != scripts[run2["id"]]
     script_v2 = next(f for f in files.values() if f["archivedId"] == scripts[run2["id"]])
     assert wrote[script_v2["id"]]["command"] == sed_script["id"]
+    # the in-place edit read the version it replaced: the script's first
+    script_v1 = next(f for f in files.values() if f["archivedId"] == scripts[run1["id"]])
+    assert any(e["type"] == "read" and e["command"] == sed_script["id"]
+               and e["file"] == script_v1["id"] for e in lin["edges"])  # fmt: skip
     for f in files.values():
         assert {"path", "size", "mtime", "hash"} <= set(f)
 
