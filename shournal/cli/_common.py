@@ -19,15 +19,22 @@ from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
 from shournal.data import INT64_MAX
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from shournal.journal import Journal
 
 
-def fail(message: str, code: int) -> NoReturn:
-    """``shournal: MESSAGE`` on one line of stderr, then exit with ``code``.
-    Messages may quote journal text (paths, names): never raw controls."""
+def note(message: str) -> None:
+    """``shournal: MESSAGE`` on one line of stderr.  Messages may quote
+    journal text (paths, names, command lines): never raw controls."""
     from shournal.render.human import printable
 
     typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """:func:`note`, then exit with ``code``."""
+    note(message)
     raise typer.Exit(code)
 
 
@@ -41,6 +48,19 @@ def write(text: str) -> None:
         # Exit quietly instead of failing again when Python flushes stdout
         # at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def write_to(text: str, output: Path | None) -> None:
+    """``text`` to the file ``output`` (``-o``), or to stdout when None; a
+    file that cannot be written is a usage error."""
+    if output is None:
+        write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+    except OSError as e:
+        fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
 
 
 @contextmanager
@@ -70,6 +90,7 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
 def open_journal() -> Journal:
     """The journal every command reads (see :func:`shournal.journal.resolve_url`),
     never created by reading it.  Call inside :func:`errors_to_status`."""
+
     from shournal.journal import Journal
 
     return Journal.open(create=False)

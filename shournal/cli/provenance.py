@@ -24,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
-from shournal.cli._common import errors_to_status
+from shournal.cli._common import errors_to_status, note, write_to
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 
@@ -94,17 +94,6 @@ def _check_files(files: list[Path]) -> None:
         _fail(str(e), EXIT_USAGE)
 
 
-def _output(text: str, output: Path | None) -> None:
-    if output is None:
-        _write(text)
-        return
-    try:
-        with open(output, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(text)
-    except OSError as e:
-        _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
-
-
 def lineage(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE...", help="The files whose lineage to show.")
@@ -164,7 +153,7 @@ def lineage(
         text = render_html(lin)
     else:
         text = render_human(lin, scripts=show_scripts)
-    _output(text, output)
+    write_to(text, output)
     written = all(not lin.files[t].leaf for t in lin.targets)
     raise typer.Exit(EXIT_FOUND if written else EXIT_NOT_FOUND)
 
@@ -197,7 +186,7 @@ def status(
         else:
             result = _run(lambda: check_status(reader, names))
     if not result:
-        typer.echo(f"shournal: no recorded command wrote a file under {', '.join(names)}", err=True)
+        note(f"no recorded command wrote a file under {', '.join(names)}")
     if output_format is StatusFormat.json:
         _write(json.dumps([status_object(s) for s in result], ensure_ascii=True, indent=1) + "\n")
     else:
@@ -242,7 +231,6 @@ def export(
     leaf inputs, or the record of what made them: DIR/ro-crate-metadata.json
     (+ DIR/scripts/) or DIR/prov.json."""
     from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
-    from shournal.provenance.graph import DiskTarget, build_lineage
 
     if fmt not in _WORKFLOWS and (root is not None or current_scripts):
         _fail(f"--root and --current-scripts apply to snakemake and make, not {fmt.value}",
@@ -253,26 +241,13 @@ def export(
     if fmt not in _WORKFLOWS:
         _export_record(targets, fmt.value, output, license, force)
     fmt_name: Any = fmt.value
-    with _reader() as reader:
-        if reader is None:
-            _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
-
-        def work() -> Any:
-            lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
-            if all(lin.files[t].leaf for t in lin.targets):
-                return None
-            return export_workflow(
-                lin, reader, fmt_name, str(output),
-                root=None if root is None else str(root),
-                current_scripts=current_scripts, force=force,
-            )  # fmt: skip
-
-        result = _run(work)
-    if result is None:
-        _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
+    result = _export_lineage(targets, lambda lin, reader: export_workflow(
+        lin, reader, fmt_name, str(output), root=None if root is None else str(root),
+        current_scripts=current_scripts, force=force,
+    ))  # fmt: skip
     for message in (skipped_message(result, fmt_name), unnamed_message(result)):
         if message:
-            typer.echo(f"shournal: {' '.join(message.split())}", err=True)
+            note(message)
     typer.echo(
         f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
         f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "
@@ -282,25 +257,34 @@ def export(
     raise typer.Exit(EXIT_FOUND)
 
 
-def _export_record(
-    targets: list[Path], fmt: Any, output: Path, license: str | None, force: bool
-) -> None:
+def _export_lineage(targets: list[Path], make: Callable[[Any, Any], T]) -> T:
+    """``make(lineage, reader)`` on the lineage of ``targets``; one line and
+    status 1 when there is no journal or no recorded command wrote them."""
     from shournal.provenance.graph import DiskTarget, build_lineage
-    from shournal.provenance.records import export_record
 
     with _reader() as reader:
         if reader is None:
             _fail("no journal yet: nothing has been recorded", EXIT_NOT_FOUND)
 
-        def work() -> Any:
+        def work() -> T | None:
             lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
             if all(lin.files[t].leaf for t in lin.targets):
                 return None
-            return export_record(lin, reader, fmt, str(output), force=force, license=license)
+            return make(lin, reader)
 
         result = _run(work)
     if result is None:
         _fail("no recorded command wrote the targets: nothing to export", EXIT_NOT_FOUND)
+    return result
+
+
+def _export_record(
+    targets: list[Path], fmt: Any, output: Path, license: str | None, force: bool
+) -> None:
+    from shournal.provenance.records import export_record
+
+    result = _export_lineage(targets, lambda lin, reader: export_record(
+        lin, reader, fmt, str(output), force=force, license=license))  # fmt: skip
     typer.echo(
         f"shournal: wrote {result.path}: {result.commands} command(s), {result.files} file "
         f"version(s), {len(result.scripts)} script(s)",

@@ -32,9 +32,9 @@ from shournal.cli._common import (
     int_option,
     open_journal,
     option,
+    write_to,
 )
 from shournal.cli._common import fail as _fail
-from shournal.cli._common import write as _write
 
 # files per command in an HTML report (the rest is counted, "... and N more")
 _HTML_MAX_FILES = 500
@@ -255,9 +255,9 @@ def query(
     if html:
         _write_html(commands, output, stats)  # type: ignore[arg-type]
     elif human and not commands:
-        _write_text(_no_results(missing, pending, wfile, rfile), None)
+        write_to(_no_results(missing, pending, wfile, rfile), None)
     else:
-        _write_text(
+        write_to(
             _render(
                 output_format, commands, stats, max_files, min_stats, max_stats, output, restored
             ),
@@ -403,17 +403,6 @@ def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
         elif key == "read_events" and not config.read_events.enable:
             hints.append("read events are disabled in the configuration ([read_events] enable).")
     return hints
-
-
-def _write_text(text: str, output: Path | None) -> None:
-    if output is None:
-        _write(text)
-        return
-    try:
-        with open(output, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(text)
-    except OSError as e:
-        _fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE)
 
 
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
