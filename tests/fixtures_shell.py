@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from shournal import protocol
+
 REPO = Path(__file__).resolve().parent.parent
 TEST_USER = "shournal-test"
 OTHER_USER = "shournal-other"
 GROUP = "shournal"
 PROMPT = "__SHOURNAL_PROMPT__"
+_MARKERS = (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE)
 
 
 def _ensure_user(name: str) -> pwd.struct_passwd:
@@ -170,7 +173,7 @@ def wait_stored(home: Path, timeout: float = 60.0) -> None:
     rundir = home / "run" / "shournal"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        markers = [p for p in rundir.glob("*.*") if p.suffix in (".run", ".end", ".store")]
+        markers = [p for p in rundir.glob("*.*") if p.suffix[1:] in _MARKERS]
         alive = []
         for m in markers:
             try:
