@@ -86,7 +86,7 @@
 #define SHOURNAL_GROUP "shournal"
 #endif
 #ifndef SHOURNAL_VERSION
-#define SHOURNAL_VERSION "0.1.0"
+#error "SHOURNAL_VERSION is set by native/Makefile (from shournal/__init__.py)"
 #endif
 #ifndef FAN_REPORT_FD_ERROR
 #define FAN_REPORT_FD_ERROR 0x00002000 /* Linux 6.13, backported to 6.6.66 */
