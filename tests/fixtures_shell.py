@@ -255,7 +255,24 @@ class Shell:
 
     def exit(self, status: int = 123) -> None:
         self.proc.sendline(f"exit {status}")
-        self.proc.expect(__import__("pexpect").EOF, timeout=60)
-        self.proc.close()
+        self.wait_exit()
         assert self.proc.exitstatus == status, (self.proc.exitstatus, self.proc.signalstatus)
         wait_stored(self.home)
+
+    def wait_exit(self, timeout: float = 60) -> None:
+        """Wait until the shell has exited, reading what it prints meanwhile.
+        Not for the pty's EOF: a process the shell left behind may keep the
+        pty open, and pexpect then reports EOF only when a read of up to
+        the whole timeout finds the shell gone."""
+        import pexpect
+
+        deadline = time.monotonic() + timeout
+        while self.proc.isalive():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the shell has not exited after {timeout}s")
+            try:
+                self.proc.expect(pexpect.EOF, timeout=0.1)
+            except pexpect.TIMEOUT:
+                continue
+            time.sleep(0.01)  # EOF: the shell is exiting
+        self.proc.close()
