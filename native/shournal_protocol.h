@@ -173,8 +173,9 @@ struct shournal_daemon_msg {
 /* The runtime directory ($XDG_RUNTIME_DIR/shournal, else /tmp/shournal-UID,
  * mode 0700, the user's own).  Per command line, a marker named
  * <listener pid>.<state>: the shell makes it RUN when the command line
- * starts and renames it END when it has ended; the listener renames END to
- * STORE once every event is read, and removes it when stored.  The
+ * starts and renames it END when it has ended; the listener (or the store
+ * daemon, for its forwarder's pid) renames END to STORE once every event is
+ * read, and removes it when stored.  The
  * listener appends to WARNINGS (the shell shows the first line) and writes
  * SETUP_ARGS: the helper's setup options derived from the config, NUL
  * separated, which the preload library passes on (it cannot read TOML). */
