@@ -51,6 +51,6 @@ lint: dev
 	$(DEVVENV)/bin/ruff check .
 
 clean:
-	rm -rf build shournal/_fanotify_cffi*.so
+	rm -rf build
 
 .PHONY: all deps native install uninstall dev test lint clean

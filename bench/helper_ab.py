@@ -50,7 +50,9 @@ def build_helper(rev: str, dest: Path) -> Path:
     src = REPO / "native"
     if rev != WORKTREE:
         archive = subprocess.run(
-            ["git", "-c", f"safe.directory={REPO}", "-C", str(REPO), "archive", rev, "native"],
+            # native/Makefile reads the version from shournal/__init__.py
+            ["git", "-c", f"safe.directory={REPO}", "-C", str(REPO), "archive", rev, "native",
+             "shournal/__init__.py"],
             check=True, capture_output=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)

@@ -199,12 +199,10 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 
 /* ------------------------------------------------------------- prepare */
 
-#define SETUP_MAX_EXCLUDES 64 /* the helper's limit too */
 #define MAX_PENDING_LISTENERS 8
 #define MAX_PENDING_WAIT_MS 2000
-#define SETUP_MAX_EXTS 32     /* the helper's limit too */
 /* flags, --hash, --archive-max-size, excludes and extensions with values */
-#define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SETUP_MAX_EXCLUDES + 2 * SETUP_MAX_EXTS)
+#define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SHOURNAL_MAX_EXCLUDES + 2 * SHOURNAL_MAX_ARCHIVE_EXT)
 #define SETUP_ARGS_MAX 16384
 
 static int one_of(const char *p, const char *const *list, size_t n)
@@ -235,7 +233,7 @@ static int setup_args_from_config(char *buf, char **out, int max)
 
     if (!g_rundir[0])
         return 0;
-    snprintf(path, sizeof path, "%s/setup-args", g_rundir);
+    snprintf(path, sizeof path, "%s/" SHOURNAL_SETUP_ARGS_FILE, g_rundir);
     fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -253,7 +251,7 @@ static int setup_args_from_config(char *buf, char **out, int max)
             out[n++] = p;
         } else if (valued && n + 2 <= max && p + strlen(p) + 1 < buf + len &&
                    (strcmp(p, "--exclude-mount") != 0 ||
-                    (excludes++ < SETUP_MAX_EXCLUDES && p[strlen(p) + 1] == '/'))) {
+                    (excludes++ < SHOURNAL_MAX_EXCLUDES && p[strlen(p) + 1] == '/'))) {
             out[n++] = p;
             p += strlen(p) + 1;
             out[n++] = p;
@@ -522,7 +520,8 @@ static int pending_listeners(void)
     while ((e = readdir(d)) != NULL) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (pid <= 0 || (strcmp(end, ".end") != 0 && strcmp(end, ".store") != 0))
+        if (pid <= 0 ||
+            (strcmp(end, "." SHOURNAL_MARK_END) != 0 && strcmp(end, "." SHOURNAL_MARK_STORE) != 0))
             continue;
         /* our listeners run as us: EPERM is a reused pid, not one */
         if (kill((pid_t)pid, 0) == 0) {
@@ -582,7 +581,7 @@ static void args_file_state(struct stat *st)
 
     memset(st, 0, sizeof *st);
     if (g_rundir[0]) {
-        snprintf(path, sizeof path, "%s/setup-args", g_rundir);
+        snprintf(path, sizeof path, "%s/" SHOURNAL_SETUP_ARGS_FILE, g_rundir);
         if (stat(path, st) != 0)
             memset(st, 0, sizeof *st);
     }
@@ -695,7 +694,7 @@ static void do_prepare(void)
     g_state = ST_WITHIN;
     g_last_warning[0] = '\0';
     if (g_rundir[0]) {
-        marker_path(path, sizeof path, g_listener, "run");
+        marker_path(path, sizeof path, g_listener, SHOURNAL_MARK_RUN);
         fd = real_open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd >= 0)
             close(fd);
@@ -711,7 +710,7 @@ static void show_listener_warnings(void)
     int fd;
     if (!g_rundir[0])
         return;
-    snprintf(path, sizeof path, "%s/warnings", g_rundir);
+    snprintf(path, sizeof path, "%s/" SHOURNAL_WARNINGS_FILE, g_rundir);
     if (access(path, F_OK) != 0)
         return;
     snprintf(taken, sizeof taken, "%s.%d", path, (int)getpid());
@@ -876,8 +875,8 @@ static void do_cleanup(const char *text, int retval)
     g_sock = g_rootfd = g_nsfd = g_syncfd = -1;
     g_state = ST_IDLE;
     if (g_rundir[0]) {
-        marker_path(from, sizeof from, g_listener, "run");
-        marker_path(to, sizeof to, g_listener, "end");
+        marker_path(from, sizeof from, g_listener, SHOURNAL_MARK_RUN);
+        marker_path(to, sizeof to, g_listener, SHOURNAL_MARK_END);
         /* a death already reported here must not be reported again */
         if (died)
             (void)unlink(from);

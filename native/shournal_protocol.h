@@ -1,6 +1,9 @@
 /* Wire format between the preload library (or `shournal run`), the setuid
- * helper and the Python listener.  Mirrored in shournal/protocol.py; a test
- * compiles this header and compares sizes and values.
+ * helper and the Python listener, the runtime-directory contract and the
+ * helper's limits and defaults.  Mirrored in shournal/protocol.py;
+ * tests/test_protocol.py compiles tests/native/protocol_layout.c against
+ * this header and compares every value and every field's offset, size and
+ * signedness with the Python definitions.
  *
  * All messages travel over one AF_UNIX SOCK_SEQPACKET socketpair, so every
  * send is one message.  The shell keeps one end (inherited by every observed
@@ -166,5 +169,40 @@ struct shournal_daemon_msg {
     uint32_t arg;
     uint32_t reserved;
 };
+
+/* The runtime directory ($XDG_RUNTIME_DIR/shournal, else /tmp/shournal-UID,
+ * mode 0700, the user's own).  Per command line, a marker named
+ * <listener pid>.<state>: the shell makes it RUN when the command line
+ * starts and renames it END when it has ended; the listener (or the store
+ * daemon, for its forwarder's pid) renames END to STORE once every event is
+ * read, and removes it when stored.  The
+ * listener appends to WARNINGS (the shell shows the first line) and writes
+ * SETUP_ARGS: the helper's setup options derived from the config, NUL
+ * separated, which the preload library passes on (it cannot read TOML). */
+#define SHOURNAL_MARK_RUN "run"
+#define SHOURNAL_MARK_END "end"
+#define SHOURNAL_MARK_STORE "store"
+#define SHOURNAL_WARNINGS_FILE "warnings"
+#define SHOURNAL_SETUP_ARGS_FILE "setup-args"
+
+/* The helper's limits: `setup --exclude-mount` at most this many times,
+ * `--archive-ext` at most SHOURNAL_MAX_ARCHIVE_EXT extensions of at most
+ * SHOURNAL_MAX_EXT_LEN bytes, `--hash CHUNK:READS` within these bounds. */
+#define SHOURNAL_MAX_EXCLUDES 64
+#define SHOURNAL_MAX_ARCHIVE_EXT 32
+#define SHOURNAL_MAX_EXT_LEN 32
+#define SHOURNAL_HASH_CHUNK_MIN 8
+#define SHOURNAL_HASH_CHUNK_MAX (40 * 1024)
+#define SHOURNAL_HASH_READS_MIN 1
+#define SHOURNAL_HASH_READS_MAX INT32_MAX
+
+/* Defaults, the same as the config's (setup without options: no config
+ * seen yet). */
+#define SHOURNAL_DEFAULT_HASH_CHUNK 256
+#define SHOURNAL_DEFAULT_HASH_READS 3
+#define SHOURNAL_DEFAULT_ARCHIVE_MAX (500 * 1024)
+
+/* The listener's nice value once its command line has ended. */
+#define SHOURNAL_LISTENER_NICE 10
 
 #endif

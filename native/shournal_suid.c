@@ -86,7 +86,7 @@
 #define SHOURNAL_GROUP "shournal"
 #endif
 #ifndef SHOURNAL_VERSION
-#define SHOURNAL_VERSION "0.1.0"
+#error "SHOURNAL_VERSION is set by native/Makefile (from shournal/__init__.py)"
 #endif
 #ifndef FAN_REPORT_FD_ERROR
 #define FAN_REPORT_FD_ERROR 0x00002000 /* Linux 6.13, backported to 6.6.66 */
@@ -96,9 +96,7 @@
 #define SECBIT_NO_SETUID_FIXUP (1 << 2) /* <linux/securebits.h> */
 #endif
 
-#define MAX_EXCLUDES 64
 #define MAX_PREPARED_IDLE_S 86400
-#define LISTENER_NICE 10 /* shournal/listener.py: the same after its command */
 #define EXIT_USAGE 2
 
 extern char **environ;
@@ -192,8 +190,8 @@ static int parse_hash(const char *s, uint32_t *chunk, uint32_t *reads)
     if (colon == NULL)
         return -1;
     *colon = '\0';
-    if (parse_count(buf, 40 * 1024, &c) != 0 || c < 8 || parse_count(colon + 1, INT32_MAX, &r) != 0 ||
-        r < 1)
+    if (parse_count(buf, SHOURNAL_HASH_CHUNK_MAX, &c) != 0 || c < SHOURNAL_HASH_CHUNK_MIN ||
+        parse_count(colon + 1, SHOURNAL_HASH_READS_MAX, &r) != 0 || r < SHOURNAL_HASH_READS_MIN)
         return -1;
     *chunk = (uint32_t)c;
     *reads = (uint32_t)r;
@@ -539,9 +537,6 @@ static int fanotify_group(uint32_t *flags_out)
 
 /* ------------------------------------------------------------- holder */
 
-#define MAX_ARCHIVE_EXT 32
-#define MAX_EXT_LEN 32
-
 /* What the holder does with each event (setup options). */
 struct holder_opts {
     int reads_need_write; /* --writable-reads */
@@ -551,7 +546,7 @@ struct holder_opts {
     int archive_on; /* reads of script candidates carry their fd (not --no-archive) */
     uint64_t archive_max;
     int next;
-    const char *ext[MAX_ARCHIVE_EXT];
+    const char *ext[SHOURNAL_MAX_ARCHIVE_EXT];
 };
 
 /* A message the socket could not take yet (the listener is not running
@@ -1287,7 +1282,7 @@ static void wait_for_listener_start(int pressure)
     if (p[0].revents && !p[1].revents) {
         /* The command line has ended: from here on the listener yields to
          * whatever the user runs next. */
-        (void)setpriority(PRIO_PROCESS, 0, LISTENER_NICE);
+        (void)setpriority(PRIO_PROCESS, 0, SHOURNAL_LISTENER_NICE);
     } else {
         /* Woken by the holder's queue (or its end) while the command runs:
          * keep up with it as an ordinary task. */
@@ -1331,7 +1326,7 @@ static int wait_for_go(long idle_s)
 
 static int cmd_setup(int argc, char **argv)
 {
-    char *excludes[MAX_EXCLUDES];
+    char *excludes[SHOURNAL_MAX_EXCLUDES];
     int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
         root_marked = 0, lazy = 0, member;
     long prepared = 0; /* idle seconds, 0: not prepared */
@@ -1339,7 +1334,11 @@ static int cmd_setup(int argc, char **argv)
      * fresh installation) the defaults are the config's; for archiving,
      * any extension (the listener filters, with the fd it gets). */
     static struct holder_opts o = {
-        .hash_on = 1, .chunk = 256, .reads = 3, .archive_on = 1, .archive_max = 500 * 1024};
+        .hash_on = 1,
+        .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
+        .reads = SHOURNAL_DEFAULT_HASH_READS,
+        .archive_on = 1,
+        .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX};
     char ready = 0;
     ssize_t got;
     uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
@@ -1371,9 +1370,9 @@ static int cmd_setup(int argc, char **argv)
             o.archive_max = (uint64_t)v;
         } else if (strcmp(argv[i], "--archive-ext") == 0 && i + 1 < argc) {
             const char *e = argv[++i];
-            size_t el = strnlen(e, MAX_EXT_LEN + 1);
-            if (el == 0 || el > MAX_EXT_LEN || strchr(e, '/') || strchr(e, '.') ||
-                o.next >= MAX_ARCHIVE_EXT)
+            size_t el = strnlen(e, SHOURNAL_MAX_EXT_LEN + 1);
+            if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(e, '/') || strchr(e, '.') ||
+                o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
                 usage();
             o.ext[o.next++] = e;
         } else if (strcmp(argv[i], "--no-archive") == 0) {
@@ -1387,7 +1386,7 @@ static int cmd_setup(int argc, char **argv)
                 usage();
         } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
             const char *p = argv[++i];
-            if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= MAX_EXCLUDES)
+            if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= SHOURNAL_MAX_EXCLUDES)
                 usage();
             excludes[nexcl++] = argv[i];
         } else {

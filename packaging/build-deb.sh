@@ -22,7 +22,7 @@ mkdir -p "$TREE"
     (cd "$SRC" && xargs -0 cp --parents -t "$TREE" 2>/dev/null) || true
 # Deleted-but-tracked files make cp complain; what matters is that the
 # sources it needs are there.
-for f in pyproject.toml setup.py native/Makefile shell/shournal.bash; do
+for f in pyproject.toml native/Makefile shell/shournal.bash; do
     [ -e "$TREE/$f" ] || { echo "build-deb: $f missing from the export" >&2; exit 1; }
 done
 rm -rf "$TREE/debian"

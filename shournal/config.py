@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shournal import _paths
+from shournal import _paths, protocol
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
@@ -40,9 +40,6 @@ __all__ = [
     "parse_config",
     "parse_size",
 ]
-
-HASH_CHUNK_MIN = 8
-HASH_CHUNK_MAX = 40 * 1024
 
 
 def _home() -> str:
@@ -82,7 +79,7 @@ class ScriptArchiveConfig:
 
     enable: bool = True
     only_writable: bool = True
-    max_size: int = 500 * 1024  # bytes
+    max_size: int = protocol.DEFAULT_ARCHIVE_MAX  # bytes
     max_count_of_files: int = 3
     include_paths: tuple[str, ...] = ("/",)
     exclude_paths: tuple[str, ...] = ()
@@ -110,8 +107,8 @@ class HashConfig:
     """[hash]: the partial XXH64 parameters (see shournal.hashing)."""
 
     enable: bool = True
-    chunk_size: int = 256
-    max_count_of_reads: int = 3
+    chunk_size: int = protocol.DEFAULT_HASH_CHUNK
+    max_count_of_reads: int = protocol.DEFAULT_HASH_READS
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,8 +484,8 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         HashConfig,
         {
             "enable": _bool,
-            "chunk_size": _int(HASH_CHUNK_MIN, HASH_CHUNK_MAX),
-            "max_count_of_reads": _int(1),
+            "chunk_size": _int(protocol.HASH_CHUNK_MIN, protocol.HASH_CHUNK_MAX),
+            "max_count_of_reads": _int(protocol.HASH_READS_MIN),
         },
     ),
     "store": (StoreConfig, {"url": _str, "daemon_idle_seconds": _int(1)}),
@@ -752,11 +749,11 @@ def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
         # read events only of files the user may write: the helper drops
         # the others before they cost the listener anything
         opts.append("--writable-reads")
-    for path in cfg.mounts.exclude_paths[:64]:  # the helper's limit
+    for path in cfg.mounts.exclude_paths[: protocol.MAX_EXCLUDES]:
         opts += ["--exclude-mount", path]
     # The holder hashes each file when it reads the event.
     if cfg.hash.enable:
-        reads = min(cfg.hash.max_count_of_reads, 2**31 - 1)
+        reads = min(cfg.hash.max_count_of_reads, protocol.HASH_READS_MAX)
         opts += ["--hash", f"{cfg.hash.chunk_size}:{reads}"]
     else:
         opts.append("--no-hash")
@@ -768,8 +765,8 @@ def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
     elif archive.enable:
         opts += ["--archive-max-size", str(archive.max_size)]
         exts = [os.fsencode(e) for e in archive.include_file_extensions]
-        if len(exts) <= 32 and all(
-            0 < len(e) <= 32 and not any(c in e for c in b"/.\0") for e in exts
+        if len(exts) <= protocol.MAX_ARCHIVE_EXT and all(
+            0 < len(e) <= protocol.MAX_EXT_LEN and not any(c in e for c in b"/.\0") for e in exts
         ):
             for ext in archive.include_file_extensions:
                 opts += ["--archive-ext", ext]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from shournal import protocol
+
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,7 +167,7 @@ class ScriptArchiveRule:
         *,
         enable: bool = True,
         only_writable: bool = True,
-        max_size: int = 500 * 1024,
+        max_size: int = protocol.DEFAULT_ARCHIVE_MAX,
         max_count_of_files: int = 3,
         include: Iterable[str | bytes] = ("/",),
         exclude: Iterable[str | bytes] = (),

@@ -16,6 +16,8 @@ from functools import partial
 
 import xxhash
 
+from shournal import protocol
+
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,7 +90,12 @@ def _digest(
     return _xxh64(data) if data else None
 
 
-def partial_xxh64(fd: int, size: int, chunk_size: int = 256, max_reads: int = 3) -> int | None:
+def partial_xxh64(
+    fd: int,
+    size: int,
+    chunk_size: int = protocol.DEFAULT_HASH_CHUNK,
+    max_reads: int = protocol.DEFAULT_HASH_READS,
+) -> int | None:
     """Partial hash of the open file ``fd`` whose fstat size is ``size``.
 
     The size only determines the sampling positions; reads go until EOF, so a
@@ -105,7 +112,11 @@ def partial_xxh64(fd: int, size: int, chunk_size: int = 256, max_reads: int = 3)
     return _digest(_partial(_pread, fd), chunk_size, seekstep, max_reads)
 
 
-def partial_xxh64_bytes(data: bytes, chunk_size: int = 256, max_reads: int = 3) -> int | None:
+def partial_xxh64_bytes(
+    data: bytes,
+    chunk_size: int = protocol.DEFAULT_HASH_CHUNK,
+    max_reads: int = protocol.DEFAULT_HASH_READS,
+) -> int | None:
     """What ``partial_xxh64`` returns for a file whose content is ``data``."""
     view = memoryview(data)
 

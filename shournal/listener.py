@@ -38,7 +38,6 @@ import time
 from contextlib import suppress
 
 from shournal import _paths, protocol
-from shournal.fanotify import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.record import CommandRecord, FileEvent
 
 # (Batching like the original -- sleep after a small batch so events queue
@@ -56,8 +55,6 @@ _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
 # once.
 _PENDING_BYTES = 16 << 20
 _PENDING_FDS = 512
-# Once its command line has ended the listener runs at this nice value.
-LISTENER_NICE = 10
 
 
 class Collector:
@@ -145,9 +142,9 @@ class Collector:
                     fdi += 1
                 if not flags & protocol.REC_HASH:
                     hsh = None
-                if mask & FAN_CLOSE_WRITE:
+                if mask & protocol.FAN_CLOSE_WRITE:
                     self._write(path, size, mtime, mode, owner, group, hsh)
-                if mask & FAN_CLOSE_NOWRITE:
+                if mask & protocol.FAN_CLOSE_NOWRITE:
                     self._read(path, size, mtime, mode, owner, group, hsh, fd)
         finally:
             for fd in fds:
@@ -220,7 +217,10 @@ class Collector:
         if hsh is not None:
             from shournal.hashing import partial_xxh64_bytes
 
-            chunk, reads = self.hash_settings or (256, 3)
+            chunk, reads = self.hash_settings or (
+                protocol.DEFAULT_HASH_CHUNK,
+                protocol.DEFAULT_HASH_READS,
+            )
             if partial_xxh64_bytes(data, chunk, reads) != hsh:
                 return None
         return data
@@ -348,7 +348,8 @@ def _warn(message: str) -> None:
     """Leave one line for the shell to show at its next prompt."""
     try:
         rundir = _paths.private_runtime_dir()
-        fd = os.open(rundir / "warnings", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW
+        fd = os.open(rundir / protocol.WARNINGS_FILE, flags, 0o600)
         with open(fd, "a", encoding="utf-8") as fh:
             fh.write(message.replace("\n", " ") + "\n")
     except OSError:
@@ -364,7 +365,7 @@ def _write_setup_args(cfg) -> None:
 
     data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg))
     try:
-        path = _paths.private_runtime_dir() / "setup-args"
+        path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
     except OSError:
         return
     try:
@@ -374,7 +375,7 @@ def _write_setup_args(cfg) -> None:
     except OSError:
         pass
     try:
-        fd, tmp = tempfile.mkstemp(prefix="setup-args.", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f"{protocol.SETUP_ARGS_FILE}.", dir=path.parent)
     except OSError:
         return
     try:
@@ -394,7 +395,7 @@ def _mark_drained(pid: int | None = None) -> None:
     pid = os.getpid() if pid is None else pid
     try:
         rundir = _paths.private_runtime_dir(create=False)
-        os.rename(rundir / f"{pid}.end", rundir / f"{pid}.store")
+        os.rename(rundir / f"{pid}.{protocol.MARK_END}", rundir / f"{pid}.{protocol.MARK_STORE}")
     except OSError:
         pass
 
@@ -405,7 +406,7 @@ def _remove_markers(pid: int | None = None) -> None:
     except OSError:
         return
     pid = os.getpid() if pid is None else pid
-    for suffix in ("run", "end", "store"):
+    for suffix in (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE):
         try:
             os.unlink(rundir / f"{pid}.{suffix}")
         except OSError:
@@ -438,11 +439,11 @@ def listen(
     # The command line has ended: what is left (the last events, settling
     # the kept ones, storing) yields to whatever the user runs next.  (A
     # listener started at the end of its command line already is at this
-    # nice value: shournal-suid's LISTENER_NICE.)
+    # nice value: protocol.LISTENER_NICE.)
     with suppress(OSError):
         now = os.getpriority(os.PRIO_PROCESS, 0)
-        if now < LISTENER_NICE:
-            os.setpriority(os.PRIO_PROCESS, 0, LISTENER_NICE)
+        if now < protocol.LISTENER_NICE:
+            os.setpriority(os.PRIO_PROCESS, 0, protocol.LISTENER_NICE)
     complete = relay.flush(collector)
     for _ in range(_GRACE_FLUSHES):
         time.sleep(_GRACE_SLEEP)

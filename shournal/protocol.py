@@ -1,4 +1,6 @@
-"""Python side of native/shournal_protocol.h (checked by tests/test_protocol.py)."""
+"""Python side of native/shournal_protocol.h: every value and every
+struct member's offset, size and signedness is checked against the
+compiler by tests/test_protocol.py."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ MAX_EVENTS_MSG = 64 * 1024
 
 REC_HASH = 1
 REC_FD = 2
+# the kernel's (<sys/fanotify.h>) values in shournal_record.mask
+FAN_CLOSE_WRITE = 0x08
+FAN_CLOSE_NOWRITE = 0x10
 
 SYNC_TIMEOUT_MS = 250
 
@@ -35,16 +40,72 @@ MAX_COMMAND_LEN = 96 * 1024
 MAX_COMMAND_TEXT = 16 * 1024 * 1024
 MAX_FAIL_LEN = 512
 
-SETUP_DONE = struct.Struct("=IiiI")
-SETUP_FAIL = struct.Struct("=II")
-COMMAND = struct.Struct("=Iiqq16s")
-EVENTS = struct.Struct("=IIIIIIII")  # type, count, lost, seq, forwarded, nfds,
-# hash_chunk, hash_reads
-# mask, size, mtime_ns, hash, mode, uid, gid, pid, path_len, flags, reserved;
-# the path follows, padded to a multiple of 8
-RECORD = struct.Struct("=QQqQIIIiHHI")
-FLUSH = struct.Struct("=II")  # type, seq
-GO = struct.Struct("=II")  # type, reserved (GO and GO_ACK)
+# The runtime directory (see the header): marker suffixes and file names.
+MARK_RUN = "run"
+MARK_END = "end"
+MARK_STORE = "store"
+WARNINGS_FILE = "warnings"
+SETUP_ARGS_FILE = "setup-args"
+
+# The helper's limits and defaults.
+MAX_EXCLUDES = 64
+MAX_ARCHIVE_EXT = 32
+MAX_EXT_LEN = 32
+HASH_CHUNK_MIN = 8
+HASH_CHUNK_MAX = 40 * 1024
+HASH_READS_MIN = 1
+HASH_READS_MAX = 2**31 - 1
+DEFAULT_HASH_CHUNK = 256
+DEFAULT_HASH_READS = 3
+DEFAULT_ARCHIVE_MAX = 500 * 1024
+LISTENER_NICE = 10
+
+
+class Layout(struct.Struct):
+    """One struct of the header: its members in order, each a name and a
+    :mod:`struct` format character (lower case: signed), packed in native
+    byte order without padding (the header's structs have none)."""
+
+    def __init__(self, c_name: str, *fields: tuple[str, str]) -> None:
+        super().__init__("=" + "".join(fmt for _name, fmt in fields))
+        self.c_name = c_name
+        self.fields = fields
+
+    def members(self) -> dict[str, tuple[int, int, bool]]:
+        """Each member's offset, size and signedness."""
+        out: dict[str, tuple[int, int, bool]] = {}
+        offset = 0
+        for name, fmt in self.fields:
+            size = struct.calcsize("=" + fmt)
+            out[name] = (offset, size, fmt[-1].islower() and fmt[-1] != "s")
+            offset += size
+        return out
+
+
+SETUP_DONE = Layout(
+    "shournal_setup_done",
+    ("type", "I"), ("holder_pid", "i"), ("listener_pid", "i"), ("flags", "I"),
+)  # fmt: skip
+SETUP_FAIL = Layout("shournal_setup_fail", ("type", "I"), ("reserved", "I"))
+COMMAND = Layout(
+    "shournal_command",
+    ("type", "I"), ("return_value", "i"), ("start_ns", "q"), ("end_ns", "q"),
+    ("session", "16s"),
+)  # fmt: skip
+EVENTS = Layout(
+    "shournal_events",
+    ("type", "I"), ("count", "I"), ("lost", "I"), ("seq", "I"), ("forwarded", "I"),
+    ("nfds", "I"), ("hash_chunk", "I"), ("hash_reads", "I"),
+)  # fmt: skip
+# the path follows a record, padded to a multiple of 8
+RECORD = Layout(
+    "shournal_record",
+    ("mask", "Q"), ("size", "Q"), ("mtime_ns", "q"), ("hash", "Q"), ("mode", "I"),
+    ("uid", "I"), ("gid", "I"), ("pid", "i"), ("path_len", "H"), ("flags", "H"),
+    ("reserved", "I"),
+)  # fmt: skip
+FLUSH = Layout("shournal_flush", ("type", "I"), ("seq", "I"))
+GO = Layout("shournal_go", ("type", "I"), ("reserved", "I"))  # GO and GO_ACK
 
 # The store daemon (see shournal.daemon)
 DAEMON_SOCKET = "daemon.sock"
@@ -53,7 +114,10 @@ MSG_SPOOLED = 10
 MSG_DRAIN = 11
 MSG_DRAINED = 12
 MSG_STATUS = 13
-DAEMON_MSG = struct.Struct("=IiII")  # type, pid, arg, reserved
+DAEMON_MSG = Layout(
+    "shournal_daemon_msg", ("type", "I"), ("pid", "i"), ("arg", "I"), ("reserved", "I")
+)
+LAYOUTS = (SETUP_DONE, SETUP_FAIL, COMMAND, EVENTS, RECORD, FLUSH, GO, DAEMON_MSG)
 
 
 class ProtocolError(RuntimeError):

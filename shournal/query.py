@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from shournal import _paths
+from shournal import _paths, protocol
 from shournal.criteria import parse_criteria, session_id_bytes, session_id_text
 from shournal.data import (
     INT64_MAX,
@@ -214,8 +214,8 @@ _POLL_SECONDS = 0.02
 # Listener markers in the runtime dir: <pid>.run while the command runs,
 # <pid>.end once the shell saw it finish, <pid>.store once every event is
 # read and the record is being written.  All are removed after the commit.
-_MARKERS = ("run", "end", "store")
-_PENDING = ("end", "store")
+_MARKERS = (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE)
+_PENDING = (protocol.MARK_END, protocol.MARK_STORE)
 
 
 def _alive(pid: int) -> bool:

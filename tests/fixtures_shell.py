@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from shournal import protocol
+
 REPO = Path(__file__).resolve().parent.parent
 TEST_USER = "shournal-test"
 OTHER_USER = "shournal-other"
 GROUP = "shournal"
 PROMPT = "__SHOURNAL_PROMPT__"
+_MARKERS = (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE)
 
 
 def _ensure_user(name: str) -> pwd.struct_passwd:
@@ -170,7 +173,7 @@ def wait_stored(home: Path, timeout: float = 60.0) -> None:
     rundir = home / "run" / "shournal"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        markers = [p for p in rundir.glob("*.*") if p.suffix in (".run", ".end", ".store")]
+        markers = [p for p in rundir.glob("*.*") if p.suffix[1:] in _MARKERS]
         alive = []
         for m in markers:
             try:
@@ -252,7 +255,24 @@ class Shell:
 
     def exit(self, status: int = 123) -> None:
         self.proc.sendline(f"exit {status}")
-        self.proc.expect(__import__("pexpect").EOF, timeout=60)
-        self.proc.close()
+        self.wait_exit()
         assert self.proc.exitstatus == status, (self.proc.exitstatus, self.proc.signalstatus)
         wait_stored(self.home)
+
+    def wait_exit(self, timeout: float = 60) -> None:
+        """Wait until the shell has exited, reading what it prints meanwhile.
+        Not for the pty's EOF: a process the shell left behind may keep the
+        pty open, and pexpect then reports EOF only when a read of up to
+        the whole timeout finds the shell gone."""
+        import pexpect
+
+        deadline = time.monotonic() + timeout
+        while self.proc.isalive():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the shell has not exited after {timeout}s")
+            try:
+                self.proc.expect(pexpect.EOF, timeout=0.1)
+            except pexpect.TIMEOUT:
+                continue
+            time.sleep(0.01)  # EOF: the shell is exiting
+        self.proc.close()

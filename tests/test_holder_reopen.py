@@ -62,7 +62,7 @@ def unfixed_install(install: Install) -> Iterator[Install]:
     """The helper as of UNFIXED, installed setuid root like the fixture's."""
     repo = NATIVE.parent
     archive = subprocess.run(["git", "-c", f"safe.directory={repo}", "-C", str(repo), "archive",
-                              UNFIXED, "native"], capture_output=True)
+                              UNFIXED, "native", "shournal/__init__.py"], capture_output=True)
     if archive.returncode != 0:
         pytest.skip(f"no git history with {UNFIXED} for the unfixed helper: "
                     f"{archive.stderr.decode(errors='replace').strip()}")

@@ -13,9 +13,9 @@ import pytest
 
 from shournal import protocol
 from shournal.config import load_config
-from shournal.fanotify import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.hashing import partial_xxh64_bytes
 from shournal.listener import Collector, Relay
+from shournal.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 
 
 def record(path: bytes, mask: int, size: int, *, hsh: int | None = None, fd: bool = False,

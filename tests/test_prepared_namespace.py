@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -180,15 +181,20 @@ def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, us
     assert [c.text for c in stored(user_home, wfile=work / "f")] == [f"echo x > {work}/f"]
 
 
+# A forked shell (no exec) that outlives the prompt, like an async prompt
+# worker: it writes its pid to $_bg and waits until the test kills it (`:`
+# keeps the shell from exec'ing sleep in its place).  shournal's hook runs
+# first at a prompt (it sees $?), so the child is forked after the prompt's
+# namespace was prepared: it would hold the shell's socket to it, and so
+# the next command line open, if the preload library's fork() did not close
+# it in the child.  Nothing of the pty is kept (nor the shell's exit held).
 BACKGROUND_AT_PROMPT = {
-    # a forked shell (no exec) that outlives the prompt, like an async
-    # prompt worker; `:` keeps the shell from exec'ing sleep in its place
-    # (its output away from the pty, so the shell's exit is not held either)
     "bash": "_bg=\nPROMPT_COMMAND='if [[ -n $_bg ]]; then "
-            "{ sleep 300; :; } >/dev/null 2>&1 & _bg=; fi'",
+            "{ sh -c \"echo \\$PPID\" >$_bg; sleep infinity; :; } "
+            "</dev/null >/dev/null 2>&1 & _bg=; fi'",
     "zsh": "_bg=\n_bg_at_prompt() { if [[ -n $_bg ]]; then "
-           "{ sleep 300; : } >/dev/null 2>&1 &! _bg=; fi }\n"
-           "precmd_functions+=(_bg_at_prompt)",
+           "{ sh -c 'echo $PPID' >$_bg; sleep infinity; : } </dev/null >/dev/null 2>&1 &! "
+           "_bg=; fi }\nprecmd_functions+=(_bg_at_prompt)",
 }
 
 
@@ -197,16 +203,27 @@ def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, 
                                                                          user_home):
     work = user_home / "work"
     sh = Shell(kind, install, user_home, rc_extra=BACKGROUND_AT_PROMPT[kind])
+    child = 0
     try:
         steady(sh, user_home)
-        sh.run("_bg=1")
-        sh.run(f"echo x > {work}/f")
-        # stored once the line ended, not when the 300 s sleep does
+        sh.run(f"_bg={work}/bg.pid")
+        wait_for(lambda: (work / "bg.pid").read_text().endswith("\n")
+                 if (work / "bg.pid").exists() else False, "the child's pid")  # fmt: skip
+        child = int((work / "bg.pid").read_text())
+        assert os.getpgid(child) == child  # a job of its own: killed as one below
+        helper = the_prepared_helper(install, user_home)  # there when the child forked
+        ns = os.readlink(f"/proc/{helper}/ns/mnt")
+        sh.run(f"readlink /proc/self/ns/mnt > {work}/ns; echo x > {work}/f")
+        assert (work / "ns").read_text().strip() == ns  # the line took that namespace
+        # stored once the line ended, while the child still runs
         wait_for(lambda: len(stored(user_home, wfile=work / "f")) == 1,
                  "the command line's record", timeout=60)
+        assert Path(f"/proc/{child}").exists()
         sh.exit()
     finally:
-        subprocess.run(["pkill", "-u", install.user.pw_name, "-x", "sleep"], check=False)
+        if child:
+            with suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("kind", SHELLS)
@@ -222,8 +239,7 @@ def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_hom
     sh.run("SHOURNAL_ENABLE")
     the_prepared_helper(install, user_home)
     sh.proc.sendeof()  # Ctrl-D at the prompt: no command line takes it
-    sh.proc.expect(__import__("pexpect").EOF, timeout=60)
-    sh.proc.close()
+    sh.wait_exit()
     wait_for(gone, "the dropped namespace's helper")
 
 

@@ -1,84 +1,110 @@
 """native/shournal_protocol.h and shournal/protocol.py must agree: compile
-the header and compare every size and value."""
+tests/native/protocol_layout.c against the header and compare every value,
+and every struct member's offset, size and signedness."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
-from shournal import protocol
-from shournal.query import RETURN_VALUE_UNKNOWN
+import pytest
+
+from shournal import data, protocol
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
+HEADER = NATIVE / "shournal_protocol.h"
+PROGRAM = Path(__file__).resolve().parent / "native" / "protocol_layout.c"
+# Macros whose Python side is not shournal.protocol.
+ELSEWHERE = {"RETURN_VALUE_UNKNOWN": data}
 
-PROGRAM = r"""
-#include <stdio.h>
-#include "shournal_protocol.h"
-#define V(x) printf(#x " %ld\n", (long)(x))
-int main(void) {
-    V(SHOURNAL_MSG_SETUP_DONE); V(SHOURNAL_MSG_SETUP_FAIL); V(SHOURNAL_MSG_COMMAND);
-    V(SHOURNAL_MSG_EVENTS); V(SHOURNAL_MSG_FLUSH); V(SHOURNAL_MSG_FLUSHED);
-    V(SHOURNAL_MSG_GO); V(SHOURNAL_MSG_GO_ACK); V(sizeof(struct shournal_go));
-    V(SHOURNAL_MSG_COMMAND_FD); V(SHOURNAL_MAX_COMMAND_TEXT);
-    V(SHOURNAL_FD_SOCKET); V(SHOURNAL_FD_EVENTS); V(SHOURNAL_MAX_FDS_PER_MSG);
-    V(SHOURNAL_MAX_EVENTS_MSG); V(SHOURNAL_REC_HASH); V(SHOURNAL_REC_FD);
-    V(SHOURNAL_SYNC_TIMEOUT_MS); V(SHOURNAL_RETURN_VALUE_UNKNOWN);
-    V(SHOURNAL_SETUP_FD_ERROR); V(SHOURNAL_MAX_COMMAND_LEN); V(SHOURNAL_MAX_FAIL_LEN);
-    V(sizeof(struct shournal_setup_done)); V(sizeof(struct shournal_setup_fail));
-    V(sizeof(struct shournal_command)); V(sizeof(struct shournal_events));
-    V(sizeof(struct shournal_record)); V(sizeof(struct shournal_flush));
-    V(SHOURNAL_MSG_FORWARD); V(SHOURNAL_MSG_SPOOLED); V(SHOURNAL_MSG_DRAIN);
-    V(SHOURNAL_MSG_DRAINED); V(SHOURNAL_MSG_STATUS); V(sizeof(struct shournal_daemon_msg));
-    return 0;
-}
-"""
+
+def compiler_view(header_dir: Path, tmp_path: Path) -> list[list[str]]:
+    exe = tmp_path / "protocol_layout"
+    subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-I", str(header_dir), "-o", str(exe),
+                    str(PROGRAM)], check=True)  # fmt: skip
+    out = subprocess.check_output([str(exe)], text=True)
+    return [line.split(" ") for line in out.splitlines()]
+
+
+def disagreements(header: Path, lines: list[list[str]]) -> list[str]:
+    """What the header (as compiled) and shournal.protocol disagree on."""
+    problems: list[str] = []
+    text = header.read_text()
+    macros = set(re.findall(r"^#define (SHOURNAL_\w+)", text, re.M)) - {"SHOURNAL_PROTOCOL_H"}
+    structs = set(re.findall(r"^struct (shournal_\w+) \{", text, re.M))
+    seen_macros: set[str] = set()
+    sizes: dict[str, int] = {}
+    members: dict[str, dict[str, tuple[int, int, bool]]] = {}
+    for kind, *rest in lines:
+        if kind in ("value", "string"):
+            name, value = rest
+            seen_macros.add(name)
+            py_name = name.removeprefix("SHOURNAL_")
+            module = ELSEWHERE.get(py_name, protocol)
+            want: int | str = int(value) if kind == "value" else value
+            if getattr(module, py_name, None) != want:
+                problems.append(f"{name} is {want!r}, {module.__name__}.{py_name} is "
+                                f"{getattr(module, py_name, None)!r}")  # fmt: skip
+        elif kind == "sizeof":
+            sizes[rest[0]] = int(rest[1])
+        elif kind == "member":
+            struct_name, field, offset, size, signed = rest
+            members.setdefault(struct_name, {})[field] = (int(offset), int(size), signed == "1")
+    problems += [f"{m} is not checked (tests/native/protocol_layout.c)"
+                 for m in sorted(macros - seen_macros)]  # fmt: skip
+    problems += [f"struct {s} is not checked" for s in sorted(structs - set(sizes))]
+    layouts = {layout.c_name: layout for layout in protocol.LAYOUTS}
+    problems += [f"struct {s} has no protocol.Layout" for s in sorted(structs - set(layouts))]
+    for name, size in sizes.items():
+        c_members = members.get(name, {})
+        # the program lists every member: together they cover the struct
+        end = 0
+        for offset, msize, _signed in sorted(c_members.values()):
+            if offset != end:
+                problems.append(f"struct {name}: bytes {end}..{offset} not checked")
+            end = offset + msize
+        if end != size:
+            problems.append(f"struct {name}: bytes {end}..{size} not checked")
+        layout = layouts.get(name)
+        if layout is None:
+            continue
+        if layout.size != size:
+            problems.append(f"struct {name} is {size} bytes, protocol's {layout.size}")
+        if layout.members() != c_members:
+            problems.append(f"struct {name}: C {c_members} != Python {layout.members()}")
+    return problems
 
 
 def test_header_and_python_agree(tmp_path):
-    src = tmp_path / "p.c"
-    src.write_text(PROGRAM)
-    exe = tmp_path / "p"
-    subprocess.run(["cc", "-Wall", "-Werror", "-I", str(NATIVE), "-o", str(exe), str(src)],
-                   check=True)
-    out = subprocess.check_output([str(exe)], text=True)
-    got = dict(line.rsplit(" ", 1) for line in out.splitlines())
-    want = {
-        "SHOURNAL_MSG_SETUP_DONE": protocol.MSG_SETUP_DONE,
-        "SHOURNAL_MSG_SETUP_FAIL": protocol.MSG_SETUP_FAIL,
-        "SHOURNAL_MSG_COMMAND": protocol.MSG_COMMAND,
-        "SHOURNAL_MSG_EVENTS": protocol.MSG_EVENTS,
-        "SHOURNAL_MSG_FLUSH": protocol.MSG_FLUSH,
-        "SHOURNAL_MSG_FLUSHED": protocol.MSG_FLUSHED,
-        "SHOURNAL_MSG_GO": protocol.MSG_GO,
-        "SHOURNAL_MSG_GO_ACK": protocol.MSG_GO_ACK,
-        "SHOURNAL_MSG_COMMAND_FD": protocol.MSG_COMMAND_FD,
-        "SHOURNAL_MAX_COMMAND_TEXT": protocol.MAX_COMMAND_TEXT,
-        "sizeof(struct shournal_go)": protocol.GO.size,
-        "SHOURNAL_FD_SOCKET": protocol.FD_SOCKET,
-        "SHOURNAL_FD_EVENTS": protocol.FD_EVENTS,
-        "SHOURNAL_MAX_FDS_PER_MSG": protocol.MAX_FDS_PER_MSG,
-        "SHOURNAL_MAX_EVENTS_MSG": protocol.MAX_EVENTS_MSG,
-        "SHOURNAL_REC_HASH": protocol.REC_HASH,
-        "SHOURNAL_REC_FD": protocol.REC_FD,
-        "SHOURNAL_SYNC_TIMEOUT_MS": protocol.SYNC_TIMEOUT_MS,
-        "SHOURNAL_RETURN_VALUE_UNKNOWN": RETURN_VALUE_UNKNOWN,
-        "SHOURNAL_SETUP_FD_ERROR": protocol.SETUP_FD_ERROR,
-        "SHOURNAL_MAX_COMMAND_LEN": protocol.MAX_COMMAND_LEN,
-        "SHOURNAL_MAX_FAIL_LEN": protocol.MAX_FAIL_LEN,
-        "sizeof(struct shournal_setup_done)": protocol.SETUP_DONE.size,
-        "sizeof(struct shournal_setup_fail)": protocol.SETUP_FAIL.size,
-        "sizeof(struct shournal_command)": protocol.COMMAND.size,
-        "sizeof(struct shournal_events)": protocol.EVENTS.size,
-        "sizeof(struct shournal_record)": protocol.RECORD.size,
-        "sizeof(struct shournal_flush)": protocol.FLUSH.size,
-        "SHOURNAL_MSG_FORWARD": protocol.MSG_FORWARD,
-        "SHOURNAL_MSG_SPOOLED": protocol.MSG_SPOOLED,
-        "SHOURNAL_MSG_DRAIN": protocol.MSG_DRAIN,
-        "SHOURNAL_MSG_DRAINED": protocol.MSG_DRAINED,
-        "SHOURNAL_MSG_STATUS": protocol.MSG_STATUS,
-        "sizeof(struct shournal_daemon_msg)": protocol.DAEMON_MSG.size,
-    }
-    assert {k: int(v) for k, v in got.items()} == want
+    assert disagreements(HEADER, compiler_view(NATIVE, tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        # two members of the same size swapped
+        ("    uint32_t mode;\n    uint32_t uid;", "    uint32_t uid;\n    uint32_t mode;"),
+        ("    int32_t holder_pid;   /* process pinning the namespace, for `exec` */\n"
+         "    int32_t listener_pid;",
+         "    int32_t listener_pid;\n    int32_t holder_pid;"),
+        # a signedness change
+        ("    int32_t pid;\n    uint16_t path_len;", "    uint32_t pid;\n    uint16_t path_len;"),
+        # a limit changed on one side
+        ("#define SHOURNAL_MAX_EXCLUDES 64", "#define SHOURNAL_MAX_EXCLUDES 65"),
+        ('#define SHOURNAL_MARK_END "end"', '#define SHOURNAL_MARK_END "ended"'),
+    ],
+    ids=["swap-record-mode-uid", "swap-setup-done-pids", "record-pid-unsigned",
+         "max-excludes", "mark-end"],  # fmt: skip
+)
+def test_a_changed_header_is_caught(tmp_path, old, new):
+    """Positive control: a copy of the header with one change disagrees."""
+    text = HEADER.read_text()
+    assert old in text
+    changed = tmp_path / "include"
+    changed.mkdir()
+    (changed / HEADER.name).write_text(text.replace(old, new, 1))
+    assert disagreements(changed / HEADER.name, compiler_view(changed, tmp_path)) != []
 
 
 def test_long_command_text_travels_whole_and_a_too_long_one_is_marked():
@@ -90,7 +116,7 @@ def test_long_command_text_travels_whole_and_a_too_long_one_is_marked():
         with a, b:
             sent = protocol.CommandMessage(7, 1, 2, bytes(16), text)
             protocol.send_command(a, sent)
-            data, got = protocol.recv_command(b)
+            _data, got = protocol.recv_command(b)
         assert got is not None and got.return_value == 7
         if want_cut:
             mark = protocol.CUT_MARK.encode()

@@ -73,9 +73,10 @@ SETUP_OPTS: list[list[bytes]] = [
     [b"--archive-max-size", b"512000"], [b"--archive-ext", b"sh"], [b"--no-archive"],
     [b"--discard-events"], [b"--exclude-mount", b"/nonexistent"],
 ]
-# options with a count limit in setup (MAX_EXCLUDES, MAX_ARCHIVE_EXT)
+# options with a count limit in setup
 LIMITED: dict[tuple[bytes, ...], int] = {
-    (b"--exclude-mount", b"/nonexistent"): 64, (b"--archive-ext", b"sh"): 32,
+    (b"--exclude-mount", b"/nonexistent"): protocol.MAX_EXCLUDES,
+    (b"--archive-ext", b"sh"): protocol.MAX_ARCHIVE_EXT,
 }
 WORDS: list[bytes] = [
     b"setup", b"exec", b"check", b"--version", b"--help", b"--", b"-", b"",

@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import stat
-import struct
 import subprocess
 import tempfile
 import time
@@ -39,11 +38,13 @@ from fixtures_shell import (
 )
 from sqlalchemy import select as sql_select
 
+from shournal import protocol
 from shournal.query import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
+NATIVE_TESTS = Path(__file__).resolve().parent / "native"
 
 pytestmark = [
     pytest.mark.root,
@@ -53,285 +54,11 @@ pytestmark = [
 TIMEOUT = 30.0
 NO_SUCH_PID = "2147483647"  # valid syntax, above any pid_max: /proc has no such entry
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C"}
-SETUP_DONE = struct.Struct("<IiiI")
-MSG_SETUP_DONE = 1
-MSG_SETUP_FAIL = 2
 SLEEP = os.path.realpath("/bin/sleep")
 
 # ------------------------------------------------------------------ tools
 
-EVIL_SO_C = r"""
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-/* Loaded means pwned: leave a line naming the ids we were loaded with. */
-__attribute__((constructor)) static void evil(void)
-{
-    char line[96];
-    int fd = open(EVIL_MARKER, O_WRONLY | O_CREAT | O_APPEND, 0666);
-    if (fd < 0)
-        return;
-    int n = snprintf(line, sizeof line, "pid=%d uid=%d euid=%d\n", (int)getpid(),
-                     (int)getuid(), (int)geteuid());
-    if (write(fd, line, (size_t)n) < 0) {}
-    close(fd);
-}
-"""
 
-TRYROOT_C = r"""
-#define _GNU_SOURCE
-#include <grp.h>
-#include <stdio.h>
-#include <unistd.h>
-static int regained;
-static void try(const char *what, int rc)
-{
-    printf("%s %s\n", what, rc == 0 ? "REGAINED" : "refused");
-    regained |= rc == 0;
-}
-int main(void)
-{
-    uid_t r, e, s;
-    gid_t rg, eg, sg;
-    try("setuid", setuid(0));
-    try("seteuid", seteuid(0));
-    try("setreuid", setreuid(0, 0));
-    try("setresuid", setresuid(0, 0, 0));
-    try("setgid", setgid(0));
-    try("setegid", setegid(0));
-    try("setresgid", setresgid(0, 0, 0));
-    try("setgroups", setgroups(0, NULL));
-    getresuid(&r, &e, &s);
-    getresgid(&rg, &eg, &sg);
-    printf("uid %d %d %d\ngid %d %d %d\n", (int)r, (int)e, (int)s, (int)rg, (int)eg, (int)sg);
-    return regained || r == 0 || e == 0 || s == 0 || rg == 0 || eg == 0 || sg == 0;
-}
-"""
-
-SUIDREAD_C = r"""
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-/* Installed setuid root by the tests: opens, reads and closes each file. */
-int main(int argc, char **argv)
-{
-    char buf[4096];
-    int rc = 0;
-    printf("euid %d\n", (int)geteuid());
-    for (int i = 1; i < argc; i++) {
-        int fd = open(argv[i], O_RDONLY);
-        if (fd < 0) {
-            printf("fail %s %s\n", argv[i], strerror(errno));
-            rc = 1;
-            continue;
-        }
-        ssize_t n = read(fd, buf, sizeof buf);
-        close(fd);
-        printf("read %s %zd\n", argv[i], n);
-    }
-    return rc;
-}
-"""
-
-TAMPER_C = r"""
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/ptrace.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-/* tamper PID [NSFD]: every way we know to get at another process; one line
- * "what errno" each (errno 0: it worked). */
-static void report(const char *what, long rc) { printf("%s %d\n", what, rc < 0 ? errno : 0); }
-static void try_open(int pid, const char *name, int flags, const char *label)
-{
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/%s", pid, name);
-    int fd = open(p, flags);
-    report(label, fd);
-    if (fd >= 0)
-        close(fd);
-}
-static void try_link(int pid, const char *name, const char *label)
-{
-    char p[64], t[PATH_MAX];
-    snprintf(p, sizeof p, "/proc/%d/%s", pid, name);
-    report(label, readlink(p, t, sizeof t));
-}
-int main(int argc, char **argv)
-{
-    int pid = atoi(argv[1]);
-    char b[8];
-    struct iovec l = {b, sizeof b}, r = {(void *)0x10000, sizeof b};
-    try_open(pid, "environ", O_RDONLY, "open-environ");
-    try_open(pid, "mem", O_RDONLY, "open-mem");
-    try_open(pid, "mem", O_RDWR, "open-mem-rw");
-    try_open(pid, "auxv", O_RDONLY, "open-auxv");
-    try_open(pid, "maps", O_RDONLY, "open-maps");
-    try_open(pid, "ns/mnt", O_RDONLY, "open-ns-mnt");
-    try_link(pid, "cwd", "readlink-cwd");
-    try_link(pid, "root", "readlink-root");
-    try_link(pid, "exe", "readlink-exe");
-    try_link(pid, "ns/mnt", "readlink-ns-mnt");
-    long a = ptrace(PTRACE_ATTACH, pid, 0, 0);
-    report("ptrace-attach", a);
-    if (a == 0) {
-        waitpid(pid, NULL, __WALL);
-        ptrace(PTRACE_DETACH, pid, 0, 0);
-        kill(pid, SIGCONT);
-    }
-    long s = ptrace(PTRACE_SEIZE, pid, 0, 0);
-    report("ptrace-seize", s);
-    report("process_vm_readv", process_vm_readv(pid, &l, 1, &r, 1, 0));
-    report("process_vm_writev", process_vm_writev(pid, &l, 1, &r, 1, 0));
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pfd >= 0) {
-#ifdef SYS_pidfd_getfd
-        report("pidfd_getfd", syscall(SYS_pidfd_getfd, pfd, 0, 0));
-#endif
-        report("setns-pidfd", setns(pfd, CLONE_NEWNS));
-    }
-    if (argc > 2)
-        report("setns-handed-fd", setns(atoi(argv[2]), CLONE_NEWNS));
-    fflush(stdout);
-    return 0;
-}
-"""
-
-EVIL_LISTENER_C = r"""
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/fanotify.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-#include "shournal_protocol.h"
-/* A LISTENER written by the user instead of shournal's:
- *   evil OUTDIR ns PROGRAM [ARG]...  run PROGRAM (setuid) in the namespace
- *   evil OUTDIR mark DIR             add an inode mark on DIR, touch OUTDIR/ready,
- *                                    wait for OUTDIR/go
- * then write whatever fd 4 hands out to OUTDIR/loot: "event PATH HEXDATA" for a
- * descriptor, "record PATH HASH" for a relayed record. */
-static FILE *loot;
-/* Take whatever fd 4 hands out: raw reads as if it were the fanotify group,
- * and SCM_RIGHTS descriptors as the relay protocol sends them. */
-static void dump_fd(int fd)
-{
-    char link[64], path[PATH_MAX];
-    unsigned char data[128];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t l = readlink(link, path, sizeof path - 1);
-    path[l > 0 ? l : 0] = '\0';
-    ssize_t d = pread(fd, data, sizeof data, 0);
-    fprintf(loot, "event %s ", path);
-    for (ssize_t i = 0; i < d; i++)
-        fprintf(loot, "%02x", data[i]);
-    fprintf(loot, "\n");
-    close(fd);
-}
-static void drain(void)
-{
-    static char buf[65536] __attribute__((aligned(8)));
-    /* ask the holder for everything it has (FLUSH, seq 1) */
-    unsigned req[2] = {5, 1};
-    fprintf(loot, "flush-send %zd\n", send(4, req, sizeof req, MSG_NOSIGNAL));
-    for (int rounds = 0; rounds < 50; rounds++) {
-        struct pollfd p = {4, POLLIN, 0};
-        if (poll(&p, 1, 200) != 1 || !(p.revents & POLLIN))
-            return;
-        union {
-            char c[CMSG_SPACE(sizeof(int) * 253)];
-            struct cmsghdr align;
-        } u;
-        struct iovec iov = {buf, sizeof buf};
-        struct msghdr mh = {0};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = u.c;
-        mh.msg_controllen = sizeof u.c;
-        ssize_t n = recvmsg(4, &mh, 0);
-        if (n <= 0) {
-            fprintf(loot, "recv %zd %d\n", n, n < 0 ? errno : 0);
-            return;
-        }
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
-                    dump_fd(((int *)CMSG_DATA(c))[i]);
-        /* as the relay: the records */
-        struct shournal_events hdr;
-        if ((size_t)n >= sizeof hdr) {
-            memcpy(&hdr, buf, sizeof hdr);
-            size_t off = sizeof hdr;
-            for (uint32_t k = 0; hdr.type == SHOURNAL_MSG_EVENTS && k < hdr.count; k++) {
-                struct shournal_record r;
-                if (off + sizeof r > (size_t)n)
-                    break;
-                memcpy(&r, buf + off, sizeof r);
-                fprintf(loot, "record %.*s %llu\n", (int)r.path_len, buf + off + sizeof r,
-                        (r.flags & SHOURNAL_REC_HASH) ? (unsigned long long)r.hash : 0ULL);
-                off += sizeof r + ((r.path_len + 7u) & ~7u);
-            }
-        }
-        /* were it a fanotify group, the bytes would be events */
-        struct fanotify_event_metadata *m = (void *)buf;
-        for (; FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n))
-            if (m->vers == FANOTIFY_METADATA_VERSION && m->fd >= 0 && m->fd < 65536 &&
-                fcntl(m->fd, F_GETFD) >= 0)
-                fprintf(loot, "raw-fd %d\n", m->fd);
-    }
-}
-int main(int argc, char **argv)
-{
-    char tmp[PATH_MAX], fin[PATH_MAX], p[PATH_MAX];
-    if (argc < 4)
-        return 2;
-    snprintf(tmp, sizeof tmp, "%s/loot.tmp", argv[1]);
-    snprintf(fin, sizeof fin, "%s/loot", argv[1]);
-    loot = fopen(tmp, "w");
-    if (loot == NULL)
-        return 1;
-    if (strcmp(argv[2], "mark") == 0) {
-        int rc = fanotify_mark(4, FAN_MARK_ADD, FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE |
-                               FAN_EVENT_ON_CHILD, AT_FDCWD, argv[3]);
-        fprintf(loot, "mark %d %d\n", rc, rc ? errno : 0);
-        fflush(loot);
-        snprintf(p, sizeof p, "%s/ready", argv[1]);
-        close(open(p, O_WRONLY | O_CREAT, 0644));
-        snprintf(p, sizeof p, "%s/go", argv[1]);
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        for (int i = 0; i < 3000 && access(p, F_OK) != 0; i++)
-            nanosleep(&ts, NULL);
-    } else {
-        int st = 0;
-        pid_t pid = fork();
-        if (pid == 0) {
-            execv(argv[3], argv + 3);
-            _exit(127);
-        }
-        waitpid(pid, &st, 0);
-        fprintf(loot, "child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-    }
-    drain();
-    fclose(loot);
-    return rename(tmp, fin) != 0;
-}
-"""
 
 REPORT_SH = """#!/bin/sh
 # A LISTENER for the tests: report what we are, run "$@", then just keep
@@ -378,10 +105,9 @@ class Tools:
 
 
 def _cc(src: str, out: Path, *extra: str) -> None:
-    c = out.with_suffix(".c")
-    c.write_text(src)
-    subprocess.run(["cc", "-O2", "-Wall", "-o", str(out), str(c), *extra], check=True,
-                   capture_output=True)
+    """Build tests/native/<src> as `out`."""
+    subprocess.run(["cc", "-O2", "-Wall", "-o", str(out), str(NATIVE_TESTS / src), *extra],
+                   check=True, capture_output=True)  # fmt: skip
     out.chmod(0o755)
 
 
@@ -399,13 +125,13 @@ def tools(install: Install) -> Iterator[Tools]:
         lib.mkdir()
         lib.chmod(0o755)
         define = f'-DEVIL_MARKER="{marks / "evil-loaded"}"'
-        _cc(EVIL_SO_C, lib / "libevil.so", "-shared", "-fPIC", define)
-        _cc(TRYROOT_C, root / "tryroot")
-        _cc(SUIDREAD_C, root / "suidread")
+        _cc("evil_preload.c", lib / "libevil.so", "-shared", "-fPIC", define)
+        _cc("tryroot.c", root / "tryroot")
+        _cc("suidread.c", root / "suidread")
         os.chown(root / "suidread", 0, 0)
         (root / "suidread").chmod(0o4755)
-        _cc(TAMPER_C, root / "tamper")
-        _cc(EVIL_LISTENER_C, root / "evil-listener", "-I", str(NATIVE))
+        _cc("tamper.c", root / "tamper")
+        _cc("evil_listener.c", root / "evil-listener", "-I", str(NATIVE))
         for name, text in (("report.sh", REPORT_SH), ("touch.sh", TOUCH_SH)):
             (root / name).write_text(text)
             (root / name).chmod(0o755)
@@ -414,8 +140,6 @@ def tools(install: Install) -> Iterator[Tools]:
         evil_path.chmod(0o755)
         (evil_path / "true").write_text(f"#!/bin/sh\n: > {marks / 'path-true-ran'}\n")
         (evil_path / "true").chmod(0o755)
-        for p in root.rglob("*.c"):
-            p.chmod(0o644)
         yield Tools(root, marks, lib / "libevil.so", lib, root / "tryroot", root / "suidread",
                     root / "tamper", root / "evil-listener", root / "report.sh",
                     root / "touch.sh", evil_path)
@@ -562,7 +286,8 @@ class Recorders:
             os.waitpid(pid, 0)
             log.close()
             raise
-        if len(msg) < SETUP_DONE.size or struct.unpack_from("<I", msg)[0] != MSG_SETUP_DONE:
+        if len(msg) < protocol.SETUP_DONE.size or \
+                protocol.SETUP_DONE.unpack_from(msg)[0] != protocol.MSG_SETUP_DONE:
             for f in fds:
                 os.close(f)
             rc = wait_exit(pid)
@@ -572,7 +297,7 @@ class Recorders:
             raise AssertionError(f"setup failed (exit {rc}): {msg!r} {text}")
         for f in fds:
             os.set_inheritable(f, False)  # must not leak into later spawns
-        _, holder, listener_pid, flags = SETUP_DONE.unpack_from(msg)
+        _, holder, listener_pid, flags = protocol.SETUP_DONE.unpack_from(msg)
         rec = Recorder(pid, holder, listener_pid, flags, parent, fds, os.pidfd_open(holder),
                        log)
         self.items.append(rec)
@@ -1321,7 +1046,7 @@ def test_members_of_the_group_are_refused(install, tools, scratch, recorders):
         log.seek(0)
         err = log.read().decode()
     parent.close()
-    assert struct.unpack_from("<I", msg)[0] == MSG_SETUP_FAIL, msg
+    assert protocol.SETUP_FAIL.unpack_from(msg)[0] == protocol.MSG_SETUP_FAIL, msg
     assert b"member of group" in msg and rc == 1, (msg, err)
     assert not (out / "ready").exists()
     # exec: never joins, even the user's own genuine holder
@@ -1460,8 +1185,8 @@ def test_lazy_listener_starts_when_the_holders_queue_fills(install, tools, scrat
 # The shell sets up the next command line's namespace while its prompt
 # waits: the helper must start nothing and hold nothing (no directory, no
 # fanotify group for long) until the shell takes it with GO.
-GO = struct.Struct("<II")
-MSG_GO, MSG_GO_ACK = 7, 8
+GO = protocol.GO
+MSG_GO, MSG_GO_ACK = protocol.MSG_GO, protocol.MSG_GO_ACK
 
 
 def test_prepared_namespace_is_taken_with_go(install, tools, scratch, recorders):

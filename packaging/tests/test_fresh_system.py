@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from rootfs import PROMPT, USER, Root, interact, required_env
 
+from shournal import __version__
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot, namespaces)")
 
 HELPER = "/usr/libexec/shournal/shournal-suid"
@@ -79,7 +81,7 @@ def test_apt_install_puts_files_in_debian_places(root: Root, deb: Path) -> None:
     assert TRIPLET_LIB in bash_rc and "@PRELOAD_LIB@" not in bash_rc
     # A private environment with no pip: nothing is fetched at install time.
     assert not list((root.path / "usr/lib/shournal/venv").rglob("pip"))
-    assert root.run("shournal version", user=USER).strip().endswith("0.1.0")
+    assert root.run("shournal version", user=USER).strip().endswith(__version__)
     check = root.run(f"{HELPER} check", user=USER, check=False)
     assert "setuid-root ok" in check and "fanotify ok" in check, check
 
