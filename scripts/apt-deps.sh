@@ -12,7 +12,7 @@ PKGS="$PKGS snakemake"
 [ "${1-}" = "--bench" ] && PKGS="$PKGS hyperfine strace git linux-source-6.1 xz-utils dpkg-dev linux-perf"
 # Building the .deb, linting it, and testing it and the container image from
 # a fresh debootstrap root filesystem (packaging/test-fresh-system.sh).
-[ "${1-}" = "--packaging" ] && PKGS="$PKGS debhelper dpkg-dev lintian debootstrap podman rsync"
+[ "${1-}" = "--packaging" ] && PKGS="$PKGS debhelper dpkg-dev lintian debootstrap podman rsync libyaml-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
