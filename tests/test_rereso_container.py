@@ -144,3 +144,14 @@ def test_describe_tool_names_the_files_missing_from_the_archive(install, user_ho
     assert len(res.stderr.splitlines()) == 1
     assert not (work / "tool-bundle").exists()
     assert not [p for p in work.iterdir() if p.name.startswith(".tool-bundle")]
+
+
+def test_benchmark_takes_the_apparatus_archived_version_of_a_changed_input(install, user_home):
+    """The apparatus archive is a content source: an input changed on disk
+    since the recorded run is copied as the run read it."""
+    work, ids = _record(install, user_home)
+    _write_as_user(install, work / "in1.csv", "a,b\n9,9\n")
+    res = run_as_user(install, user_home, "describe", "benchmark", "--command-id", ids[0],
+                      "-o", "set-a", "--license", "CC0-1.0")
+    assert res.returncode == 0, res.stderr
+    assert (work / "set-a" / "in1.csv").read_text() == CSVS["in1.csv"]

@@ -12,6 +12,11 @@ The image's root file system is made of
   ``/proc``, ``/sys``, ``/dev``;
 * for a Python module whose cached bytecode a run read without reading
   its source, the bytecode as a sourceless ``NAME.pyc`` beside it;
+* the subdirectories (empty unless they hold files of the image) of every
+  directory that holds a file of the image: what a run only looked at
+  (``os.path.exists``, a directory walk) is not recorded, only what it
+  read, and code such as Python's ``*-nspkg.pth`` files asks whether a
+  directory exists;
 * the symbolic links that lead to those files on this host (``/lib64``,
   ``libz.so.1 -> libz.so.1.2.13``, ``/usr/bin/python3 -> python3.11``, the
   ELF interpreter a program names), so that they are found as they were;
@@ -76,6 +81,7 @@ class Rootfs:
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
     host: dict[str, int] = field(default_factory=dict)  # path -> mode
+    dirs: set[str] = field(default_factory=set)  # empty directories
 
     def has(self, path: str) -> bool:
         return path in self.files or path in self.host
@@ -187,6 +193,8 @@ def complete(root: Rootfs, archive: Archive, programs: Iterable[str]) -> list[st
         for entry in entries:
             if entry.is_symlink():
                 _add_chain(root, entry.path)
+            elif entry.is_dir(follow_symlinks=False):
+                root.dirs.add(entry.path)
     for prog in programs:
         if "/" in prog:
             _add_chain(root, prog)
@@ -238,6 +246,8 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
               ".singularity.d/env", ".singularity.d/libs", ".singularity.d/actions"):
         (root_dir / d).mkdir(parents=True, exist_ok=True)
     os.chmod(root_dir / "tmp", 0o1777)
+    for d in sorted(root.dirs):
+        (root_dir / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
     for path, (digest, mode) in sorted(root.files.items()):
         target = _put(root_dir, path)
         target.write_bytes(archive.get(digest))
