@@ -389,7 +389,7 @@ def describe_tool(
 
 def _build_image(root: image.Rootfs, runner: str, definition: Path, sif: Path, work: Path,
                  programs: set[str], notes: list[str]) -> None:
-    from shournal.reproduce.archive import Archive
+    from shournal.reproduce.archive import Archive, ArchiveError
 
     archive = Archive()
     work.mkdir()
@@ -397,7 +397,7 @@ def _build_image(root: image.Rootfs, runner: str, definition: Path, sif: Path, w
         from_host = image.complete(root, archive, sorted(programs))
         image.materialise(root, archive, work / "rootfs", runner, from_host)
         image.build_sif(work / "rootfs", definition, sif, work)
-    except image.ImageError as e:
+    except (image.ImageError, ArchiveError) as e:
         raise DescribeError(f"cannot build {sif.name}: {e}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)

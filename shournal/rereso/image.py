@@ -88,8 +88,10 @@ class Rootfs:
 
 
 def want(path: str, mode: int) -> bool:
-    """Whether a read file belongs in the image."""
-    return stat.S_ISREG(mode) and not path.startswith(_SPECIAL)
+    """Whether a read file belongs in the image (a canonical absolute path:
+    the manifest's paths become paths below the image's root)."""
+    canonical = path.startswith("/") and os.path.normpath(path) == path and "\0" not in path
+    return canonical and stat.S_ISREG(mode) and not path.startswith(_SPECIAL)
 
 
 def _link_chain(path: str, links: dict[str, str], depth: int = 0) -> str:
@@ -145,7 +147,7 @@ def elf_interpreter(data: bytes) -> str | None:
                 p_offset, = struct.unpack_from("<I", data, off + 4)
                 p_filesz, = struct.unpack_from("<I", data, off + 16)
             return data[p_offset:p_offset + p_filesz].rstrip(b"\0").decode()
-    except (struct.error, UnicodeDecodeError):
+    except (struct.error, UnicodeDecodeError, OverflowError):
         return None
     return None
 
