@@ -75,7 +75,8 @@ def _meta(name: str | None, description: str | None, refs: list[str] | None,
     "tool",
     help="A tool bundle from recorded runs of one tool: rereso-tool.yml (one command per "
     "invocation pattern, file arguments as placeholders, formats from the files' media "
-    "types), the wrapper rereso-run and an Apptainer definition.",
+    "types), the wrapper rereso-run, an Apptainer definition and, when the runs were "
+    "recorded with --apparatus, the SIF image of what they read.",
 )
 def describe_tool_cmd(
     command_ids: Annotated[list[int], typer.Argument(metavar="ID...",
