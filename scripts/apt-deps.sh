@@ -4,6 +4,9 @@
 set -eu
 PKGS="build-essential python3-venv python3-dev libffi-dev zsh postgresql util-linux procps passwd"
 PKGS="$PKGS bubblewrap"  # shournal replay: its sandbox, without privileged code of ours
+# shournal describe tool packs the tool's image as squashfs in SIF; recombine
+# unpacks it (no Apptainer needed).
+PKGS="$PKGS squashfs-tools siftool"
 PKGS="$PKGS chromium fonts-dejavu-core"  # the HTML report is tested in headless Chromium
 # `shournal export snakemake` is tested with the real Snakemake: Debian's
 # package (bookworm: 7.21 on the system Python 3.11) runs as its own program,

@@ -281,7 +281,8 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
         (["describe", "tool", str(cid), "-o", str(dest)], "read no recorded files"),
         (["describe", "tool", "77", "-o", str(dest)], "no command with id 77"),
         (["describe", "benchmark", "-o", str(dest)], "give --command-id ID"),
-        (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest)], "use --host"),
+        (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest)],
+         "rereso-tool.yml: No such file"),
         (["recombine", "--host", str(tmp_path), str(tmp_path), "-o", str(dest)],
          "rereso-tool.yml: No such file"),
     ):

@@ -67,7 +67,9 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
     res = run_as_user(install, user_home, "describe", "tool", *ids, "-o", "tool-bundle",
                       "--name", "sum-rows", "--license", "MIT")
     assert res.returncode == 0, res.stderr
-    assert "sum-rows.sif is not built" in res.stderr
+    assert "sum-rows.sif is not built: command" in res.stderr
+    assert "recorded without its apparatus" in res.stderr
+    assert not (work / "tool-bundle" / "sum-rows.sif").exists()
     tool = yaml.safe_load((work / "tool-bundle" / "rereso-tool.yml").read_text())
     assert schema.errors(tool, schema.TOOL_SCHEMA) == []
     assert tool["commands"] == [{
@@ -117,6 +119,14 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
             assert "rereso-run 1 " in cmd.text and cmd.return_value == 0
     finally:
         store.close()
+
+    # Recorded without the apparatus: no image, so no container mode.
+    res = run_as_user(install, user_home, "recombine", "tool-bundle", "set-b", "-o",
+                      "results-image")
+    assert res.returncode == 2
+    assert res.stderr.startswith("shournal: ") and res.stderr.count("\n") == 1, res.stderr
+    assert "the container sum-rows.sif is not a file inside the bundle" in res.stderr
+    assert not (work / "results-image").exists()
 
     # The human summary names the refused pair and its reason.
     res = run_as_user(install, user_home, "recombine", "--host", "tool-bundle", "set-json",

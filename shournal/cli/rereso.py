@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -75,7 +75,8 @@ def _meta(name: str | None, description: str | None, refs: list[str] | None,
     "tool",
     help="A tool bundle from recorded runs of one tool: rereso-tool.yml (one command per "
     "invocation pattern, file arguments as placeholders, formats from the files' media "
-    "types), the wrapper rereso-run and an Apptainer definition.",
+    "types), the wrapper rereso-run, an Apptainer definition and, when the runs were "
+    "recorded with --apparatus, the SIF image of what they read.",
 )
 def describe_tool_cmd(
     command_ids: Annotated[list[int], typer.Argument(metavar="ID...",
@@ -172,31 +173,45 @@ def recombine(
     ],
     host: Annotated[
         bool,
-        typer.Option("--host", help="Run with the host's programs (the container mode "
-                     "needs the apparatus archive and is not available yet)."),
+        typer.Option("--host", help="Run with the host's programs instead of inside the "
+                     "tool's image (bubblewrap on its unpacked squashfs partition)."),
     ] = False,
     output_format: Annotated[
         str,
         typer.Option("--output-format", metavar="FORMAT", help="human or json."),
     ] = "human",
 ) -> None:
-    from shournal.rereso.recombine import RecombineError, plan, render, run_plan
+    import tempfile
+
+    from shournal.rereso.image import ImageError, extract
+    from shournal.rereso.recombine import RecombineError, image_of, plan
 
     if output_format not in ("human", "json"):
         _fail(f"unknown output format '{output_format}' (human or json)", EXIT_USAGE)
-    if not host:
-        _fail("running inside the tool's container needs its image, which needs the "
-               "apparatus archive (not in this shournal yet): use --host", EXIT_USAGE)
     try:
         the_plan = plan(tool_dir, bench_dirs, output)
+        sif = None if host else image_of(the_plan.tool)
     except RecombineError as e:
         _fail(str(e), EXIT_USAGE)
+    with tempfile.TemporaryDirectory(prefix="shournal-image.") as tmp:
+        rootfs = None
+        if sif is not None and any(p.matches for p in the_plan.pairs):
+            rootfs = Path(tmp, "rootfs")
+            try:
+                extract(sif, rootfs)
+            except ImageError as e:
+                _fail(f"cannot unpack {sif}: {e}", EXIT_USAGE)
+        _recombine(the_plan, rootfs, output_format)
+
+
+def _recombine(the_plan: Any, rootfs: Path | None, output_format: str) -> None:
+    from shournal.rereso.recombine import RecombineError, render, run_plan
     if output_format == "human":
         for pair in the_plan.pairs:
             typer.echo(pair.describe())
         sys.stdout.flush()
     try:
-        runs = run_plan(the_plan)
+        runs = run_plan(the_plan, rootfs)
     except RecombineError as e:
         _fail(str(e), EXIT_USAGE)
     typer.echo(render(the_plan, runs, output_format), nl=False)

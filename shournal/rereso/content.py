@@ -1,13 +1,12 @@
 """The content of a recorded file version: what a command actually read
 or wrote, not whatever lies at that path today.
 
-The interface the apparatus archive plugs into is :data:`ContentSource`:
-a function that, given a :class:`FileVersion`, returns its archived bytes
-or None.  Today's
-source is the journal's own script archive (:class:`JournalArchive`: the
-``content`` table, filled for read scripts).  The content-addressed archive
-of ``shournal run --apparatus`` becomes a second source tried before or
-after it (:func:`first_of`), with no change to the callers.
+A :data:`ContentSource` is a function that, given a :class:`FileVersion`,
+returns its archived bytes or None.  There are two: the journal's own
+script archive (:class:`JournalArchive`: the ``content`` table, filled for
+read scripts) and the content-addressed archive of ``shournal run
+--apparatus`` (:class:`ApparatusArchive`: every file a command so recorded
+read), asked in turn by :func:`default_source`.
 
 When no source has the version, the file on disk is used only if it still
 is that version (:func:`recorded_content`): same size and the same partial
@@ -21,10 +20,11 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shournal.query import CommandView, FileEventView
+    from shournal.reproduce.archive import Archive
     from shournal.store.db import Store
 
 # Where content came from (shown to users).
@@ -44,6 +44,7 @@ class FileVersion:
     max_reads: int | None
     read_file_id: int | None = None  # set for read files (shournal restore --file-id)
     content_id: int | None = None  # the journal archived it
+    command_id: int | None = None  # the command that read or wrote it
 
     @classmethod
     def of(cls, cmd: CommandView, ev: FileEventView, *, read: bool) -> FileVersion:
@@ -56,6 +57,7 @@ class FileVersion:
             max_reads=cmd.hash_max_reads,
             read_file_id=ev.id if read else None,
             content_id=ev.content_id,
+            command_id=cmd.id,
         )
 
     @property
@@ -91,6 +93,53 @@ class JournalArchive:
         data = bytes(row[0])
         # A stored row that is not this version (size differs) is not used.
         return data if len(data) == version.size else None
+
+
+class ApparatusArchive:
+    """The apparatus archive as a :data:`ContentSource`: the version a
+    command recorded with ``--apparatus`` read (or, with
+    ``archive_outputs``, wrote), found in that command's manifest by path,
+    size and mtime and returned from the archive (digest checked)."""
+
+    def __init__(self, store: Store, archive: Archive | None = None) -> None:
+        from shournal.reproduce.archive import Archive
+
+        self._store = store
+        self._archive = archive or Archive()
+        self._manifests: dict[int, dict[str, Any] | None] = {}
+
+    def manifest(self, command_id: int) -> dict[str, Any] | None:
+        if command_id not in self._manifests:
+            from shournal.reproduce.experiment import load_manifest
+
+            self._manifests[command_id] = load_manifest(self._store, command_id)
+        return self._manifests[command_id]
+
+    def __call__(self, version: FileVersion) -> bytes | None:
+        from shournal.reproduce.archive import ArchiveError
+
+        if version.command_id is None:
+            return None
+        man = self.manifest(version.command_id)
+        if man is None:
+            return None
+        shown = version.shown
+        for path, size, mtime, _mode, _hsh, digest, why in (*man["reads"], *man["writes"]):
+            if path != shown or size != version.size or mtime != version.mtime_ns:
+                continue
+            if digest is None or why is not None:
+                continue
+            try:
+                return self._archive.get(digest)
+            except ArchiveError:
+                return None  # a written file's digest without its content, or damaged
+        return None
+
+
+def default_source(store: Store) -> ContentSource:
+    """Every archive the journal ``store`` has: its script archive, then
+    the apparatus archive."""
+    return first_of(JournalArchive(store), ApparatusArchive(store))
 
 
 def first_of(*sources: ContentSource) -> ContentSource:

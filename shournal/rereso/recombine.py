@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shournal.rereso import schema
-from shournal.rereso.describe import RUNNER
+from shournal.rereso.describe import RUNNER, RUNNER_IN_CONTAINER
 from shournal.rereso.invocation import INPUT, OUTPUT, placeholders
 
 
@@ -126,7 +126,7 @@ def plan(tool_dir: Path, bench_dirs: list[Path], out: Path) -> Plan:
     tool = load_bundle(tool_dir, schema.TOOL_DESCRIPTOR, schema.TOOL_SCHEMA)
     if not os.access(tool.path / RUNNER, os.X_OK):
         raise RecombineError(
-            f"{tool.path} has no executable {RUNNER}: --host runs bundles made by "
+            f"{tool.path} has no executable {RUNNER}: recombine runs bundles made by "
             "shournal describe tool"
         )
     benches = [load_bundle(b, schema.BENCHMARK_DESCRIPTOR, schema.BENCHMARK_SCHEMA)
@@ -147,9 +147,26 @@ def _shournal_run() -> list[str]:
     return [sys.executable, "-m", "shournal", "run", "--"]
 
 
-def run_plan(the_plan: Plan) -> list[Run]:
+def image_of(tool: Bundle) -> Path:
+    """The tool bundle's SIF image (``container`` in rereso-tool.yml).
+
+    :raises RecombineError: it names no image file inside the bundle."""
+    rel = str(tool.doc["container"])
+    sif = (tool.path / rel).resolve()
+    if not sif.is_relative_to(tool.path.resolve()) or not sif.is_file():
+        raise RecombineError(
+            f"{tool.path}: the container {rel} is not a file inside the bundle (describe tool "
+            "builds it from runs recorded with shournal run --apparatus); use --host to run "
+            "the host's programs"
+        )
+    return sif
+
+
+def run_plan(the_plan: Plan, rootfs: Path | None = None) -> list[Run]:
     """Run every matching pair on each of its set's benchmarks through
-    ``shournal run`` (so each run is journaled), outputs in
+    ``shournal run`` (so each run is journaled): inside the tool's image
+    unpacked at ``rootfs`` (:mod:`shournal.rereso.sandbox`), or with the
+    host's programs when ``rootfs`` is None; outputs in
     ``OUT/<set>/<benchmark stem>/`` (the whole benchmark path when two
     benchmarks of a set share a stem); stdout and stderr of each run in
     ``command-N.log`` there."""
@@ -175,20 +192,27 @@ def run_plan(the_plan: Plan) -> list[Run]:
             except OSError as e:
                 raise RecombineError(f"cannot create {where}: {e.strerror}") from None
             prefix = f"command-{pair.number}-" if per_set[pair.bench.name] > 1 else ""
-            args, outputs = [], []
+            args, outputs, specs = [], [], []
             counts = {OUTPUT: sum(1 for r, _ in slots if r == OUTPUT)}
             n_out = 0
             for role, ext in slots:
                 if role == INPUT:
                     args.append(str(src))
+                    specs.append(f"in:{src}")
                 else:
                     n_out += 1
                     number = str(n_out) if counts[OUTPUT] > 1 else ""
                     target = where / f"{prefix}output{number}{ext}"
                     args.append(str(target))
+                    specs.append(f"out:{target}")
                     outputs.append(target)
             log = where / f"command-{pair.number}.log"
-            argv = [*_shournal_run(), str(the_plan.tool.path / RUNNER), str(pair.number), *args]
+            if rootfs is None:
+                argv = [*_shournal_run(), str(the_plan.tool.path / RUNNER), str(pair.number),
+                        *args]
+            else:
+                argv = [*_shournal_run(), sys.executable, "-m", "shournal.rereso.sandbox",
+                        str(rootfs), RUNNER_IN_CONTAINER, str(pair.number), *specs]
             with open(log, "wb") as fh:
                 status = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                          cwd=where)
