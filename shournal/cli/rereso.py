@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from shournal.cli import EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import fail as _fail
+from shournal.cli._common import note
 
 if TYPE_CHECKING:
     from shournal.rereso.describe import Meta
 
-EXIT_USAGE = 2
-EXIT_STORE = 3
 
 describe_app = typer.Typer(
     no_args_is_help=True,
@@ -31,14 +33,9 @@ describe_app = typer.Typer(
 )
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"shournal: {' '.join(message.split())}", err=True)
-    raise typer.Exit(code)
-
-
 def _notes(notes: list[str]) -> None:
-    for note in notes:
-        typer.echo(f"shournal: {' '.join(note.split())}", err=True)
+    for line in notes:
+        note(line)
 
 
 OutputDir = Annotated[
