@@ -486,6 +486,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         dropped_reads=collector.dropped_reads,
         lost_events=collector.overflows + collector.unreadable,
         apparatus=getattr(collector, "manifest", None),
+        derived_from=getattr(collector, "derived_from", None),
     )
 
 

@@ -84,6 +84,10 @@ class ApparatusCollector(Collector):
             self.app_cfg = replace(self.app_cfg, archive_outputs=True)
         self.archive = Archive()
         self.extra = extra
+        origin = extra.get("derived_from")
+        # `shournal rerun --in-place`: the command it derives from (the
+        # listener's build_record stores it beside the manifest).
+        self.derived_from = origin if type(origin) is int and origin > 0 else None
         env = dict(os.environ)
         env.pop("SHOURNAL_CWD", None)
         self.env = env
@@ -218,6 +222,7 @@ class ApparatusCollector(Collector):
             "kernel": uname.release,
             "machine": uname.machine,
             "archive_outputs": self.app_cfg.archive_outputs,
+            "derived_from": self.derived_from,
             "reads": [[os.fsdecode(p), *e] for p, e in sorted(self.app_reads.items())],
             "writes": [[os.fsdecode(p), *e] for p, e in sorted(self.app_writes.items())],
             "not_archived": dict(sorted(self.not_archived.items())),
