@@ -95,7 +95,8 @@ def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
     with Store(url) as s:
         assert "apparatus" in inspect(s.engine).get_table_names()
         with s.reading() as conn:
-            assert conn.execute(text("SELECT version FROM schema_version")).scalar_one() == m.SCHEMA_VERSION
+            version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
+            assert version == m.SCHEMA_VERSION
         s.add_command(_record(encode_manifest({"format": 1})))
         assert cid == 1
 
