@@ -59,6 +59,11 @@ def diff(
         typer.Option("--wfile", help="Compare the commands that wrote these two files.",
                      show_default=False, metavar="F1 F2"),
     ] = None,
+    lineage: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--lineage", help="Why do these two files differ: the first steps "
+                     "where their lineages diverge.", show_default=False, metavar="F1 F2"),
+    ] = None,
     output_format: Annotated[
         ReportFormat, typer.Option("--output-format", help="human or json.")
     ] = ReportFormat.human,
@@ -69,6 +74,10 @@ def diff(
     from shournal.store import StoreError
 
     ids = commands or []
+    if lineage is not None:
+        if ids or wfile is not None:
+            _fail("--lineage F1 F2 takes no command ids and no --wfile", EXIT_USAGE)
+        _diff_lineage(lineage, output_format)
     if (wfile is None) == (len(ids) != 2) or (wfile is not None and ids):
         _fail("give two command ids, or --wfile F1 F2", EXIT_USAGE)
     store = _open_store()
@@ -91,6 +100,29 @@ def diff(
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
+    raise typer.Exit(1 if report["differs"] else 0)
+
+
+def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
+    """`diff --lineage F1 F2` (shournal.reproduce.lineage_diff); exits."""
+    from shournal.cli.provenance import _check_files, _reader, _run
+    from shournal.provenance.graph import DiskTarget, build_lineage
+    from shournal.reproduce.lineage_diff import align, render_human
+
+    _check_files([Path(f) for f in files])
+    with _reader() as reader:
+        if reader is None:
+            _fail("nothing recorded yet (no journal)", EXIT_USAGE)
+        lins = [_run(lambda f=f: build_lineage(reader, [DiskTarget(f)])) for f in files]
+    for f, lin in zip(files, lins, strict=True):
+        if lin.writer(lin.targets[0]) is None:
+            _fail(f"{f}: no recorded command made this version of it", EXIT_USAGE)
+    report = align(*lins)
+    report["files"] = list(files)
+    if output_format is ReportFormat.json:
+        _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write(render_human(report, *files))
     raise typer.Exit(1 if report["differs"] else 0)
 
 
