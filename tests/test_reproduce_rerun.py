@@ -42,6 +42,11 @@ def test_sandboxed_rerun_is_recorded_and_linked(install, user_home, analysis) ->
     assert "derivedFrom" not in _query_json(install, user_home, "--command-id", str(cid))[0]
     human = run_as_user(install, user_home, "query", "--command-id", str(new))
     assert f"Derived from command {cid} (shournal rerun)" in human.stdout, human.stdout
+    lin = run_as_user(install, user_home, "lineage", str(result))
+    assert f"command {new} " in lin.stdout and f"derived from command {cid}" in lin.stdout
+    lin = json.loads(run_as_user(install, user_home, "lineage", str(result),
+                                 "--output-format", "json").stdout)
+    assert [c.get("derivedFrom") for c in lin["commands"]] == [cid]
     man = _manifest(user_home, new)
     assert man["observed"] is False and man["derived_from"] == cid
     (w,) = man["writes"]
