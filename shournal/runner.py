@@ -66,6 +66,7 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
 
     env = dict(os.environ)
     env.pop(reproduce.ENV_VAR, None)  # only --apparatus sets it
+    env.pop(reproduce.SHELL_SWITCH_VAR, None)  # only the preload library sets it
     if apparatus is not None:
         # For the listener, which inherits the helper's environment (the
         # command gets os.environ through the trampoline).

@@ -402,3 +402,40 @@ def _record_sandboxed(exp: Any, report: dict[str, Any], changes: Any, notes: dic
     except Exception as e:  # noqa: BLE001 -- the run happened; say why it is not recorded
         print(f"shournal: the rerun is not recorded: {e}", file=sys.stderr)
         return None
+
+
+class Switch(StrEnum):
+    on = "on"
+    off = "off"
+    status = "status"
+
+
+def apparatus_switch(
+    state: Annotated[Switch, typer.Argument(help="on, off or status.")] = Switch.status,
+    shell_pid: Annotated[
+        int | None,
+        typer.Option("--shell-pid", help="The shell (default: the parent process).",
+                     show_default=False, metavar="PID"),
+    ] = None,
+) -> None:
+    """Record a shell's next command lines with their apparatus (as `run
+    --apparatus`), from the command line after this one; [apparatus] paths
+    does it per directory."""
+    import os
+
+    from shournal import reproduce
+    from shournal.listener import load_listener_config
+
+    shell = os.getppid() if shell_pid is None else shell_pid
+    if shell < 1 or not os.path.isdir(f"/proc/{shell}"):
+        _fail(f"no process {shell}", EXIT_USAGE)
+    try:
+        if os.stat(f"/proc/{shell}").st_uid != os.getuid():
+            _fail(f"process {shell} is not yours", EXIT_USAGE)
+        if state is not Switch.status:
+            reproduce.set_shell_state(load_listener_config(), shell, state is Switch.on)
+    except OSError as e:
+        _fail(f"apparatus {state.value}: {e}", EXIT_USAGE)
+    on = reproduce.shell_state(shell)
+    _write(f"apparatus {'on' if on else 'off'} for shell {shell}"
+           + (" (from the next command line)\n" if state is not Switch.status else "\n"))

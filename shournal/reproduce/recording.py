@@ -65,7 +65,12 @@ def redact_env(env: dict[str, str], patterns: tuple[str, ...] | list[str]) -> di
     return {k: (REDACTED if is_secret(k, patterns) else v) for k, v in env.items()}
 
 
-def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int]) -> ApparatusCollector:
+def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int],
+                        shell: dict[str, Any] | None = None) -> ApparatusCollector:
+    """``shell``: a shell's command line recorded with its apparatus
+    (shournal.reproduce.shell_apparatus), not `shournal run --apparatus`."""
+    if shell is not None:
+        return ApparatusCollector(cfg, uid, gids, shell)
     spec = os.environ.pop(ENV_VAR, "")
     try:
         extra = json.loads(spec)
@@ -88,7 +93,8 @@ class ApparatusCollector(Collector):
         # `shournal rerun --in-place`: the command it derives from (the
         # listener's build_record stores it beside the manifest).
         self.derived_from = origin if type(origin) is int and origin > 0 else None
-        env = dict(os.environ)
+        env = extra.get("env")
+        env = dict(os.environ) if not isinstance(env, dict) else env
         env.pop("SHOURNAL_CWD", None)
         self.env = env
         # path -> [size, mtime_ns, mode, partial hash, digest hex | None, reason | None]
