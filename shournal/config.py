@@ -244,8 +244,8 @@ DEFAULT_CONFIG_TEXT = """\
 # Environment variables whose values are replaced by a marker (name patterns).
 # secret_env_names = ["*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY"]
 # Shell command lines run in these directories (or below) are recorded with
-# their apparatus, as after `shournal apparatus on`.
-# paths = ["~/projects/paper2"]
+# their apparatus, as after `shournal apparatus on` (e.g. ["~/projects/paper2"]).
+# paths = []
 """
 
 
