@@ -11,7 +11,12 @@ read too):
   archived (a repeated record) vs `shournal run -- CMD`, the two
   alternating in random order, median over --reps pairs (target: <= +10%).
   This is the whole `shournal run`: set-up, the command, the listener
-  storing it (run waits for it), which is where the apparatus work is.
+  storing it (run waits for it), which is where the apparatus work is;
+* replay start-up: wall time of `shournal replay ID -o OUTDIR` (loading
+  the experiment, materialising the archived inputs, bubblewrap, the
+  verdicts) minus that of the bare command run the same way (runuser,
+  no shournal), medians over --replay-reps.  `--replay-only` measures
+  just this (after one apparatus record).
 
 Runs as an unprivileged user (`--user`, default shournal-bench) through
 runuser; needs root.  The shournal to use: `--cli` (default
@@ -85,6 +90,31 @@ def _run(cli: str, home: Path, user: str, *opts: str) -> float:
     return elapsed
 
 
+def _timed(argv: list[str], home: Path) -> float:
+    start = time.perf_counter()
+    res = subprocess.run(argv, cwd=home / "work", capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if res.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stdout.strip()} "
+                         f"{res.stderr.strip()}")
+    return elapsed
+
+
+def _replay_figures(cli: str, home: Path, user: str, reps: int) -> dict[str, float]:
+    db = home / ".local/share/shournal/journal.sqlite"
+    with sqlite3.connect(db) as conn:
+        cid = int(conn.execute("SELECT max(command_id) FROM apparatus").fetchone()[0])
+    base = ["runuser", "-u", user, "--", "env", "-i", *_env(home, user)]
+    replay, bare = [], []
+    for i in range(reps):
+        out = home / f"replay-{i}"
+        replay.append(_timed([*base, cli, "replay", str(cid), "-o", str(out)], home))
+        bare.append(_timed([*base, *COMMAND], home))
+    r, b = statistics.median(replay), statistics.median(bare)
+    return {"median_replay_s": r, "median_bare_command_s": b, "replay_startup_s": r - b,
+            "replay_reps": reps}
+
+
 def _archive_bytes(home: Path) -> int:
     blobs = home / ".local/share/shournal/archive/blobs"
     return sum(p.stat().st_size for p in blobs.rglob("*") if p.is_file())
@@ -118,11 +148,23 @@ def main() -> int:
     p.add_argument("--cli", default=SHOURNAL)
     p.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
     p.add_argument("--tag", default="")
+    p.add_argument("--replay-reps", type=int, default=7)
+    p.add_argument("--replay-only", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (runuser)")
     user = ensure_user(args.user)
     home = _fresh_home(user.uid, user.gid)
+    if args.replay_only:
+        try:
+            _run(args.cli, home, args.user, "--apparatus")
+            figures = _replay_figures(args.cli, home, args.user, args.replay_reps)
+        finally:
+            subprocess.run(["rm", "-rf", str(home)], check=False)
+        figures["loadavg"] = os.getloadavg()
+        print(json.dumps(figures, indent=1))
+        write_results(args.results_dir, "apparatus-replay", {"result": figures}, args.tag)
+        return 0
     try:
         _run(args.cli, home, args.user, "--apparatus")
         one = (_archive_bytes(home), _manifest_bytes(home))
@@ -145,6 +187,7 @@ def main() -> int:
                 cpu[v].append(pair_cpu[v])
             ratios.append(pair["apparatus_record"] / pair["plain_record"])
             cpu_ratios.append(pair_cpu["apparatus_record"] / pair_cpu["plain_record"])
+        replay = _replay_figures(args.cli, home, args.user, args.replay_reps)
     finally:
         subprocess.run(["rm", "-rf", str(home)], check=False)
     result = {
@@ -155,6 +198,7 @@ def main() -> int:
         "median_ratio_apparatus_vs_plain": statistics.median(ratios),
         "median_cpu_s": {k: statistics.median(v) for k, v in cpu.items()},
         "median_cpu_ratio_apparatus_vs_plain": statistics.median(cpu_ratios),
+        **replay,
         "loadavg": os.getloadavg(),
         "reps": args.reps,
     }

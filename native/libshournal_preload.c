@@ -224,6 +224,61 @@ static const char *const g_valued_opts[] = {"--exclude-mount", "--hash", "--arch
  * from it in <rundir>/setup-args (NUL separated); a config change thus
  * takes effect from the next command line on.  Anything unexpected is
  * ignored: the helper validates its argv again anyway. */
+/* Is the working directory at or below one of [apparatus] paths (the
+ * listener leaves them in <rundir>/apparatus-paths, NUL separated)? */
+static int cwd_in_apparatus_paths(void)
+{
+    static char buf[SETUP_ARGS_MAX + 1];
+    char path[PATH_MAX + 32], cwd[PATH_MAX];
+    struct stat st;
+    ssize_t len;
+    int fd;
+
+    snprintf(path, sizeof path, "%s/" SHOURNAL_APPARATUS_PATHS_FILE, g_rundir);
+    fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
+        close(fd);
+        return 0;
+    }
+    len = read(fd, buf, SETUP_ARGS_MAX);
+    close(fd);
+    if (len <= 0 || buf[len - 1] != '\0' || getcwd(cwd, sizeof cwd) == NULL)
+        return 0;
+    for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
+        size_t n = strlen(p);
+        if (n > 1 && strncmp(cwd, p, n) == 0 && (cwd[n] == '\0' || cwd[n] == '/'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The helper options of the next command line: <rundir>/setup-args.<this
+ * shell's pid> after `shournal apparatus on`, setup-args.apparatus in a
+ * directory of [apparatus] paths, else setup-args (all written by shournal,
+ * see shournal.reproduce). */
+static int setup_args_path(char *path, size_t size)
+{
+    struct stat st;
+
+    snprintf(path, size, "%s/" SHOURNAL_SETUP_ARGS_FILE ".%ld", g_rundir, (long)getpid());
+    if (lstat(path, &st) == 0)
+        return 1;
+    if (cwd_in_apparatus_paths()) {
+        snprintf(path, size, "%s/" SHOURNAL_SETUP_ARGS_APPARATUS_FILE, g_rundir);
+        if (lstat(path, &st) == 0)
+            return 1;
+    }
+    snprintf(path, size, "%s/" SHOURNAL_SETUP_ARGS_FILE, g_rundir);
+    return 0;
+}
+
+/* Set by setup_args_from_config: the options are the apparatus's, which
+ * the listener learns from the helper's environment (it inherits it). */
+static int g_args_apparatus;
+static char g_apparatus_env[] = "SHOURNAL_APPARATUS_SHELL=1";
+
 static int setup_args_from_config(char *buf, char **out, int max)
 {
     char path[PATH_MAX + 32];
@@ -231,9 +286,11 @@ static int setup_args_from_config(char *buf, char **out, int max)
     ssize_t len;
     int fd, n = 0, excludes = 0;
 
+    g_args_apparatus = 0;
     if (!g_rundir[0])
         return 0;
-    snprintf(path, sizeof path, "%s/" SHOURNAL_SETUP_ARGS_FILE, g_rundir);
+    if (setup_args_path(path, sizeof path))
+        g_args_apparatus = 1;
     fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -325,7 +382,25 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
         (rc = posix_spawnattr_setflags(&at, flags)) == 0 &&
         (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
         (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
-        rc = posix_spawn(&pid, g_suid, &fa, &at, args, environ);
+    {
+        /* environ, with the apparatus switch first when the options are
+         * the apparatus's (any inherited one is overridden: getenv takes
+         * the first) */
+        char **env = environ;
+        size_t count = 0;
+        while (environ[count])
+            count++;
+        if (g_args_apparatus && (env = calloc(count + 2, sizeof *env)) != NULL) {
+            env[0] = g_apparatus_env;
+            memcpy(env + 1, environ, count * sizeof *env);
+        } else {
+            env = environ;
+        }
+        if (rc == 0)
+            rc = posix_spawn(&pid, g_suid, &fa, &at, args, env);
+        if (env != environ)
+            free(env);
+    }
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
 out:
@@ -581,7 +656,7 @@ static void args_file_state(struct stat *st)
 
     memset(st, 0, sizeof *st);
     if (g_rundir[0]) {
-        snprintf(path, sizeof path, "%s/" SHOURNAL_SETUP_ARGS_FILE, g_rundir);
+        setup_args_path(path, sizeof path);
         if (stat(path, st) != 0)
             memset(st, 0, sizeof *st);
     }

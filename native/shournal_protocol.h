@@ -178,12 +178,18 @@ struct shournal_daemon_msg {
  * read, and removes it when stored.  The
  * listener appends to WARNINGS (the shell shows the first line) and writes
  * SETUP_ARGS: the helper's setup options derived from the config, NUL
- * separated, which the preload library passes on (it cannot read TOML). */
+ * separated, which the preload library passes on (it cannot read TOML).
+ * With the apparatus (shournal.reproduce) it is chosen per command line:
+ * SETUP_ARGS.<shell pid> after `shournal apparatus on` in that shell, else
+ * SETUP_ARGS_APPARATUS when the working directory is under one of the
+ * NUL separated paths in APPARATUS_PATHS, else SETUP_ARGS. */
 #define SHOURNAL_MARK_RUN "run"
 #define SHOURNAL_MARK_END "end"
 #define SHOURNAL_MARK_STORE "store"
 #define SHOURNAL_WARNINGS_FILE "warnings"
 #define SHOURNAL_SETUP_ARGS_FILE "setup-args"
+#define SHOURNAL_SETUP_ARGS_APPARATUS_FILE "setup-args.apparatus"
+#define SHOURNAL_APPARATUS_PATHS_FILE "apparatus-paths"
 
 /* The helper's limits: `setup --exclude-mount` at most this many times,
  * `--archive-ext` at most SHOURNAL_MAX_ARCHIVE_EXT extensions of at most

@@ -296,6 +296,8 @@ SHOURNAL_ENABLE() {
         echo "shournal: SHOURNAL_ENABLE refused in a subshell" >&2
         return 1
     fi
+    # Which shell a listener records for (`shournal apparatus on`).
+    export _SHOURNAL_SHELL_PID=$$
     if ! _shournal_trigger status; then
         # The library must be preloaded when the shell starts: re-exec once.
         if [[ -n ${_SHOURNAL_REEXEC-} ]]; then
@@ -383,4 +385,16 @@ SHOURNAL_DISABLE() {
     _SHOURNAL_HISTIGNORE_PATS=()
     unset SHOURNAL_SESSION_ID
     return 0
+}
+
+# `shournal apparatus on|off|status`: this shell's next command lines are
+# recorded with their apparatus (or no longer).  The CLI needs the shell's
+# pid, which only the shell knows; everything else goes to the program.
+shournal() {
+    if [[ ${1-} == apparatus ]]; then
+        shift
+        command shournal apparatus --shell-pid "$$" "$@"
+    else
+        command shournal "$@"
+    fi
 }

@@ -136,6 +136,9 @@ class ApparatusConfig:
     # Environment variables whose values are never stored (fnmatch
     # patterns, matched against the upper-cased name).
     secret_env_names: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY")
+    # Directories (and below) whose shell command lines are recorded with
+    # their apparatus (as after `shournal apparatus on`).
+    paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +240,9 @@ DEFAULT_CONFIG_TEXT = """\
 # archive_outputs = false
 # Environment variables whose values are replaced by a marker (name patterns).
 # secret_env_names = ["*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY"]
+# Shell command lines run in these directories (or below) are recorded with
+# their apparatus, as after `shournal apparatus on` (e.g. ["~/projects/paper2"]).
+# paths = []
 """
 
 
@@ -496,6 +502,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "max_command_size": _size,
             "archive_outputs": _bool,
             "secret_env_names": lambda v: tuple(_str_list(v)),
+            "paths": _exclude,
         },
     ),
 }

@@ -112,6 +112,8 @@ class CommandView:
     dropped_writes: int = 0
     dropped_reads: int = 0
     lost_events: int = 0
+    # `shournal rerun`: the recorded command this one derives from.
+    derived_from: int | None = None
     writes: list[FileEventView] = field(default_factory=list)
     reads: list[FileEventView] = field(default_factory=list)
     # Stored totals; larger than len(writes)/len(reads) when max_files cut

@@ -210,6 +210,55 @@ def _daemon_check() -> Check:
     return Check("store daemon", True, detail)
 
 
+_USERNS_FIX = ("enable unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 "
+               "and user.max_user_namespaces > 0 (Ubuntu: also "
+               "kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+def _userns_check() -> Check:
+    """replay/rerun's sandbox (bubblewrap) needs unprivileged user
+    namespaces; tried in a child, which exits with unshare's errno."""
+    import ctypes
+
+    name = "unprivileged user namespaces (replay, rerun)"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover -- the child
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            clone_newuser = 0x10000000
+            os._exit(0 if libc.unshare(clone_newuser) == 0 else (ctypes.get_errno() or 255))
+        except BaseException:
+            os._exit(255)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code == 0:
+        return Check(name, True, "available", blocks=False)
+    why = os.strerror(code) if 0 < code < 255 else "unshare failed"
+    return Check(name, False, f"cannot create one: {why}", _USERNS_FIX, blocks=False)
+
+
+def _bwrap_check() -> Check:
+    """The sandbox of replay and rerun, tried as they use it."""
+    import shutil
+
+    name = "bubblewrap (replay, rerun)"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Check(name, False, "bwrap is not installed", "apt-get install bubblewrap",
+                     blocks=False)
+    try:
+        res = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+             "--unshare-all", "--die-with-parent", "--", "/bin/true"],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(name, False, f"{bwrap}: {exc}", "reinstall bubblewrap", blocks=False)
+    if res.returncode != 0:
+        first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+        return Check(name, False, f"{bwrap} cannot make a sandbox: {first}",
+                     "see the user namespaces check; " + _USERNS_FIX, blocks=False)
+    return Check(name, True, bwrap, blocks=False)
+
+
 def run_checks() -> list[Check]:
     checks = _helper_checks()
     checks.append(_group_check())
@@ -218,6 +267,8 @@ def run_checks() -> list[Check]:
     checks.append(_config_check())
     checks.append(_store_check())
     checks.append(_daemon_check())
+    checks.append(_userns_check())
+    checks.append(_bwrap_check())
     checks.append(_shell_check())
     rc = _rc_check()
     if rc is not None:

@@ -36,8 +36,12 @@ import socket
 import sys
 import time
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 from shournal import _paths, protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
 from shournal.record import CommandRecord, FileEvent
 
 # (Batching like the original -- sleep after a small batch so events queue
@@ -356,18 +360,35 @@ def _warn(message: str) -> None:
         pass
 
 
-def _write_setup_args(cfg) -> None:
+def _write_setup_args(cfg, path: Path | None = None, apparatus: bool = False) -> None:
     """Leave the helper options for the shell's next command line (the
-    preload library reads <rundir>/setup-args; it cannot read TOML)."""
-    import tempfile
-
+    preload library reads <rundir>/setup-args; it cannot read TOML).
+    ``path``/``apparatus``: the options with the apparatus
+    (shournal.reproduce: per shell and per directory)."""
     from shournal.config import helper_options
 
-    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg))
-    try:
-        path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
-    except OSError:
-        return
+    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg, apparatus=apparatus))
+    if path is None:
+        try:
+            path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
+        except OSError:
+            return
+        if cfg.apparatus.paths or apparatus_paths_left(path):
+            from shournal import reproduce
+
+            with suppress(OSError):
+                reproduce.write_apparatus_args(cfg)
+    _write_file(path, data)
+
+
+def apparatus_paths_left(setup_args: Path) -> bool:
+    return os.path.lexists(setup_args.parent / protocol.APPARATUS_PATHS_FILE)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, unless it holds it already."""
+    import tempfile
+
     try:
         with open(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as fh:
             if fh.read() == data:
@@ -375,7 +396,7 @@ def _write_setup_args(cfg) -> None:
     except OSError:
         pass
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{protocol.SETUP_ARGS_FILE}.", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
     except OSError:
         return
     try:
@@ -487,6 +508,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         dropped_reads=collector.dropped_reads,
         lost_events=collector.overflows + collector.unreadable,
         apparatus=getattr(collector, "manifest", None),
+        derived_from=getattr(collector, "derived_from", None),
     )
 
 
@@ -528,7 +550,7 @@ def collect(
     # command is recorded with its apparatus).
     from shournal import reproduce
 
-    collector = reproduce.collector(cfg, os.getuid(), gids)
+    collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd)
     command = listen(sock, relay, collector)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()

@@ -46,6 +46,8 @@ MARK_END = "end"
 MARK_STORE = "store"
 WARNINGS_FILE = "warnings"
 SETUP_ARGS_FILE = "setup-args"
+SETUP_ARGS_APPARATUS_FILE = "setup-args.apparatus"
+APPARATUS_PATHS_FILE = "apparatus-paths"
 
 # The helper's limits and defaults.
 MAX_EXCLUDES = 64

@@ -41,3 +41,5 @@ class CommandRecord:
     # The apparatus manifest (shournal.reproduce.recording), encoded; None:
     # recorded without its apparatus.
     apparatus: bytes | None = None
+    # With the apparatus: the command it derives from (`shournal rerun`).
+    derived_from: int | None = None

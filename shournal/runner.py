@@ -66,6 +66,7 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
 
     env = dict(os.environ)
     env.pop(reproduce.ENV_VAR, None)  # only --apparatus sets it
+    env.pop(reproduce.SHELL_SWITCH_VAR, None)  # only the preload library sets it
     if apparatus is not None:
         # For the listener, which inherits the helper's environment (the
         # command gets os.environ through the trampoline).
@@ -91,10 +92,12 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
 
 
 def run_observed(argv: list[str], *, apparatus: bool = False,
-                 archive_outputs: bool = False) -> int:
+                 archive_outputs: bool = False, derived_from: int | None = None) -> int:
     """Run argv observed; return its exit status (128+N for signal N).
     ``apparatus``: record it with its apparatus (shournal.reproduce);
-    ``archive_outputs``: with the content of the files it wrote."""
+    ``archive_outputs``: with the content of the files it wrote;
+    ``derived_from``: with the apparatus, the command it derives from
+    (`shournal rerun --in-place`)."""
     if not argv:
         raise RunError("no command given", 2)
     filename = argv[0] if "/" in argv[0] else shutil.which(argv[0])
@@ -108,6 +111,8 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
         spec: dict[str, object] = {"argv": list(argv)}
         if archive_outputs:
             spec["archive_outputs"] = True
+        if derived_from is not None:
+            spec["derived_from"] = derived_from
         helper = _start_helper(child, spec if apparatus else None)
     except OSError as exc:
         helper = None

@@ -64,3 +64,25 @@ def test_rc_check_reads_the_restart_marker(monkeypatch):
     c = d._rc_check()
     assert not c.ok and not c.blocks
     assert "3 line(s) of /home/u/my:rc above SHOURNAL_ENABLE (line 9)" in c.detail
+
+
+def test_doctor_checks_the_replay_sandbox(install, user_home):
+    r = doctor(install, user_home)
+    got = lines(r.stdout)
+    assert got["unprivileged user namespaces (replay, rerun)"] == "ok", r.stdout
+    assert got["bubblewrap (replay, rerun)"] == "ok", r.stdout
+    # Without bwrap on PATH: the line and its fix.
+    empty = user_home / "bin"  # where the test user can run a program
+    empty.mkdir(mode=0o755)
+    r = doctor(install, user_home, PATH=str(empty))
+    got = lines(r.stdout)
+    assert got["bubblewrap (replay, rerun)"] == "FAIL", r.stdout
+    assert "fix: apt-get install bubblewrap" in r.stdout
+    # A bwrap that cannot make its sandbox: its own error and the fix.
+    (empty / "bwrap").write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    (empty / "bwrap").chmod(0o755)
+    r = doctor(install, user_home, PATH=str(empty))
+    assert lines(r.stdout)["bubblewrap (replay, rerun)"] == "FAIL", r.stdout
+    assert "No permissions to create new namespace" in r.stdout
+    assert "unprivileged_userns_clone" in r.stdout

@@ -95,7 +95,8 @@ def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
     with Store(url) as s:
         assert "apparatus" in inspect(s.engine).get_table_names()
         with s.reading() as conn:
-            assert conn.execute(text("SELECT version FROM schema_version")).scalar_one() == 4
+            version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
+            assert version == m.SCHEMA_VERSION
         s.add_command(_record(encode_manifest({"format": 1})))
         assert cid == 1
 
@@ -103,3 +104,26 @@ def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
 def test_default_config_has_the_apparatus_defaults() -> None:
     assert Config().apparatus == ApparatusConfig()
     assert ApparatusConfig().max_file_size == 64 * 1024**2
+
+
+def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from shournal.query import find_commands
+    from shournal.reproduce.experiment import load_manifest
+
+    url = f"sqlite:///{tmp_path}/j.sqlite"
+    man = {"format": 1}
+    with Store(url) as s:
+        old = s.add_command(_record(encode_manifest(man)))
+        with s.writing() as conn:
+            conn.execute(text("ALTER TABLE apparatus DROP COLUMN derived_from"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=4))
+    with Store(url) as s:
+        cols = {c["name"] for c in inspect(s.engine).get_columns("apparatus")}
+        assert "derived_from" in cols
+        assert load_manifest(s, old) == man
+        new = s.add_command(replace(_record(encode_manifest(man)), derived_from=old))
+        plain = s.add_command(_record(None))
+        views = {v.id: v.derived_from for v in find_commands(s)}
+        assert views == {old: None, new: old, plain: None}

@@ -746,7 +746,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 4
+            assert version == m.SCHEMA_VERSION == 5
             assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
             assert _indexes(s, "directory") == {"ix_directory_path_hash": ["path_hash"]}
             assert _unique_constraints(s, "directory") == []

@@ -14,7 +14,7 @@ import typer
 from shournal.cli.delete import delete
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
-from shournal.cli.reproduce import diff, replay, rerun
+from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
 from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
 from shournal.cli.stats import stats
@@ -77,6 +77,12 @@ app.command(
     "command line, inputs, environment, host programs), sandboxed as replay.",
     short_help="Run a changed experiment on a recorded apparatus (sandboxed).",
 )(rerun)
+app.command(
+    "apparatus",
+    help="on|off|status: record this shell's next command lines with their apparatus "
+    "(the shell function `shournal` passes the shell's pid).",
+    short_help="Record this shell's command lines with their apparatus (on|off).",
+)(apparatus_switch)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )

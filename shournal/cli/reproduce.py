@@ -59,6 +59,11 @@ def diff(
         typer.Option("--wfile", help="Compare the commands that wrote these two files.",
                      show_default=False, metavar="F1 F2"),
     ] = None,
+    lineage: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--lineage", help="Why do these two files differ: the first steps "
+                     "where their lineages diverge.", show_default=False, metavar="F1 F2"),
+    ] = None,
     output_format: Annotated[
         ReportFormat, typer.Option("--output-format", help="human or json.")
     ] = ReportFormat.human,
@@ -69,6 +74,10 @@ def diff(
     from shournal.store import StoreError
 
     ids = commands or []
+    if lineage is not None:
+        if ids or wfile is not None:
+            _fail("--lineage F1 F2 takes no command ids and no --wfile", EXIT_USAGE)
+        _diff_lineage(lineage, output_format)
     if (wfile is None) == (len(ids) != 2) or (wfile is not None and ids):
         _fail("give two command ids, or --wfile F1 F2", EXIT_USAGE)
     store = _open_store()
@@ -91,6 +100,29 @@ def diff(
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
+    raise typer.Exit(1 if report["differs"] else 0)
+
+
+def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
+    """`diff --lineage F1 F2` (shournal.reproduce.lineage_diff); exits."""
+    from shournal.cli.provenance import _check_files, _reader, _run
+    from shournal.provenance.graph import DiskTarget, build_lineage
+    from shournal.reproduce.lineage_diff import align, render_human
+
+    _check_files([Path(f) for f in files])
+    with _reader() as reader:
+        if reader is None:
+            _fail("nothing recorded yet (no journal)", EXIT_USAGE)
+        lins = [_run(lambda f=f: build_lineage(reader, [DiskTarget(f)])) for f in files]
+    for f, lin in zip(files, lins, strict=True):
+        if lin.writer(lin.targets[0]) is None:
+            _fail(f"{f}: no recorded command made this version of it", EXIT_USAGE)
+    report = align(*lins)
+    report["files"] = list(files)
+    if output_format is ReportFormat.json:
+        _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
+    else:
+        _write(render_human(report, *files))
     raise typer.Exit(1 if report["differs"] else 0)
 
 
@@ -148,12 +180,64 @@ def _pairs(values: list[str], what: str) -> list[tuple[str, str]]:
     return out
 
 
+def _edit(text: str) -> str:
+    """The command line after the user edited it in $EDITOR (--edit)."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        _fail("--edit: set EDITOR (or VISUAL)", EXIT_USAGE)
+    fd, name = tempfile.mkstemp(prefix="shournal-rerun-", suffix=".sh")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        try:
+            status = subprocess.call([*shlex.split(editor), name])
+        except OSError as e:
+            _fail(f"--edit: cannot run {editor}: {e.strerror}", EXIT_USAGE)
+        if status != 0:
+            _fail(f"--edit: {editor} exited with {status}; nothing run", EXIT_USAGE)
+        with open(name, encoding="utf-8", errors="replace") as fh:
+            edited = fh.read().strip()
+    finally:
+        os.unlink(name)
+    if not edited:
+        _fail("--edit: the command line is empty; nothing run", EXIT_USAGE)
+    return edited
+
+
+def _programs(exp: Any, names: list[str], what: str) -> set[str]:
+    """The recorded program/library paths ``names`` (a path, or a file
+    name) stand for."""
+    import os
+
+    from shournal.reproduce.diff import classify_read
+
+    programs = [p for p, f in exp.reads().items()
+                if classify_read(p, f["mode"]) == "programs_libraries"]
+    out: set[str] = set()
+    for name in names:
+        hits = [p for p in programs
+                if p == os.path.abspath(name) or ("/" not in name and os.path.basename(p) == name)]
+        if not hits:
+            _fail(f"{what} {name}: command {exp.command.id} ran no such program or library",
+                  EXIT_USAGE)
+        out.update(hits)
+    return out
+
+
 def rerun(
     command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
     command: Annotated[
         str | None, typer.Option("--command", help="Run this command line instead (sh -c).",
                                  show_default=False, metavar="TEXT")
     ] = None,
+    edit: Annotated[
+        bool, typer.Option("--edit", help="Edit the command line in $EDITOR first.")
+    ] = False,
     inputs: Annotated[
         list[str] | None,
         typer.Option("--input", help="The read file at OLD shows NEW's content (repeatable).",
@@ -168,6 +252,20 @@ def rerun(
         bool, typer.Option("--local-all", help="Programs and libraries from the host, "
                            "not from the archive.")
     ] = False,
+    local: Annotated[
+        list[str] | None,
+        typer.Option("--local", help="This program or library from the host (repeatable; "
+                     "a path or a file name).", show_default=False, metavar="PROGRAM"),
+    ] = None,
+    archived: Annotated[
+        list[str] | None,
+        typer.Option("--archived", help="This program or library from the archive, even "
+                     "with --local-all (repeatable).", show_default=False, metavar="PROGRAM"),
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Run in the real tree, not sandboxed, recorded "
+                           "with its apparatus as any command.")
+    ] = False,
     output: Annotated[
         Path | None,
         typer.Option("-o", "--output-dir", help="Where its writes go (new or empty).",
@@ -181,8 +279,9 @@ def rerun(
     ] = ReportFormat.human,
 ) -> None:
     """Run a new experiment derived from a command recorded with its
-    apparatus (Rex's runnew), sandboxed as replay; its outputs are compared
-    with the original's.  Exit 0 when the new command exits 0."""
+    apparatus (Rex's runnew), sandboxed as replay (its outputs compared with
+    the original's) or --in-place; either way recorded and linked to its
+    origin (derivedFrom).  Exit 0 when the new command exits 0."""
     import os
     import sys
 
@@ -192,6 +291,15 @@ def rerun(
     from shournal.store import StoreError
 
     cid = _command_id(command_id)
+    if command is not None and edit:
+        _fail("give --command or --edit, not both", EXIT_USAGE)
+    if in_place:
+        clash = [name for name, given in (("--input", inputs), ("--local", local),
+                                          ("--archived", archived), ("--local-all", local_all),
+                                          ("-o", output), ("--share-net", share_net)) if given]
+        if clash:
+            _fail(f"--in-place runs on the host's files: {', '.join(clash)} needs the sandbox",
+                  EXIT_USAGE)
     store = _open_store()
     try:
         exp = load(store, cid)
@@ -201,8 +309,14 @@ def rerun(
         _fail(str(e), EXIT_STORE)
     finally:
         store.close()
+    if exp.manifest is None:
+        _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
+              EXIT_USAGE)
+    if edit:
+        command = _edit(exp.command.text)
     changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
-                      local_all=local_all)
+                      local_all=local_all, local=_programs(exp, local or [], "--local"),
+                      archived=_programs(exp, archived or [], "--archived"))
     reads = exp.reads()
     for old, new in _pairs(inputs or [], "--input"):
         old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
@@ -211,12 +325,23 @@ def rerun(
         if not os.path.isfile(new):
             _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
         changes.inputs[old_abs] = os.path.abspath(new)
+    text = command if command is not None else exp.command.text
 
-    def show_plan(notes: dict[str, Any]) -> None:
+    def plan_lines(where: str) -> list[str]:
         lines = [f"rerun derived from command {cid}: {exp.command.text}",
-                 f"  command line: {command if command is not None else exp.command.text}"]
+                 f"  command line: {text}", f"  {where}"]
         lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
         lines += [f"  env {k}={v}" for k, v in changes.env.items()]
+        return lines
+
+    if in_place:
+        _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
+                                                       "programs and libraries"))
+    seen: dict[str, Any] = {}
+
+    def show_plan(notes: dict[str, Any]) -> None:
+        seen.update(notes)
+        lines = plan_lines("sandboxed: writes go to the output directory")
         lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
                      f"archive, {len(notes['local'])} from the host")
         print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
@@ -226,8 +351,91 @@ def rerun(
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
     report["derivedFrom"] = cid
+    report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
     if output_format is ReportFormat.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
+        if report["recorded"] is not None:
+            _write(f"recorded as command {report['recorded']}, derived from {cid}\n")
     raise typer.Exit(0 if report["exit_status"]["replayed"] == 0 else 1)
+
+
+def _rerun_in_place(exp: Any, changes: Any, text: str, plan: list[str]) -> None:
+    """Run the new command in the recorded working directory on the host,
+    recorded with its apparatus and derived_from; exits."""
+    import os
+    import sys
+
+    from shournal.runner import RunError, run_observed
+
+    print("\n".join("shournal: " + line for line in plan), file=sys.stderr)
+    cwd = exp.command.working_dir
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        _fail(f"cannot enter {cwd}: {e.strerror}", EXIT_USAGE)
+    os.environ.update(changes.env)
+    argv = exp.manifest.get("argv") if changes.command is None else None
+    if not (isinstance(argv, list) and argv):
+        argv = ["/bin/sh", "-c", text]
+    try:
+        status = run_observed([str(a) for a in argv], apparatus=True,
+                              derived_from=exp.command.id)
+    except RunError as e:
+        _fail(str(e), e.status)
+    raise typer.Exit(0 if status == 0 else 1)
+
+
+def _record_sandboxed(exp: Any, report: dict[str, Any], changes: Any, notes: dict[str, Any],
+                      text: str) -> int | None:
+    """Store the sandboxed rerun (shournal.reproduce.rerun); its id, or
+    None with one warning when it could not be stored."""
+    import sys
+
+    from shournal.listener import load_listener_config, store_record
+    from shournal.reproduce.rerun import sandbox_record
+
+    try:
+        cfg = load_listener_config()
+        return store_record(sandbox_record(exp, report, changes, notes, text, cfg), cfg)
+    except Exception as e:  # noqa: BLE001 -- the run happened; say why it is not recorded
+        print(f"shournal: the rerun is not recorded: {e}", file=sys.stderr)
+        return None
+
+
+class Switch(StrEnum):
+    on = "on"
+    off = "off"
+    status = "status"
+
+
+def apparatus_switch(
+    state: Annotated[Switch, typer.Argument(help="on, off or status.")] = Switch.status,
+    shell_pid: Annotated[
+        int | None,
+        typer.Option("--shell-pid", help="The shell (default: the parent process).",
+                     show_default=False, metavar="PID"),
+    ] = None,
+) -> None:
+    """Record a shell's next command lines with their apparatus (as `run
+    --apparatus`), from the command line after this one; [apparatus] paths
+    does it per directory."""
+    import os
+
+    from shournal import reproduce
+    from shournal.listener import load_listener_config
+
+    shell = os.getppid() if shell_pid is None else shell_pid
+    if shell < 1 or not os.path.isdir(f"/proc/{shell}"):
+        _fail(f"no process {shell}", EXIT_USAGE)
+    try:
+        if os.stat(f"/proc/{shell}").st_uid != os.getuid():
+            _fail(f"process {shell} is not yours", EXIT_USAGE)
+        if state is not Switch.status:
+            reproduce.set_shell_state(load_listener_config(), shell, state is Switch.on)
+    except OSError as e:
+        _fail(f"apparatus {state.value}: {e}", EXIT_USAGE)
+    on = reproduce.shell_state(shell)
+    _write(f"apparatus {'on' if on else 'off'} for shell {shell}"
+           + (" (from the next command line)\n" if state is not Switch.status else "\n"))

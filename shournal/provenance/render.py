@@ -97,6 +97,7 @@ def _command_head(cmd: CommandView) -> str:
         f"command {cmd.id}  {_local(cmd.start_time)} - {_local(cmd.end_time)}  "
         f"exit {status}  cwd {printable(cmd.working_dir)}  {printable(cmd.username)}@"
         f"{printable(cmd.hostname)}"
+        + ("" if cmd.derived_from is None else f"  derived from command {cmd.derived_from}")
     )
 
 

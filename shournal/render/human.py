@@ -228,6 +228,8 @@ def _command_body(
         lines.append(f"session-uuid {base64.b64encode(cmd.session_uuid).decode('ascii')}")
     if cmd.hostname != (local_hostname if local_hostname is not None else socket.gethostname()):
         lines.append(f"Hostname: {printable(cmd.hostname)}")
+    if cmd.derived_from is not None:
+        lines.append(f"Derived from command {cmd.derived_from} (shournal rerun)")
     lines += _section(cmd.writes, cmd.write_count, "written", max_files, max_lines, False)
     lines += _dropped(cmd.dropped_writes, "write")
     lines += _section(cmd.reads, cmd.read_count, "read", max_files, max_lines, True)

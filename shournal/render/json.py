@@ -46,6 +46,13 @@ def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
 
 
 def command_object(cmd: CommandView) -> dict[str, Any]:
+    obj = _command_fields(cmd)
+    if cmd.derived_from is not None:  # only then: the original's format otherwise
+        obj["derivedFrom"] = cmd.derived_from
+    return obj
+
+
+def _command_fields(cmd: CommandView) -> dict[str, Any]:
     return {
         "id": cmd.id,
         "command": cmd.text,

@@ -151,6 +151,8 @@ def compare(a: Experiment, b: Experiment, level: int = 1,
         differs.append("host_user")
         report["host_user"] = {k: {"a": host_a[k], "b": host_b[k]}
                                for k in host_a if host_a[k] != host_b[k]}
+    # `shournal rerun`'s link, shown, not a difference by itself.
+    report["derivedFrom"] = {"a": ca.derived_from, "b": cb.derived_from}
     report["duration"] = {"a": (ca.end_time - ca.start_time).total_seconds(),
                           "b": (cb.end_time - cb.start_time).total_seconds()}
     if both:
@@ -253,6 +255,10 @@ def render_human(report: dict[str, Any]) -> str:
              + ("differ in " + ", ".join(report["differs"]) if report["differs"]
                 else "no difference")]
     level = report["level"]
+    for side in ("a", "b"):
+        origin = report.get("derivedFrom", {}).get(side)
+        if origin is not None:
+            lines.append(f"{side} derived from command {origin} (shournal rerun)")
     if level >= 2:
         if "command" in report:
             lines.append("command: " + " ".join(w for w in report["command"]["words"]

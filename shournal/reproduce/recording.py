@@ -65,7 +65,12 @@ def redact_env(env: dict[str, str], patterns: tuple[str, ...] | list[str]) -> di
     return {k: (REDACTED if is_secret(k, patterns) else v) for k, v in env.items()}
 
 
-def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int]) -> ApparatusCollector:
+def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int],
+                        shell: dict[str, Any] | None = None) -> ApparatusCollector:
+    """``shell``: a shell's command line recorded with its apparatus
+    (shournal.reproduce.shell_apparatus), not `shournal run --apparatus`."""
+    if shell is not None:
+        return ApparatusCollector(cfg, uid, gids, shell)
     spec = os.environ.pop(ENV_VAR, "")
     try:
         extra = json.loads(spec)
@@ -84,7 +89,12 @@ class ApparatusCollector(Collector):
             self.app_cfg = replace(self.app_cfg, archive_outputs=True)
         self.archive = Archive()
         self.extra = extra
-        env = dict(os.environ)
+        origin = extra.get("derived_from")
+        # `shournal rerun --in-place`: the command it derives from (the
+        # listener's build_record stores it beside the manifest).
+        self.derived_from = origin if type(origin) is int and origin > 0 else None
+        env = extra.get("env")
+        env = dict(os.environ) if not isinstance(env, dict) else env
         env.pop("SHOURNAL_CWD", None)
         self.env = env
         # path -> [size, mtime_ns, mode, partial hash, digest hex | None, reason | None]
@@ -218,6 +228,7 @@ class ApparatusCollector(Collector):
             "kernel": uname.release,
             "machine": uname.machine,
             "archive_outputs": self.app_cfg.archive_outputs,
+            "derived_from": self.derived_from,
             "reads": [[os.fsdecode(p), *e] for p, e in sorted(self.app_reads.items())],
             "writes": [[os.fsdecode(p), *e] for p, e in sorted(self.app_writes.items())],
             "not_archived": dict(sorted(self.not_archived.items())),

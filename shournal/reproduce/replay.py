@@ -31,6 +31,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,13 @@ class Changes:
     inputs: dict[str, str] = field(default_factory=dict)  # recorded path -> host file
     env: dict[str, str] = field(default_factory=dict)
     local_all: bool = False  # programs and libraries from the host
+    local: set[str] = field(default_factory=set)  # these recorded programs from the host
+    archived: set[str] = field(default_factory=set)  # these from the archive (over local_all)
+
+    def host_program(self, path: str) -> bool:
+        if path in self.archived:
+            return False
+        return self.local_all or path in self.local
 
 
 def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
@@ -128,7 +136,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             args += ["--ro-bind", new_file, path]
             continue
         program = classify_read(path, f["mode"]) == "programs_libraries"
-        if program and changes.local_all:
+        if program and changes.host_program(path):
             notes["local"].append(path)
             continue  # the host's file shows
         if program:
@@ -278,9 +286,11 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
     if show_plan is not None:
         show_plan(notes)
     meta = outdir / META
+    start_ns = time.time_ns()
     with open(meta / "stdout", "wb") as out, open(meta / "stderr", "wb") as err:
         proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                               preexec_fn=lambda: os.umask(umask), check=False)
+    end_ns = time.time_ns()
     for stub in notes["stubs"]:
         try:
             if stub.stat().st_size == 0:
@@ -300,6 +310,7 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
         "not_shown": notes["not_shown"],
         "unset_secrets": notes["unset_secrets"],
         "not_archived": exp.manifest.get("not_archived", {}) if exp.manifest else {},
+        "time_ns": [start_ns, end_ns],
     }
 
 

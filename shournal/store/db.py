@@ -203,12 +203,20 @@ def _v3_apparatus(conn: Connection) -> None:
     )
 
 
+def _v4_derived_from(conn: Connection) -> None:
+    columns = {c["name"] for c in inspect(conn).get_columns("apparatus")}
+    if "derived_from" not in columns:
+        id_type = "INTEGER" if conn.dialect.name == "sqlite" else "BIGINT"
+        conn.execute(text(f"ALTER TABLE apparatus ADD COLUMN derived_from {id_type}"))
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_content_index,
     2: _v2_split_events,
     3: _v3_apparatus,
+    4: _v4_derived_from,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -634,7 +642,8 @@ class Store:
             if rec.apparatus is not None:
                 conn.execute(
                     m.Apparatus.__table__.insert(),
-                    {"command_id": command_id, "manifest": rec.apparatus},
+                    {"command_id": command_id, "manifest": rec.apparatus,
+                     "derived_from": rec.derived_from},
                 )
         return command_id
 

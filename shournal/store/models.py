@@ -117,7 +117,8 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #    path_hash (non-unique index) instead of a unique index on path.
 # 4: table apparatus (the manifest of a command recorded with its
 #    apparatus, shournal.reproduce).
-SCHEMA_VERSION = 4
+# 5: apparatus.derived_from (the command a `shournal rerun` derives from).
+SCHEMA_VERSION = 5
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -411,6 +412,9 @@ class Apparatus(Base):
         ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
     )
     manifest: Mapped[bytes] = mapped_column(Blob)
+    # The recorded command this one was derived from (`shournal rerun`);
+    # no foreign key: the origin may be deleted, the link stays as history.
+    derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
 
 
 def hash_to_bytes(value: int | None) -> bytes:

@@ -269,11 +269,13 @@ def _command_select() -> Select:
             c.dropped_writes,
             c.dropped_reads,
             c.lost_events,
+            m.Apparatus.derived_from,
         )
         .join(m.Env, m.Env.id == c.env_id)
         .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
         .outerjoin(m.ShellSession, m.ShellSession.id == c.session_id)
         .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
+        .outerjoin(m.Apparatus, m.Apparatus.command_id == c.id)
     )
 
 
@@ -293,6 +295,7 @@ def _command_view(r: Any) -> CommandView:
         dropped_writes=r[11],
         dropped_reads=r[12],
         lost_events=r[13],
+        derived_from=r[14],
     )
 
 
