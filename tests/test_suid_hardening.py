@@ -26,7 +26,6 @@ import pytest
 import test_suid_security as _security
 from fixtures_shell import GROUP, Shell, _ensure_user, wait_for, warnings_in
 from test_suid_security import (
-    MSG_SETUP_FAIL,
     NO_SUCH_PID,
     SLEEP,
     TIMEOUT,
@@ -41,6 +40,8 @@ from test_suid_security import (
     user_dir,
     wait_exit,
 )
+
+from shournal import protocol
 
 # the attack tools and process bookkeeping of test_suid_security
 tools = _security.tools
@@ -159,7 +160,7 @@ def setup_answer(argv: list[str]) -> tuple[bytes, int, str]:
 
 
 def fail_text(msg: bytes) -> str:
-    assert int.from_bytes(msg[:4], "little") == MSG_SETUP_FAIL, msg
+    assert protocol.SETUP_FAIL.unpack_from(msg)[0] == protocol.MSG_SETUP_FAIL, msg
     return msg[8:].decode()
 
 
