@@ -112,6 +112,9 @@ class CommandView:
     dropped_writes: int = 0
     dropped_reads: int = 0
     lost_events: int = 0
+    # lost_events by reason (shournal.record.LOST_REASONS), those with a
+    # count; empty when the journal did not record reasons (schema <= 4)
+    lost_reasons: dict[str, int] = field(default_factory=dict)
     writes: list[FileEventView] = field(default_factory=list)
     reads: list[FileEventView] = field(default_factory=list)
     # Stored totals; larger than len(writes)/len(reads) when max_files cut

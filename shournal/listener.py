@@ -75,8 +75,8 @@ class Collector:
         self.received = 0  # records, to check against the holder's count
         self.dropped_writes = 0
         self.dropped_reads = 0
-        self.overflows = 0
-        self.unreadable = 0
+        # lost events by reason (shournal.record.LOST_REASONS)
+        self.lost: dict[str, int] = {}
         self.archived = 0
         self.write_rule = filters.PathRule.from_config(cfg.write_events)
         self.read_rule = filters.PathRule.from_config(cfg.read_events)
@@ -98,6 +98,10 @@ class Collector:
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
+
+    def lose(self, reason: str, n: int = 1) -> None:
+        if n > 0:
+            self.lost[reason] = self.lost.get(reason, 0) + n
 
     def take(self, data: bytes, count: int, fds: list[int]) -> None:
         """Keep one message of records for settle() (order matters: a later
@@ -292,8 +296,11 @@ class Relay:
             for fd in fds:
                 os.close(fd)
             return 0
-        mtype, count, lost, seq, forwarded, nfds, chunk, reads = protocol.EVENTS.unpack_from(data)
-        collector.overflows += lost
+        fields = protocol.EVENTS.unpack_from(data)
+        mtype, count, _lost, seq, forwarded, nfds, chunk, reads = fields[:8]
+        by_reason = fields[protocol.EVENTS_LOST_BY_REASON :]
+        for reason, n in zip(protocol.HOLDER_LOST_REASONS, by_reason, strict=False):
+            collector.lose(reason, n)
         collector.hash_settings = (chunk, reads) if chunk else None
         self.forwarded = forwarded
         if mtype == protocol.MSG_FLUSHED:
@@ -303,7 +310,7 @@ class Relay:
                 os.close(fd)
             return 0
         if len(fds) < nfds:  # MSG_CTRUNC: we ran out of descriptors
-            collector.unreadable += nfds - len(fds)
+            collector.lose("relay", nfds - len(fds))
         collector.take(data[protocol.EVENTS.size :], count, fds)
         return count
 
@@ -450,10 +457,10 @@ def listen(
     collector.settle()
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
-        collector.unreadable += 1
+        collector.lose("relay")
         _warn("event relay ended early: file events of this command may be missing")
     else:
-        collector.unreadable += relay.missing(collector)
+        collector.lose("relay", relay.missing(collector))
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
@@ -484,8 +491,9 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         reads=list(collector.reads.values()),
         dropped_writes=collector.dropped_writes,
         dropped_reads=collector.dropped_reads,
-        lost_events=collector.overflows + collector.unreadable,
+        lost_events=sum(collector.lost.values()),
         apparatus=getattr(collector, "manifest", None),
+        lost_reasons=dict(collector.lost),
     )
 
 

@@ -38,8 +38,14 @@ MAX_FAIL_LEN = 512
 SETUP_DONE = struct.Struct("=IiiI")
 SETUP_FAIL = struct.Struct("=II")
 COMMAND = struct.Struct("=Iiqq16s")
-EVENTS = struct.Struct("=IIIIIIII")  # type, count, lost, seq, forwarded, nfds,
-# hash_chunk, hash_reads
+# type, count, lost, seq, forwarded, nfds, hash_chunk, hash_reads, then
+# `lost` by reason: lost_overflow, lost_unreadable, lost_path, reserved
+EVENTS = struct.Struct("=IIIIIIIIIIII")
+EVENTS_LOST = 2  # the field index of `lost`
+EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow
+# The reasons the holder counts, in the order of its fields (names as in
+# shournal.record.LOST_REASONS).
+HOLDER_LOST_REASONS = ("overflow", "unreadable", "path")
 # mask, size, mtime_ns, hash, mode, uid, gid, pid, path_len, flags, reserved;
 # the path follows, padded to a multiple of 8
 RECORD = struct.Struct("=QQqQIIIiHHI")

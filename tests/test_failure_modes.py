@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import signal
@@ -12,9 +14,18 @@ import pytest
 from fixtures_shell import Shell, journal_url, wait_for, wait_stored, warnings_in
 
 from shournal.query import find_commands
+from shournal.render.human import render_human
+from shournal.render.json import write_json
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+
+def json_of(cmd) -> dict:
+    out = io.StringIO()
+    write_json([cmd], out)
+    (obj,) = json.loads(out.getvalue())
+    return obj
 
 SHELLS = ["bash", "zsh"]
 
@@ -146,6 +157,9 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     finally:
         store.close()
     assert cmd.lost_events > 0
+    # the reason is the kernel's queue, nothing else
+    assert cmd.lost_reasons.get("overflow", 0) > 0, cmd.lost_reasons
+    assert "relay" not in cmd.lost_reasons, cmd.lost_reasons
     # stored events stay consistent: every one of them is a file in ov/
     assert all(b"/ov/" in e.path for e in cmd.writes)
 
@@ -169,3 +183,10 @@ def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_ho
     finally:
         store.close()
     assert cmd.lost_events >= 1
+    # stored and shown as what it was: the relay ended, not an overflow
+    assert cmd.lost_reasons.get("relay", 0) >= 1, cmd.lost_reasons
+    assert "overflow" not in cmd.lost_reasons, cmd.lost_reasons
+    shown = render_human([cmd], local_hostname=cmd.hostname)
+    assert "event relay ended early" in shown, shown
+    assert "queue overflow" not in shown, shown
+    assert json_of(cmd)["lostEventReasons"]["relay"] >= 1

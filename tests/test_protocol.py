@@ -13,6 +13,7 @@ NATIVE = Path(__file__).resolve().parent.parent / "native"
 
 PROGRAM = r"""
 #include <stdio.h>
+#include <stddef.h>
 #include "shournal_protocol.h"
 #define V(x) printf(#x " %ld\n", (long)(x))
 int main(void) {
@@ -29,6 +30,10 @@ int main(void) {
     V(sizeof(struct shournal_record)); V(sizeof(struct shournal_flush));
     V(SHOURNAL_MSG_FORWARD); V(SHOURNAL_MSG_SPOOLED); V(SHOURNAL_MSG_DRAIN);
     V(SHOURNAL_MSG_DRAINED); V(SHOURNAL_MSG_STATUS); V(sizeof(struct shournal_daemon_msg));
+    V(offsetof(struct shournal_events, lost));
+    V(offsetof(struct shournal_events, lost_overflow));
+    V(offsetof(struct shournal_events, lost_unreadable));
+    V(offsetof(struct shournal_events, lost_path));
     return 0;
 }
 """
@@ -42,6 +47,7 @@ def test_header_and_python_agree(tmp_path):
                    check=True)
     out = subprocess.check_output([str(exe)], text=True)
     got = dict(line.rsplit(" ", 1) for line in out.splitlines())
+    by_reason = protocol.EVENTS_LOST_BY_REASON
     want = {
         "SHOURNAL_MSG_SETUP_DONE": protocol.MSG_SETUP_DONE,
         "SHOURNAL_MSG_SETUP_FAIL": protocol.MSG_SETUP_FAIL,
@@ -77,6 +83,11 @@ def test_header_and_python_agree(tmp_path):
         "SHOURNAL_MSG_DRAINED": protocol.MSG_DRAINED,
         "SHOURNAL_MSG_STATUS": protocol.MSG_STATUS,
         "sizeof(struct shournal_daemon_msg)": protocol.DAEMON_MSG.size,
+        # the Python side unpacks the lost counters by position
+        "offsetof(struct shournal_events, lost)": 4 * protocol.EVENTS_LOST,
+        "offsetof(struct shournal_events, lost_overflow)": 4 * by_reason,
+        "offsetof(struct shournal_events, lost_unreadable)": 4 * (by_reason + 1),
+        "offsetof(struct shournal_events, lost_path)": 4 * (by_reason + 2),
     }
     assert {k: int(v) for k, v in got.items()} == want
 
