@@ -48,6 +48,8 @@ from pathlib import Path
 
 from shournal import _paths, listener, protocol
 from shournal.record import CommandRecord
+from shournal.spool import inbox_count as spool_inbox_count
+from shournal.spool import take_inbox
 
 LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
@@ -66,7 +68,7 @@ def _short(text: str, width: int = 40) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _condition(exc: BaseException) -> str:
+def journal_condition(exc: BaseException) -> str:
     """A short name of why the journal cannot take commands now."""
     from shournal.store.errors import SchemaTooNew, StoreCorrupt
 
@@ -321,6 +323,9 @@ class Daemon:
                         continue
                     store.add_command(rec)
                     self.stored += 1
+                # what listeners without the daemon could not store
+                if spool_inbox_count(self.spool.dir):
+                    self.stored += take_inbox(store, self.spool.dir)
             except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
                 self.verify = True
                 if store is not None:
@@ -350,7 +355,7 @@ class Daemon:
             store.close()
 
     def _journal_failed(self, exc: BaseException, batch) -> None:
-        condition = _condition(exc)
+        condition = journal_condition(exc)
         with self.lock:
             if condition == self.error:
                 return

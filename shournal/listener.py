@@ -504,11 +504,46 @@ def _ignored(cfg, text: str) -> bool:
     return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
 
 
+# Exit status of the listener when its command line could not be stored
+# now and waits in the spool's inbox (1: not recorded at all).
+# shournal.runner tells the user; a shell's user gets a warning.
+EXIT_KEPT = 3
+
+
 def store_record(rec: CommandRecord, cfg) -> int:
+    """Store `rec`, then whatever earlier listeners left in the spool's
+    inbox (shournal.spool.deposit) now that the journal takes commands."""
+    from shournal import spool
     from shournal.journal import Journal
 
     with Journal.open(config=cfg, create=True) as journal:
-        return journal.add(rec)
+        command_id = journal.add(rec)
+        if spool.inbox_count():
+            try:
+                spool.take_inbox(journal.store)
+            except Exception as exc:  # noqa: BLE001 - they stay for the next taker
+                _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
+        return command_id
+
+
+def keep_record(rec: CommandRecord, exc: BaseException) -> int:
+    """The journal did not take `rec` (`exc`): leave it in the spool's
+    inbox for the next one that stores.  The exit status for the listener:
+    EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
+    warning at its prompt; `shournal run` (no session) says it itself."""
+    from shournal import spool
+    from shournal.daemon import _short, journal_condition
+
+    condition = journal_condition(exc)
+    try:
+        spool.deposit(rec)
+    except (OSError, spool.SpoolError) as err:
+        _warn(f"command not recorded ({condition}; spool: {err}): {_short(rec.text)}")
+        return 1
+    if rec.session_uuid is not None:
+        _warn(f"{condition}; the command is kept in the spool, stored once it is usable: "
+              f"{_short(rec.text)}")
+    return EXIT_KEPT
 
 
 def load_listener_config():
@@ -567,10 +602,10 @@ def run(sock: socket.socket, relay: Relay) -> int:
         return 0
     try:
         store_record(rec, cfg)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes one warning line
-        _warn(f"command not stored: {exc}".splitlines()[0])
+    except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
+        status = keep_record(rec, exc)
         _remove_markers()
-        return 1
+        return status
     _remove_markers()
     return 0
 
