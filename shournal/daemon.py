@@ -63,11 +63,6 @@ _TICK = 1.0
 _CWD_MAX = 4096
 
 
-def _short(text: str, width: int = 40) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def journal_condition(exc: BaseException) -> str:
     """A short name of why the journal cannot take commands now."""
     from shournal.store.errors import SchemaTooNew, StoreCorrupt
@@ -280,7 +275,8 @@ class Daemon:
                 self.lost += 1
             listener._warn(
                 f"command not recorded (spool: {why.strerror if why else '?'}; journal: "
-                f"{str(exc).splitlines()[0]}): {_short(rec.text)}"
+                f"{str(exc).splitlines()[0]}): {listener.short_command(rec.text)}",
+                rec.session_uuid,
             )
 
     # -- storing ------------------------------------------------------------
@@ -362,10 +358,13 @@ class Daemon:
             self.error = condition
             self.lock.notify_all()
         first = next((rec for _, rec in batch if rec is not None), None)
-        what = f": {_short(first.text)}" if first is not None else ""
+        what = f": {listener.short_command(first.text)}" if first is not None else ""
         n = self.spool_count()
+        # to the shell of the command it names (the others' commands wait
+        # in the spool as well; `shournal doctor` shows the backlog)
         listener._warn(
-            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}"
+            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}",
+            first.session_uuid if first is not None else None,
         )
 
     def spool_count(self) -> int:

@@ -351,15 +351,46 @@ class Relay:
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _warn(message: str) -> None:
-    """Leave one line for the shell to show at its next prompt."""
+# A warning about one shell's command line goes to that shell only:
+# `<rundir>/warnings.<session as 32 hex digits>`; others (a config error, the
+# daemon failing) to `<rundir>/warnings`, which the first shell to prompt
+# shows.  Must match show_listener_warnings() in native/libshournal_preload.c.
+WARNINGS = "warnings"
+# How long a command's text may be in a warning line.
+WARN_COMMAND_WIDTH = 60
+
+
+def short_command(text: str, width: int = WARN_COMMAND_WIDTH) -> str:
+    """A command's text for a warning line: one line, shortened, control
+    characters escaped (it goes to a terminal)."""
+    from shournal.render.human import printable
+
+    line = printable(" ".join(text.split()))
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _warn(message: str, session: bytes | None = None) -> None:
+    """Leave one line for the shell to show at its next prompt: the shell
+    of `session` (a command line's session id), or any shell."""
+    name = WARNINGS
+    if session and any(session):
+        name = f"{WARNINGS}.{session.hex()}"
     try:
         rundir = _paths.private_runtime_dir()
-        fd = os.open(rundir / "warnings", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
+        fd = os.open(rundir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
         with open(fd, "a", encoding="utf-8") as fh:
             fh.write(message.replace("\n", " ") + "\n")
     except OSError:
         pass
+
+
+def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:
+    """A warning about `command` (None: not known yet), to its shell, naming it."""
+    if command is None:
+        _warn(message)
+        return
+    text = command.text.decode("utf-8", errors="backslashreplace")
+    _warn(f"{message}: {short_command(text)}", command.session)
 
 
 def _write_setup_args(cfg) -> None:
@@ -458,7 +489,7 @@ def listen(
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
         collector.lose("relay")
-        _warn("event relay ended early: file events of this command may be missing")
+        _warn_about(command, "event relay ended early: file events of this command may be missing")
     else:
         collector.lose("relay", relay.missing(collector))
     if command is not None and command_seen and eof_at - command_seen > 0.2:
@@ -532,17 +563,23 @@ def keep_record(rec: CommandRecord, exc: BaseException) -> int:
     EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
     warning at its prompt; `shournal run` (no session) says it itself."""
     from shournal import spool
-    from shournal.daemon import _short, journal_condition
+    from shournal.daemon import journal_condition
 
     condition = journal_condition(exc)
     try:
         spool.deposit(rec)
     except (OSError, spool.SpoolError) as err:
-        _warn(f"command not recorded ({condition}; spool: {err}): {_short(rec.text)}")
+        _warn(
+            f"command not recorded ({condition}; spool: {err}): {short_command(rec.text)}",
+            rec.session_uuid,
+        )
         return 1
     if rec.session_uuid is not None:
-        _warn(f"{condition}; the command is kept in the spool, stored once it is usable: "
-              f"{_short(rec.text)}")
+        _warn(
+            f"{condition}; the command is kept in the spool, stored once it is usable: "
+            f"{short_command(rec.text)}",
+            rec.session_uuid,
+        )
     return EXIT_KEPT
 
 

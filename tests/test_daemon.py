@@ -43,6 +43,18 @@ def rundir(home: Path) -> Path:
     return home / "run" / "shournal"
 
 
+def warnings_text(home: Path) -> str:
+    """What the listeners and the daemon left for the shells to show (the
+    shared file and those of each shell session)."""
+    text = ""
+    for path in sorted(rundir(home).glob("warnings*")):
+        try:
+            text += path.read_text()
+        except FileNotFoundError:
+            pass  # a shell took it meanwhile
+    return text
+
+
 def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding the lock, if it runs."""
     try:
@@ -147,10 +159,8 @@ def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home
     wait_stored(home)  # spooled: the forwarders are done
     assert spool_backlog(home) == len(lines)
     # The daemon gives up one attempt after the busy timeout and says so.
-    warnings = rundir(home) / "warnings"
-    wait_for(lambda: warnings.exists() and "locked" in warnings.read_text(),
-             "the locked-journal warning", 60)
-    text = warnings.read_text()
+    wait_for(lambda: "locked" in warnings_text(home), "the locked-journal warning", 60)
+    text = warnings_text(home)
     assert text.count("\n") == 1, text  # one warning for the condition
     assert "kept in the spool" in text and "echo 0 > locked0" in text, text
     while time.monotonic() - started < LOCK_SECONDS:
@@ -406,9 +416,8 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         wait_stored(home)
         assert spool_backlog(home) == len(lines)
         # Shown at a prompt after the first failed attempt, only once.
-        warnings = rundir(home) / "warnings"
-        wait_for(lambda: "no space left" in "".join(outs) + (
-            warnings.read_text() if warnings.exists() else ""), "the disk-full warning")
+        wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
+                 "the disk-full warning")
         filler.unlink()
         outs.append(sh.run("true"))
         sh.exit()

@@ -150,8 +150,8 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     finally:
         os.kill(pid, signal.SIGCONT)
     sh.exit()
-    warnings = rundir / "warnings"
-    assert not warnings.exists(), warnings.read_text()
+    left = {p.name: p.read_text() for p in rundir.glob("warnings*")}
+    assert not left, left
     store = Store(journal_url(user_home))
     try:
         (cmd,) = find_commands(store, command_text="sleep 1; mkdir ov%")
@@ -191,3 +191,29 @@ def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_ho
     assert "event relay ended early" in shown, shown
     assert "queue overflow" not in shown, shown
     assert json_of(cmd)["lostEventReasons"]["relay"] >= 1
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_warning_reaches_the_shell_whose_command_it_concerns(kind, install, user_home):
+    """Two shells of one user; only A's journal cannot be made.  The warning
+    about A's command is shown in A (naming that command, control
+    characters escaped), never in B, even when B prompts first."""
+    bad_url = f"sqlite:///{user_home}/no/such/dir/journal.sqlite"
+    os.makedirs(user_home / "no", exist_ok=True)
+    (user_home / "no").chmod(0o555)
+    a = Shell(kind, install, user_home, extra_env={"SHOURNAL_DB_URL": bad_url})
+    b = Shell(kind, install, user_home)
+    text = "echo $'a\\tb' > outA; : " + "x" * 100
+    out_a1 = a.run(text)
+    wait_stored(user_home)
+    out_b1 = b.run("echo b1")
+    out_b2 = b.run("echo b2")
+    out_a2 = a.run("true")
+    a.exit()
+    b.exit()
+    assert warnings_in(out_a1) == []
+    assert warnings_in(out_b1 + out_b2) == [], (out_b1, out_b2)
+    (line,) = warnings_in(out_a2)
+    assert "kept in the spool" in line, line
+    # the command it concerns, shortened
+    assert "echo $'a\\tb' > outA; : xxx" in line and "x" * 100 not in line, line
