@@ -436,3 +436,33 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
             os.kill(pid, signal.SIGKILL)
             wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+class _FakeStore:
+    """has_command/add_command of shournal.store.Store, in memory."""
+
+    def __init__(self) -> None:
+        self.added: list[CommandRecord] = []
+
+    def has_command(self, rec: CommandRecord) -> bool:
+        return any((r.start_ns, r.text) == (rec.start_ns, rec.text) for r in self.added)
+
+    def add_command(self, rec: CommandRecord) -> int:
+        self.added.append(rec)
+        return len(self.added)
+
+
+def test_inbox_is_taken_once_and_a_bad_file_is_left(tmp_path):
+    base = tmp_path / "spool"
+    first = sp.deposit(_record(0), base)
+    sp.deposit(_record(1), base)
+    (sp.inbox_dir(base) / "0-1.rec").write_bytes(b"SHSP garbage")
+    assert sp.inbox_count(base) == 3
+    store = _FakeStore()
+    # a taker that stored the first and died before unlinking it
+    store.add_command(_record(0))
+    assert sp.take_inbox(store, base) == 1
+    assert [r.text for r in store.added] == ["cmd 0", "cmd 1"]
+    assert not first.exists()
+    assert [p.name for p in sp.inbox_dir(base).iterdir()] == ["0-1.rec"]
+    assert sp.take_inbox(store, base) == 0

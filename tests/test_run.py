@@ -244,6 +244,8 @@ def test_run_with_an_unusable_journal_says_so_and_keeps_the_command(install, use
     assert len(lines) == 1 and lines[0].startswith("shournal: "), res.stderr
     assert want in lines[0] and "kept" in lines[0], lines
     assert "Traceback" not in res.stderr
+    doctor = run_as_user(install, user_home, "doctor")
+    assert "1 command(s) in the spool's inbox" in doctor.stdout + doctor.stderr, doctor
     if damage == "garbage":
         journal.write_bytes(good)  # restored from a backup
     else:
