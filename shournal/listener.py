@@ -570,7 +570,7 @@ def keep_record(rec: CommandRecord, exc: BaseException) -> int:
         spool.deposit(rec)
     except (OSError, spool.SpoolError) as err:
         _warn(
-            f"command not recorded ({condition}; spool: {err}): {short_command(rec.text)}",
+            f"command not stored ({condition}; spool: {err}): {short_command(rec.text)}",
             rec.session_uuid,
         )
         return 1

@@ -113,6 +113,14 @@ def extent(fd: int, start: int) -> tuple[int, int]:
 
 
 def _open_dir(directory: Path) -> None:
+    # The data directory may be a link (the Docker edition's shared
+    # /journal): one another user made, or may write to, is not used, as
+    # the journal's (shournal.store.db) -- nothing is created in it.
+    if directory.parent.exists():
+        try:
+            _paths.check_own_directory(directory.parent, follow_links=True, forbidden_mode=0o022)
+        except _paths.UnsafeDirectory as exc:
+            raise SpoolError(str(exc)) from None
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
