@@ -778,14 +778,19 @@ static void do_prepare(void)
 
 /* ------------------------------------------------------------- cleanup */
 
-static void show_listener_warnings(void)
+/* Show (once) the first line the listener or the daemon left for us:
+ * <rundir>/warnings.<our session in hex> concerns our own command lines
+ * and is shown first; <rundir>/warnings (nothing to do with one command
+ * line) goes to whichever shell takes it first.  Must match _warn() in
+ * shournal/listener.py. */
+static void show_warnings_file(const char *name)
 {
-    char path[PATH_MAX + 32], taken[PATH_MAX + 48], buf[1024];
+    char path[PATH_MAX + 64], taken[PATH_MAX + 96], buf[1024];
     ssize_t n;
     int fd;
     if (!g_rundir[0])
         return;
-    snprintf(path, sizeof path, "%s/" SHOURNAL_WARNINGS_FILE, g_rundir);
+    snprintf(path, sizeof path, "%s/%s", g_rundir, name);
     if (access(path, F_OK) != 0)
         return;
     snprintf(taken, sizeof taken, "%s.%d", path, (int)getpid());
@@ -809,6 +814,21 @@ static void show_listener_warnings(void)
         close(fd);
     }
     unlink(taken);
+}
+
+static void show_listener_warnings(void)
+{
+#define SESSION_WARNINGS SHOURNAL_WARNINGS_FILE "."
+    char name[sizeof SESSION_WARNINGS + 2 * sizeof g_session];
+    size_t i;
+    if (!g_rundir[0])
+        return;
+    memcpy(name, SESSION_WARNINGS, sizeof SESSION_WARNINGS - 1);
+    for (i = 0; i < sizeof g_session; i++)
+        snprintf(name + sizeof SESSION_WARNINGS - 1 + 2 * i, 3, "%02x", g_session[i]);
+#undef SESSION_WARNINGS
+    show_warnings_file(name);
+    show_warnings_file(SHOURNAL_WARNINGS_FILE);
 }
 
 /* Take the text the hook wrote; returns a malloc'd string or NULL.  At

@@ -95,16 +95,28 @@ struct shournal_command {
 struct shournal_events {
     uint32_t type;
     uint32_t count;     /* records following */
-    uint32_t lost;      /* events lost since the last message: queue overflow,
-                           fds the kernel failed to open, fstat/readlink/read
-                           errors */
+    uint32_t lost;      /* events lost since the last message, all reasons:
+                           the sum of the lost_* counters below */
     uint32_t seq;       /* FLUSHED: the seq of the FLUSH answered */
     uint32_t forwarded; /* records sent so far, this message included (mod
                            2^32): the listener checks it received them all */
     uint32_t nfds;      /* fds attached (records with SHOURNAL_REC_FD) */
     uint32_t hash_chunk; /* the partial hash settings the holder uses */
     uint32_t hash_reads; /* (both 0: no hashing) */
+    /* `lost` by reason (SHOURNAL_LOST_*), since the last message */
+    uint32_t lost_overflow;   /* the kernel's queue overflowed, or an event
+                                 came without an fd (the kernel failed to
+                                 open the file for us) */
+    uint32_t lost_unreadable; /* the check of an event failed: access,
+                                 fstat, readlink or the hash's read */
+    uint32_t lost_path;       /* the event's path no longer leads to its
+                                 file (renamed, replaced, unlinked since) */
+    uint32_t lost_reserved;   /* 0; keeps the header a multiple of 8 */
 };
+
+/* The listener stores lost events by reason (shournal/record.py
+ * LOST_REASONS): these three, and "relay": the relay ended early or records
+ * went missing on the way, which only the listener sees. */
 
 /* flags of a record */
 #define SHOURNAL_REC_HASH 1u /* `hash` is set (not for empty files, or off) */

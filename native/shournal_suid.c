@@ -579,7 +579,9 @@ struct relay {
     pid_t listener;
     pid_t self; /* our own closes of relayed fds make events too */
     const struct holder_opts *o;
-    uint32_t lost, count, nfds, forwarded;
+    uint32_t count, nfds, forwarded;
+    uint32_t lost_overflow, lost_unreadable, lost_path; /* by reason: see
+                                                         struct shournal_events */
     uint32_t ignored, ignore_max; /* inode ignore marks tried, allowed */
     size_t used, qbytes;
     struct queued *qhead, **qtail;
@@ -670,10 +672,18 @@ static int queue_pump(struct relay *r, int block)
  * that lags makes us stop reading the fanotify group. */
 static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
 {
-    struct shournal_events hdr = {type,     r->count, r->lost,
-                                  seq,      r->forwarded,
-                                  r->nfds,  r->o->hash_on ? r->o->chunk : 0,
-                                  r->o->hash_on ? r->o->reads : 0};
+    struct shournal_events hdr = {type,
+                                  r->count,
+                                  r->lost_overflow + r->lost_unreadable + r->lost_path,
+                                  seq,
+                                  r->forwarded,
+                                  r->nfds,
+                                  r->o->hash_on ? r->o->chunk : 0,
+                                  r->o->hash_on ? r->o->reads : 0,
+                                  r->lost_overflow,
+                                  r->lost_unreadable,
+                                  r->lost_path,
+                                  0};
     struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->msg, r->used}};
     size_t len = sizeof hdr + r->used; /* a multiple of 8: the fds follow aligned */
     size_t charge = sizeof(struct queued) + len + sizeof(int) * r->nfds;
@@ -719,7 +729,8 @@ static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
         r->pressure = -1;
     }
 sent:
-    r->count = r->nfds = r->lost = 0;
+    r->count = r->nfds = 0;
+    r->lost_overflow = r->lost_unreadable = r->lost_path = 0;
     r->used = 0;
     return 0;
 }
@@ -909,11 +920,11 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
             ignore_reads_of(r, m->fd);
     }
     if (ok < 0)
-        goto lost;
+        goto unreadable;
     if (ok == 0)
         goto drop;
     if (fstat(m->fd, &st) != 0)
-        goto lost;
+        goto unreadable;
     deleted = st.st_nlink == 0;
     /* A written file deleted since is a temporary one: nothing will ever
      * be found by it.  A read one is the version a command replaced
@@ -923,11 +934,11 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     snprintf(name, sizeof name, "%d", m->fd);
     plen = readlinkat(r->procfd, name, path, sizeof path);
     if (plen <= 0 || (size_t)plen >= sizeof path)
-        goto lost;
+        goto unreadable;
     path[plen] = '\0';
     ok = deleted ? user_reached_deleted(path, &plen) : user_reaches(path, &st);
     if (ok < 0)
-        goto lost;
+        goto path_gone;
     if (ok == 0)
         goto drop;
     memset(&rec, 0, sizeof rec);
@@ -943,7 +954,7 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
         int h = shournal_partial_hash(m->fd, (uint64_t)st.st_size, o->chunk, o->reads, r->hashbuf,
                                       &rec.hash);
         if (h < 0)
-            goto lost;
+            goto unreadable;
         if (h > 0)
             rec.flags |= SHOURNAL_REC_HASH;
     }
@@ -952,7 +963,7 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
     if (fdkeep) {
         fd = user_open(path, &st, &ok);
         if (fd < 0 && ok < 0)
-            goto lost;
+            goto path_gone;
         if (fd < 0)
             goto drop;
         rec.flags |= SHOURNAL_REC_FD;
@@ -975,8 +986,11 @@ static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
         r->fds[r->nfds++] = fd;
     (void)close(m->fd);
     return 0;
-lost:
-    r->lost++;
+unreadable:
+    r->lost_unreadable++;
+    goto drop;
+path_gone:
+    r->lost_path++;
 drop:
     (void)close(m->fd);
     return 0;
@@ -998,7 +1012,7 @@ static long relay_drain(struct relay *r)
                 continue;
             /* without FAN_REPORT_FD_ERROR, an event whose fd could not be
              * opened fails the read and is gone */
-            r->lost++;
+            r->lost_overflow++;
             if (++total > 1000000)
                 break;
             continue;
@@ -1011,18 +1025,19 @@ static long relay_drain(struct relay *r)
             if (m->vers != FANOTIFY_METADATA_VERSION) {
                 if (m->fd >= 0)
                     (void)close(m->fd);
-                r->lost++;
+                r->lost_unreadable++;
                 continue;
             }
             if (m->fd < 0) { /* FAN_NOFD: overflow; else -errno (FD_ERROR) */
-                r->lost++;
+                r->lost_overflow++;
                 continue;
             }
             if (relay_take(r, m) != 0)
                 return -1;
         }
     }
-    if ((r->count || r->lost) && relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
+    if ((r->count || r->lost_overflow || r->lost_unreadable || r->lost_path) &&
+        relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
         return -1;
     return total;
 }

@@ -48,6 +48,8 @@ from pathlib import Path
 
 from shournal import _paths, listener, protocol
 from shournal.record import CommandRecord
+from shournal.spool import inbox_count as spool_inbox_count
+from shournal.spool import take_inbox
 
 LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
@@ -61,12 +63,7 @@ _TICK = 1.0
 _CWD_MAX = 4096
 
 
-def _short(text: str, width: int = 40) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _condition(exc: BaseException) -> str:
+def journal_condition(exc: BaseException) -> str:
     """A short name of why the journal cannot take commands now."""
     from shournal.store.errors import SchemaTooNew, StoreCorrupt
 
@@ -278,7 +275,8 @@ class Daemon:
                 self.lost += 1
             listener._warn(
                 f"command not recorded (spool: {why.strerror if why else '?'}; journal: "
-                f"{str(exc).splitlines()[0]}): {_short(rec.text)}"
+                f"{str(exc).splitlines()[0]}): {listener.short_command(rec.text)}",
+                rec.session_uuid,
             )
 
     # -- storing ------------------------------------------------------------
@@ -321,6 +319,9 @@ class Daemon:
                         continue
                     store.add_command(rec)
                     self.stored += 1
+                # what listeners without the daemon could not store
+                if spool_inbox_count(self.spool.dir):
+                    self.stored += take_inbox(store, self.spool.dir)
             except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
                 self.verify = True
                 if store is not None:
@@ -350,17 +351,20 @@ class Daemon:
             store.close()
 
     def _journal_failed(self, exc: BaseException, batch) -> None:
-        condition = _condition(exc)
+        condition = journal_condition(exc)
         with self.lock:
             if condition == self.error:
                 return
             self.error = condition
             self.lock.notify_all()
         first = next((rec for _, rec in batch if rec is not None), None)
-        what = f": {_short(first.text)}" if first is not None else ""
+        what = f": {listener.short_command(first.text)}" if first is not None else ""
         n = self.spool_count()
+        # to the shell of the command it names (the others' commands wait
+        # in the spool as well; `shournal doctor` shows the backlog)
         listener._warn(
-            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}"
+            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}",
+            first.session_uuid if first is not None else None,
         )
 
     def spool_count(self) -> int:

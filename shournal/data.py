@@ -114,6 +114,9 @@ class CommandView:
     lost_events: int = 0
     # `shournal rerun`: the recorded command this one derives from.
     derived_from: int | None = None
+    # lost_events by reason (shournal.record.LOST_REASONS), those with a
+    # count; empty when the journal did not record reasons (schema <= 4)
+    lost_reasons: dict[str, int] = field(default_factory=dict)
     writes: list[FileEventView] = field(default_factory=list)
     reads: list[FileEventView] = field(default_factory=list)
     # Stored totals; larger than len(writes)/len(reads) when max_files cut

@@ -182,6 +182,19 @@ def _store_check() -> Check:
 
 def _daemon_check() -> Check:
     """The store daemon and its spool's backlog (shournal.daemon)."""
+    check = _daemon_state()
+    from shournal import spool
+
+    kept = spool.inbox_count()
+    if kept:
+        check.detail += (
+            f"; {kept} command(s) in the spool's inbox, left by a listener the journal "
+            "did not take, stored by the next one that stores"
+        )
+    return check
+
+
+def _daemon_state() -> Check:
     import json
 
     from shournal import protocol, spool

@@ -76,8 +76,8 @@ class Collector:
         self.received = 0  # records, to check against the holder's count
         self.dropped_writes = 0
         self.dropped_reads = 0
-        self.overflows = 0
-        self.unreadable = 0
+        # lost events by reason (shournal.record.LOST_REASONS)
+        self.lost: dict[str, int] = {}
         self.archived = 0
         self.write_rule = filters.PathRule.from_config(cfg.write_events)
         self.read_rule = filters.PathRule.from_config(cfg.read_events)
@@ -99,6 +99,10 @@ class Collector:
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
+
+    def lose(self, reason: str, n: int = 1) -> None:
+        if n > 0:
+            self.lost[reason] = self.lost.get(reason, 0) + n
 
     def take(self, data: bytes, count: int, fds: list[int]) -> None:
         """Keep one message of records for settle() (order matters: a later
@@ -296,8 +300,11 @@ class Relay:
             for fd in fds:
                 os.close(fd)
             return 0
-        mtype, count, lost, seq, forwarded, nfds, chunk, reads = protocol.EVENTS.unpack_from(data)
-        collector.overflows += lost
+        fields = protocol.EVENTS.unpack_from(data)
+        mtype, count, _lost, seq, forwarded, nfds, chunk, reads = fields[:8]
+        by_reason = fields[protocol.EVENTS_LOST_BY_REASON :]
+        for reason, n in zip(protocol.HOLDER_LOST_REASONS, by_reason, strict=False):
+            collector.lose(reason, n)
         collector.hash_settings = (chunk, reads) if chunk else None
         self.forwarded = forwarded
         if mtype == protocol.MSG_FLUSHED:
@@ -307,7 +314,7 @@ class Relay:
                 os.close(fd)
             return 0
         if len(fds) < nfds:  # MSG_CTRUNC: we ran out of descriptors
-            collector.unreadable += nfds - len(fds)
+            collector.lose("relay", nfds - len(fds))
         collector.take(data[protocol.EVENTS.size :], count, fds)
         return count
 
@@ -348,16 +355,46 @@ class Relay:
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _warn(message: str) -> None:
-    """Leave one line for the shell to show at its next prompt."""
+# A warning about one shell's command line goes to that shell only:
+# `<rundir>/warnings.<session as 32 hex digits>`; others (a config error, the
+# daemon failing) to `<rundir>/warnings`, which the first shell to prompt
+# shows.  Must match show_listener_warnings() in native/libshournal_preload.c.
+WARNINGS = protocol.WARNINGS_FILE
+# How long a command's text may be in a warning line.
+WARN_COMMAND_WIDTH = 60
+
+
+def short_command(text: str, width: int = WARN_COMMAND_WIDTH) -> str:
+    """A command's text for a warning line: one line, shortened, control
+    characters escaped (it goes to a terminal)."""
+    from shournal.render.human import printable
+
+    line = printable(" ".join(text.split()))
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _warn(message: str, session: bytes | None = None) -> None:
+    """Leave one line for the shell to show at its next prompt: the shell
+    of `session` (a command line's session id), or any shell."""
+    name = WARNINGS
+    if session and any(session):
+        name = f"{WARNINGS}.{session.hex()}"
     try:
         rundir = _paths.private_runtime_dir()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW
-        fd = os.open(rundir / protocol.WARNINGS_FILE, flags, 0o600)
+        fd = os.open(rundir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
         with open(fd, "a", encoding="utf-8") as fh:
             fh.write(message.replace("\n", " ") + "\n")
     except OSError:
         pass
+
+
+def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:
+    """A warning about `command` (None: not known yet), to its shell, naming it."""
+    if command is None:
+        _warn(message)
+        return
+    text = command.text.decode("utf-8", errors="backslashreplace")
+    _warn(f"{message}: {short_command(text)}", command.session)
 
 
 def _write_setup_args(cfg, path: Path | None = None, apparatus: bool = False) -> None:
@@ -472,10 +509,10 @@ def listen(
     collector.settle()
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
-        collector.unreadable += 1
-        _warn("event relay ended early: file events of this command may be missing")
+        collector.lose("relay")
+        _warn_about(command, "event relay ended early: file events of this command may be missing")
     else:
-        collector.unreadable += relay.missing(collector)
+        collector.lose("relay", relay.missing(collector))
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
@@ -506,9 +543,10 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         reads=list(collector.reads.values()),
         dropped_writes=collector.dropped_writes,
         dropped_reads=collector.dropped_reads,
-        lost_events=collector.overflows + collector.unreadable,
+        lost_events=sum(collector.lost.values()),
         apparatus=getattr(collector, "manifest", None),
         derived_from=getattr(collector, "derived_from", None),
+        lost_reasons=dict(collector.lost),
     )
 
 
@@ -519,11 +557,52 @@ def _ignored(cfg, text: str) -> bool:
     return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
 
 
+# Exit status of the listener when its command line could not be stored
+# now and waits in the spool's inbox (1: not recorded at all).
+# shournal.runner tells the user; a shell's user gets a warning.
+EXIT_KEPT = 3
+
+
 def store_record(rec: CommandRecord, cfg) -> int:
+    """Store `rec`, then whatever earlier listeners left in the spool's
+    inbox (shournal.spool.deposit) now that the journal takes commands."""
+    from shournal import spool
     from shournal.journal import Journal
 
     with Journal.open(config=cfg, create=True) as journal:
-        return journal.add(rec)
+        command_id = journal.add(rec)
+        if spool.inbox_count():
+            try:
+                spool.take_inbox(journal.store)
+            except Exception as exc:  # noqa: BLE001 - they stay for the next taker
+                _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
+        return command_id
+
+
+def keep_record(rec: CommandRecord, exc: BaseException) -> int:
+    """The journal did not take `rec` (`exc`): leave it in the spool's
+    inbox for the next one that stores.  The exit status for the listener:
+    EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
+    warning at its prompt; `shournal run` (no session) says it itself."""
+    from shournal import spool
+    from shournal.daemon import journal_condition
+
+    condition = journal_condition(exc)
+    try:
+        spool.deposit(rec)
+    except (OSError, spool.SpoolError) as err:
+        _warn(
+            f"command not stored ({condition}; spool: {err}): {short_command(rec.text)}",
+            rec.session_uuid,
+        )
+        return 1
+    if rec.session_uuid is not None:
+        _warn(
+            f"{condition}; the command is kept in the spool, stored once it is usable: "
+            f"{short_command(rec.text)}",
+            rec.session_uuid,
+        )
+    return EXIT_KEPT
 
 
 def load_listener_config():
@@ -582,10 +661,10 @@ def run(sock: socket.socket, relay: Relay) -> int:
         return 0
     try:
         store_record(rec, cfg)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes one warning line
-        _warn(f"command not stored: {exc}".splitlines()[0])
+    except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
+        status = keep_record(rec, exc)
         _remove_markers()
-        return 1
+        return status
     _remove_markers()
     return 0
 

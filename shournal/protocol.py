@@ -94,11 +94,18 @@ COMMAND = Layout(
     ("type", "I"), ("return_value", "i"), ("start_ns", "q"), ("end_ns", "q"),
     ("session", "16s"),
 )  # fmt: skip
+# `lost` is the sum of the holder's reasons that follow it
 EVENTS = Layout(
     "shournal_events",
     ("type", "I"), ("count", "I"), ("lost", "I"), ("seq", "I"), ("forwarded", "I"),
-    ("nfds", "I"), ("hash_chunk", "I"), ("hash_reads", "I"),
+    ("nfds", "I"), ("hash_chunk", "I"), ("hash_reads", "I"), ("lost_overflow", "I"),
+    ("lost_unreadable", "I"), ("lost_path", "I"), ("reserved", "I"),
 )  # fmt: skip
+EVENTS_LOST = 2  # the field index of `lost`
+EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow
+# The reasons the holder counts, in the order of its fields (names as in
+# shournal.record.LOST_REASONS).
+HOLDER_LOST_REASONS = ("overflow", "unreadable", "path")
 # the path follows a record, padded to a multiple of 8
 RECORD = Layout(
     "shournal_record",

@@ -162,10 +162,32 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
     parent.close()
     # The listener is our child (the helper exec'd it); it exits once every
     # descendant is gone and the command is stored.
-    os.waitpid(helper, 0)
+    _, wstatus = os.waitpid(helper, 0)
+    _report_store(os.waitstatus_to_exitcode(wstatus))
     if apparatus:
         _show_apparatus_summary(helper)
     return status
+
+
+def _report_store(listener_status: int) -> None:
+    """One line when the listener could not store the command (it has no
+    terminal; its status says what happened)."""
+    from shournal.listener import EXIT_KEPT
+
+    if listener_status == 0:
+        return
+    if listener_status != EXIT_KEPT:
+        _warn("the command was not recorded (see the warnings of the next prompt)")
+        return
+    from shournal.daemon import journal_condition
+    from shournal.journal import Journal
+
+    why = "the journal was not usable"
+    try:
+        Journal.open(create=True).close()
+    except Exception as exc:  # noqa: BLE001 - any reason becomes its one-line name
+        why = journal_condition(exc).splitlines()[0]
+    _warn(f"{why}; the command is kept in the spool and stored once the journal is usable")
 
 
 def _show_apparatus_summary(listener_pid: int) -> None:

@@ -25,10 +25,12 @@ replaced by an empty one (see Spool._rotate).
 
 from __future__ import annotations
 
+import fcntl
 import marshal
 import os
 import stat
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import suppress
@@ -111,6 +113,14 @@ def extent(fd: int, start: int) -> tuple[int, int]:
 
 
 def _open_dir(directory: Path) -> None:
+    # The data directory may be a link (the Docker edition's shared
+    # /journal): one another user made, or may write to, is not used, as
+    # the journal's (shournal.store.db) -- nothing is created in it.
+    if directory.parent.exists():
+        try:
+            _paths.check_own_directory(directory.parent, follow_links=True, forbidden_mode=0o022)
+        except _paths.UnsafeDirectory as exc:
+            raise SpoolError(str(exc)) from None
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -254,3 +264,97 @@ def backlog_of(directory: Path | None = None) -> tuple[int, int]:
         return count, end - start
     finally:
         os.close(fd)
+
+
+# -- the inbox ------------------------------------------------------------------
+#
+# A listener without the daemon (`shournal run`, a shell configured with the
+# Python listener) that cannot store its command line (the journal is
+# corrupt, of a newer shournal, locked, full, unreachable) leaves it in
+# `<spool dir>/inbox/`, one framed record per file, written and fsynced
+# before the file takes its name (so a file there is whole).  Whoever next
+# stores to the journal -- the next such listener, or the daemon -- takes
+# them: each file under flock (one taker at a time), looked up before it is
+# stored (a taker that died between the commit and the unlink leaves it for
+# the next, which must not store it twice), then unlinked.
+
+INBOX = "inbox"
+
+
+def inbox_dir(directory: Path | None = None) -> Path:
+    return (directory or spool_dir()) / INBOX
+
+
+def deposit(rec: CommandRecord, directory: Path | None = None) -> Path:
+    """Leave `rec` in the inbox, durably; its path.  Raises OSError or
+    SpoolError."""
+    base = directory or spool_dir()
+    _open_dir(base)
+    inbox = inbox_dir(base)
+    _open_dir(inbox)
+    name = f"{time.time_ns()}-{os.getpid()}.rec"
+    tmp = inbox / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(frame(rec))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, inbox / name)
+    dfd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return inbox / name
+
+
+def inbox_count(directory: Path | None = None) -> int:
+    try:
+        return sum(1 for p in inbox_dir(directory).iterdir() if p.name.endswith(".rec"))
+    except OSError:
+        return 0
+
+
+def take_inbox(store, directory: Path | None = None) -> int:
+    """Store every command waiting in the inbox (Store `store`), oldest
+    first; the number stored.  A file another taker holds is left to it;
+    one that does not check out is left where it is (never guessed at).
+    Store errors propagate: what is not stored stays."""
+    try:
+        names = sorted(p.name for p in inbox_dir(directory).iterdir() if p.name.endswith(".rec"))
+    except OSError:
+        return 0
+    stored = 0
+    for name in names:
+        path = inbox_dir(directory) / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # taken meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # another taker has it
+            if os.fstat(fd).st_nlink == 0:
+                continue  # stored and unlinked by the taker before us
+            records = [payload for _o, _e, payload in scan(fd, 0)]
+            if len(records) != 1:
+                continue
+            try:
+                rec = _decode(records[0])
+            except (ValueError, TypeError, EOFError):
+                continue
+            if not store.has_command(rec):
+                store.add_command(rec)
+                stored += 1
+            os.unlink(path)
+        finally:
+            os.close(fd)
+    return stored

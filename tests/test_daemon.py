@@ -43,6 +43,18 @@ def rundir(home: Path) -> Path:
     return home / "run" / "shournal"
 
 
+def warnings_text(home: Path) -> str:
+    """What the listeners and the daemon left for the shells to show (the
+    shared file and those of each shell session)."""
+    text = ""
+    for path in sorted(rundir(home).glob("warnings*")):
+        try:
+            text += path.read_text()
+        except FileNotFoundError:
+            pass  # a shell took it meanwhile
+    return text
+
+
 def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding the lock, if it runs."""
     try:
@@ -147,10 +159,8 @@ def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home
     wait_stored(home)  # spooled: the forwarders are done
     assert spool_backlog(home) == len(lines)
     # The daemon gives up one attempt after the busy timeout and says so.
-    warnings = rundir(home) / "warnings"
-    wait_for(lambda: warnings.exists() and "locked" in warnings.read_text(),
-             "the locked-journal warning", 60)
-    text = warnings.read_text()
+    wait_for(lambda: "locked" in warnings_text(home), "the locked-journal warning", 60)
+    text = warnings_text(home)
     assert text.count("\n") == 1, text  # one warning for the condition
     assert "kept in the spool" in text and "echo 0 > locked0" in text, text
     while time.monotonic() - started < LOCK_SECONDS:
@@ -406,9 +416,8 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         wait_stored(home)
         assert spool_backlog(home) == len(lines)
         # Shown at a prompt after the first failed attempt, only once.
-        warnings = rundir(home) / "warnings"
-        wait_for(lambda: "no space left" in "".join(outs) + (
-            warnings.read_text() if warnings.exists() else ""), "the disk-full warning")
+        wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
+                 "the disk-full warning")
         filler.unlink()
         outs.append(sh.run("true"))
         sh.exit()
@@ -427,3 +436,33 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
             os.kill(pid, signal.SIGKILL)
             wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+class _FakeStore:
+    """has_command/add_command of shournal.store.Store, in memory."""
+
+    def __init__(self) -> None:
+        self.added: list[CommandRecord] = []
+
+    def has_command(self, rec: CommandRecord) -> bool:
+        return any((r.start_ns, r.text) == (rec.start_ns, rec.text) for r in self.added)
+
+    def add_command(self, rec: CommandRecord) -> int:
+        self.added.append(rec)
+        return len(self.added)
+
+
+def test_inbox_is_taken_once_and_a_bad_file_is_left(tmp_path):
+    base = tmp_path / "spool"
+    first = sp.deposit(_record(0), base)
+    sp.deposit(_record(1), base)
+    (sp.inbox_dir(base) / "0-1.rec").write_bytes(b"SHSP garbage")
+    assert sp.inbox_count(base) == 3
+    store = _FakeStore()
+    # a taker that stored the first and died before unlinking it
+    store.add_command(_record(0))
+    assert sp.take_inbox(store, base) == 1
+    assert [r.text for r in store.added] == ["cmd 0", "cmd 1"]
+    assert not first.exists()
+    assert [p.name for p in sp.inbox_dir(base).iterdir()] == ["0-1.rec"]
+    assert sp.take_inbox(store, base) == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import signal
@@ -12,9 +14,18 @@ import pytest
 from fixtures_shell import Shell, journal_url, wait_for, wait_stored, warnings_in
 
 from shournal.query import find_commands
+from shournal.render.human import render_human
+from shournal.render.json import write_json
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+
+def json_of(cmd) -> dict:
+    out = io.StringIO()
+    write_json([cmd], out)
+    (obj,) = json.loads(out.getvalue())
+    return obj
 
 SHELLS = ["bash", "zsh"]
 
@@ -53,7 +64,8 @@ def test_store_failure_is_reported_at_the_next_prompt(kind, install, user_home):
     sh.exit()
     assert warnings_in(out1) == []
     (line,) = warnings_in(out2)
-    assert "not stored" in line
+    # the journal cannot be made: the command waits in the spool, named
+    assert "kept in the spool" in line and "echo stored > out1" in line, line
     assert warnings_in(out3) == []
     assert (user_home / "work" / "out1").read_text() == "stored\n"
 
@@ -138,14 +150,17 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     finally:
         os.kill(pid, signal.SIGCONT)
     sh.exit()
-    warnings = rundir / "warnings"
-    assert not warnings.exists(), warnings.read_text()
+    left = {p.name: p.read_text() for p in rundir.glob("warnings*")}
+    assert not left, left
     store = Store(journal_url(user_home))
     try:
         (cmd,) = find_commands(store, command_text="sleep 1; mkdir ov%")
     finally:
         store.close()
     assert cmd.lost_events > 0
+    # the reason is the kernel's queue, nothing else
+    assert cmd.lost_reasons.get("overflow", 0) > 0, cmd.lost_reasons
+    assert "relay" not in cmd.lost_reasons, cmd.lost_reasons
     # stored events stay consistent: every one of them is a file in ov/
     assert all(b"/ov/" in e.path for e in cmd.writes)
 
@@ -169,3 +184,36 @@ def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_ho
     finally:
         store.close()
     assert cmd.lost_events >= 1
+    # stored and shown as what it was: the relay ended, not an overflow
+    assert cmd.lost_reasons.get("relay", 0) >= 1, cmd.lost_reasons
+    assert "overflow" not in cmd.lost_reasons, cmd.lost_reasons
+    shown = render_human([cmd], local_hostname=cmd.hostname)
+    assert "event relay ended early" in shown, shown
+    assert "queue overflow" not in shown, shown
+    assert json_of(cmd)["lostEventReasons"]["relay"] >= 1
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_warning_reaches_the_shell_whose_command_it_concerns(kind, install, user_home):
+    """Two shells of one user; only A's journal cannot be made.  The warning
+    about A's command is shown in A (naming that command, control
+    characters escaped), never in B, even when B prompts first."""
+    bad_url = f"sqlite:///{user_home}/no/such/dir/journal.sqlite"
+    os.makedirs(user_home / "no", exist_ok=True)
+    (user_home / "no").chmod(0o555)
+    a = Shell(kind, install, user_home, extra_env={"SHOURNAL_DB_URL": bad_url})
+    b = Shell(kind, install, user_home)
+    text = "echo $'a\\tb' > outA; : " + "x" * 100
+    out_a1 = a.run(text)
+    wait_stored(user_home)
+    out_b1 = b.run("echo b1")
+    out_b2 = b.run("echo b2")
+    out_a2 = a.run("true")
+    a.exit()
+    b.exit()
+    assert warnings_in(out_a1) == []
+    assert warnings_in(out_b1 + out_b2) == [], (out_b1, out_b2)
+    (line,) = warnings_in(out_a2)
+    assert "kept in the spool" in line, line
+    # the command it concerns, shortened
+    assert "echo $'a\\tb' > outA; : xxx" in line and "x" * 100 not in line, line

@@ -27,10 +27,14 @@ def record(path: bytes, mask: int, size: int, *, hsh: int | None = None, fd: boo
     return head + path + b"\0" * (-len(path) % 8)
 
 
-def events(records: list[bytes], forwarded: int, *, lost: int = 0, nfds: int = 0,
-           mtype: int = protocol.MSG_EVENTS, seq: int = 0, count: int | None = None) -> bytes:
+def events(records: list[bytes], forwarded: int, *, lost: tuple[int, int, int] = (0, 0, 0),
+           nfds: int = 0, mtype: int = protocol.MSG_EVENTS, seq: int = 0,
+           count: int | None = None) -> bytes:
+    """An EVENTS message; `lost`: the holder's counts by reason
+    (protocol.HOLDER_LOST_REASONS)."""
     n = len(records) if count is None else count
-    return protocol.EVENTS.pack(mtype, n, lost, seq, forwarded, nfds, 256, 3) + b"".join(records)
+    return protocol.EVENTS.pack(mtype, n, sum(lost), seq, forwarded, nfds, 256, 3, *lost,
+                                0) + b"".join(records)
 
 
 @pytest.fixture
@@ -106,11 +110,12 @@ def test_missing_records_are_counted_not_silent(pair, collector):
     home = Path.home().as_posix().encode()
     holder.send(events([record(home + b"/a", FAN_CLOSE_WRITE, 1, hsh=1)], forwarded=1))
     # two records vanished on the way; the flush answer carries the count
-    holder.send(events([], forwarded=3, mtype=protocol.MSG_FLUSHED, seq=1, lost=4))
+    holder.send(events([], forwarded=3, mtype=protocol.MSG_FLUSHED, seq=1, lost=(4, 2, 1)))
     relay.pump(collector)
     assert relay.flushed == 1
     assert relay.missing(collector) == 2
-    assert collector.overflows == 4  # the holder's own losses (overflow, fd errors)
+    # the holder's own losses, by reason
+    assert collector.lost == {"overflow": 4, "unreadable": 2, "path": 1}
     assert collector.hash_settings == (256, 3)
 
 

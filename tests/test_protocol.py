@@ -107,6 +107,13 @@ def test_a_changed_header_is_caught(tmp_path, old, new):
     assert disagreements(changed / HEADER.name, compiler_view(changed, tmp_path)) != []
 
 
+def test_the_lost_counters_are_read_by_the_positions_of_their_fields():
+    names = [name for name, _fmt in protocol.EVENTS.fields]
+    assert names.index("lost") == protocol.EVENTS_LOST
+    by_reason = names[protocol.EVENTS_LOST_BY_REASON :][: len(protocol.HOLDER_LOST_REASONS)]
+    assert by_reason == [f"lost_{r}" for r in protocol.HOLDER_LOST_REASONS]
+
+
 def test_long_command_text_travels_whole_and_a_too_long_one_is_marked():
     import socket
 

@@ -109,6 +109,7 @@ def test_human_caps_counts_and_dropped_events() -> None:
         dropped_writes=1200,
         dropped_reads=1,
         lost_events=4,
+        lost_reasons={"relay": 1, "overflow": 2},
     )
     text = human(cmd)
     lines = text.splitlines()
@@ -118,7 +119,11 @@ def test_human_caps_counts_and_dropped_events() -> None:
     assert lines[start + 11] == "     ... and 15 more files."
     assert lines[start + 12] == "  (1200 write events beyond the per-command cap were not stored)"
     assert lines[start + 13] == "  (1 read event beyond the per-command cap was not stored)"
-    assert lines[start + 14].startswith("  (4 file events lost")
+    # by reason; what no reason accounts for (an older journal) says so
+    assert lines[start + 14] == (
+        "  (4 file events lost: 2 kernel queue overflow, 1 event relay ended early, "
+        "1 reason not recorded)"
+    )
     assert "read file" not in text
     # A smaller cap (what -wfc 3 would ask for).
     capped = human(cmd, max_files=3).splitlines()
@@ -234,7 +239,7 @@ def test_json_fields_and_types() -> None:
         "id", "command", "returnValue", "username", "hostname", "hashChunkSize",
         "hashMaxCountOfReads", "sessionUuid", "startTime", "endTime", "workingDir",
         "fileReadEvents", "fileWriteEvents", "droppedWriteEvents", "droppedReadEvents",
-        "lostEvents",
+        "lostEvents", "lostEventReasons",
     }  # fmt: skip
     assert obj["id"] == 2 and obj["command"] == "./demo.sh" and obj["returnValue"] == 0
     assert (obj["username"], obj["hostname"], obj["workingDir"]) == ("user", "myhost", "/home/user")
@@ -244,6 +249,7 @@ def test_json_fields_and_types() -> None:
     assert start == START and start.utcoffset() is not None
     assert datetime.fromisoformat(obj["endTime"]) == START + timedelta(seconds=20)
     assert (obj["droppedWriteEvents"], obj["droppedReadEvents"], obj["lostEvents"]) == (0, 0, 0)
+    assert obj["lostEventReasons"] == {}
     [w] = obj["fileWriteEvents"]
     assert set(w) == {"id", "path", "size", "mtime", "mtimeNs", "hash", "status"}
     assert w["status"] == "NA"  # --stat not asked for, as the original prints

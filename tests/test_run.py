@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -214,3 +215,47 @@ def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
     finally:
         proc.kill()
     assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize("damage", ["garbage", "newer schema"])
+def test_run_with_an_unusable_journal_says_so_and_keeps_the_command(install, user_home, damage):
+    """A corrupt journal, or one of a newer shournal: one line on stderr,
+    the command's own exit status, and the command waits (durably) until
+    the journal is usable again; then it is stored once."""
+    res = run_as_user(install, user_home, "run", "true")
+    assert res.returncode == 0, res.stderr
+    journal = Path(journal_url(user_home).removeprefix("sqlite:///"))
+
+    def bump_version(by: int) -> None:
+        with sqlite3.connect(journal) as db:
+            db.execute("UPDATE schema_version SET version = version + ?", (by,))
+        db.close()
+
+    good = journal.read_bytes()
+    if damage == "garbage":
+        journal.write_bytes(b"\x8f not a database \x00" * 4096)
+        want = "not usable"
+    else:
+        bump_version(1)
+        want = "newer"
+    res = run_as_user(install, user_home, "run", "sh", "-c", "echo kept > kept_out; exit 3")
+    assert res.returncode == 3
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shournal: "), res.stderr
+    assert want in lines[0] and "kept" in lines[0], lines
+    assert "Traceback" not in res.stderr
+    doctor = run_as_user(install, user_home, "doctor")
+    assert "1 command(s) in the spool's inbox" in doctor.stdout + doctor.stderr, doctor
+    if damage == "garbage":
+        journal.write_bytes(good)  # restored from a backup
+    else:
+        bump_version(-1)  # the newer shournal's journal is back with its owner
+    res = run_as_user(install, user_home, "run", "sh", "-c", "echo next > next_out")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    (kept,) = commands(user_home, command_text="sh -c 'echo kept%")
+    assert kept.return_value == 3
+    assert [e.path.rsplit(b"/", 1)[1] for e in kept.writes] == [b"kept_out"]
+    assert len(commands(user_home, command_text="sh -c 'echo next%")) == 1
+    # and only once, whoever stores the next command
+    run_as_user(install, user_home, "run", "true")
+    assert len(commands(user_home, command_text="sh -c 'echo kept%")) == 1

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Connection, func, select, text
 
 from shournal.query import find_commands, parse_criteria
-from shournal.record import CommandRecord, FileEvent
+from shournal.record import LOST_REASONS, CommandRecord, FileEvent
 from shournal.store import (
     SchemaTooNew,
     Store,
@@ -550,6 +550,13 @@ def _indexes(s: Store, table: str) -> dict[str, list[str]]:
         return {ix["name"]: ix["column_names"] for ix in inspect(conn).get_indexes(table)}
 
 
+def _columns(s: Store, table: str) -> list[dict[str, Any]]:
+    from sqlalchemy import inspect
+
+    with s.reading() as conn:
+        return list(inspect(conn).get_columns(table))
+
+
 def _tables(s: Store) -> set[str]:
     from sqlalchemy import inspect
 
@@ -662,6 +669,9 @@ def _directory_back_to_unique_path(conn: Connection, sqlite: bool) -> None:
 def _cwd_back_to_text(conn: Connection, sqlite: bool) -> None:
     """command.cwd_id -> the working_dir text column of schemas 1 and 2."""
     if not sqlite:
+        # schema 6's lost events by reason (the SQLite rebuild below drops them)
+        for reason in LOST_REASONS:
+            conn.execute(text(f"ALTER TABLE command DROP COLUMN lost_{reason}"))
         conn.execute(text("ALTER TABLE command ADD COLUMN working_dir TEXT"))
         conn.execute(
             text(
@@ -746,7 +756,11 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 5
+            assert version == m.SCHEMA_VERSION == 6
+            # lost events by reason: added, and nothing recorded for old rows
+            columns = {c["name"] for c in _columns(s, "command")}
+            assert {f"lost_{r}" for r in LOST_REASONS} <= columns
+            assert all(c.lost_reasons == {} for c in find_commands(s))
             assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
             assert _indexes(s, "directory") == {"ix_directory_path_hash": ["path_hash"]}
             assert _unique_constraints(s, "directory") == []

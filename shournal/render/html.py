@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Any, TextIO
 
 from shournal.data import CommandView, FileEventView
+from shournal.record import lost_reason_parts
 from shournal.stats import JournalStats
 
 __all__ = ["TOP_N", "commands_per_day", "render_html", "write_html"]
@@ -236,6 +237,7 @@ def build_payload(
                 "dw": cmd.dropped_writes,
                 "dr": cmd.dropped_reads,
                 "lost": cmd.lost_events,
+                "lostWhy": lost_reason_parts(cmd.lost_events, cmd.lost_reasons),
                 "w": [payload.event(ev, False) for ev in cmd.writes],
                 "r": [payload.event(ev, True) for ev in cmd.reads],
             }

@@ -12,6 +12,7 @@ from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, TextIO
 
 from shournal.data import CommandView, FileEventView
+from shournal.record import lost_reason_parts
 
 if TYPE_CHECKING:
     from shournal.stats import JournalStats
@@ -235,10 +236,9 @@ def _command_body(
     lines += _section(cmd.reads, cmd.read_count, "read", max_files, max_lines, True)
     lines += _dropped(cmd.dropped_reads, "read")
     if cmd.lost_events > 0:
-        lines.append(
-            f"{_INDENT_SECTION}({_plural(cmd.lost_events, 'file event')} lost: "
-            "kernel queue overflow or file not readable)"
-        )
+        parts = lost_reason_parts(cmd.lost_events, cmd.lost_reasons)
+        why = ", ".join(f"{n} {text}" for text, n in parts)
+        lines.append(f"{_INDENT_SECTION}({_plural(cmd.lost_events, 'file event')} lost: {why})")
     return lines
 
 

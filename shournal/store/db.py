@@ -29,7 +29,7 @@ from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
 from shournal.hashing import content_digest
-from shournal.record import CommandRecord, FileEvent
+from shournal.record import LOST_REASONS, CommandRecord, FileEvent
 from shournal.store import models as m
 from shournal.store.errors import (
     SchemaTooNew,
@@ -210,6 +210,17 @@ def _v4_derived_from(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE apparatus ADD COLUMN derived_from {id_type}"))
 
 
+def _v5_lost_reasons(conn: Connection) -> None:
+    """command.lost_<reason>: the lost events by reason (0 in older rows,
+    whose reasons were not recorded)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    for reason in LOST_REASONS:
+        if f"lost_{reason}" not in columns:
+            conn.execute(
+                text(f"ALTER TABLE command ADD COLUMN lost_{reason} INTEGER NOT NULL DEFAULT 0")
+            )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -217,6 +228,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _v2_split_events,
     3: _v3_apparatus,
     4: _v4_derived_from,
+    5: _v5_lost_reasons,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -589,6 +601,7 @@ class Store:
                     "dropped_writes": rec.dropped_writes,
                     "dropped_reads": rec.dropped_reads,
                     "lost_events": rec.lost_events,
+                    **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
                 },
             )
             command_id = int(result.inserted_primary_key[0])

@@ -118,7 +118,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 # 4: table apparatus (the manifest of a command recorded with its
 #    apparatus, shournal.reproduce).
 # 5: apparatus.derived_from (the command a `shournal rerun` derives from).
-SCHEMA_VERSION = 5
+# 6: command.lost_overflow, lost_unreadable, lost_path, lost_relay (the
+#    lost events by reason).
+SCHEMA_VERSION = 6
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -284,6 +286,12 @@ class Command(Base):
     dropped_writes: Mapped[int] = mapped_column(Integer, default=0)
     dropped_reads: Mapped[int] = mapped_column(Integer, default=0)
     lost_events: Mapped[int] = mapped_column(Integer, default=0)
+    # lost_events by reason (shournal.record.LOST_REASONS); journals of
+    # schema 4 and older have 0 in all of them (reason not recorded)
+    lost_overflow: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lost_unreadable: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lost_path: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    lost_relay: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class WorkingDir(Base):

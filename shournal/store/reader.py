@@ -36,6 +36,7 @@ from shournal.data import (
     Period,
     WrittenVersion,
 )
+from shournal.record import LOST_REASONS
 from shournal.store import models as m
 from shournal.store.models import KIND_READ, KIND_WRITE
 
@@ -270,6 +271,7 @@ def _command_select() -> Select:
             c.dropped_reads,
             c.lost_events,
             m.Apparatus.derived_from,
+            *(getattr(c, f"lost_{reason}") for reason in LOST_REASONS),
         )
         .join(m.Env, m.Env.id == c.env_id)
         .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
@@ -296,6 +298,11 @@ def _command_view(r: Any) -> CommandView:
         dropped_reads=r[12],
         lost_events=r[13],
         derived_from=r[14],
+        lost_reasons={
+            reason: n
+            for reason, n in zip(LOST_REASONS, r[15 : 15 + len(LOST_REASONS)], strict=True)
+            if n
+        },
     )
 
 

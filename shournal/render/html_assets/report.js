@@ -579,7 +579,7 @@
     if (c.dr) sections.push(h("p", { class: "note" }, plural(c.dr, "read event") +
       " beyond the per-command cap not stored"));
     if (c.lost) sections.push(h("p", { class: "note" }, plural(c.lost, "file event") +
-      " lost (kernel queue overflow or file not readable)"));
+      " lost (" + (c.lostWhy || []).map(function (p) { return p[1] + " " + p[0]; }).join(", ") + ")"));
     if (!c.wc && !c.rc) sections.push(h("p", { class: "note" }, "No files recorded."));
     sections.forEach(function (x) { if (x) details.append(x); });
   }
