@@ -103,7 +103,7 @@ struct shournal_events {
     uint32_t nfds;      /* fds attached (records with SHOURNAL_REC_FD) */
     uint32_t hash_chunk; /* the partial hash settings the holder uses */
     uint32_t hash_reads; /* (both 0: no hashing) */
-    /* `lost` by reason (SHOURNAL_LOST_*), since the last message */
+    /* `lost` by reason (shournal.record.LOST_REASONS), since the last message */
     uint32_t lost_overflow;   /* the kernel's queue overflowed, or an event
                                  came without an fd (the kernel failed to
                                  open the file for us) */

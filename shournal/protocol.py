@@ -99,7 +99,7 @@ EVENTS = Layout(
     "shournal_events",
     ("type", "I"), ("count", "I"), ("lost", "I"), ("seq", "I"), ("forwarded", "I"),
     ("nfds", "I"), ("hash_chunk", "I"), ("hash_reads", "I"), ("lost_overflow", "I"),
-    ("lost_unreadable", "I"), ("lost_path", "I"), ("reserved", "I"),
+    ("lost_unreadable", "I"), ("lost_path", "I"), ("lost_reserved", "I"),
 )  # fmt: skip
 EVENTS_LOST = 2  # the field index of `lost`
 EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow

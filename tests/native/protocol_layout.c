@@ -105,6 +105,10 @@ int main(void)
     MEMBER(shournal_events, nfds);
     MEMBER(shournal_events, hash_chunk);
     MEMBER(shournal_events, hash_reads);
+    MEMBER(shournal_events, lost_overflow);
+    MEMBER(shournal_events, lost_unreadable);
+    MEMBER(shournal_events, lost_path);
+    MEMBER(shournal_events, lost_reserved);
 
     SIZEOF(shournal_record);
     MEMBER(shournal_record, mask);
