@@ -226,6 +226,9 @@ def test_ctrl_c_right_after_enter_is_never_stored_as_success(kind, install, user
     ran = set()
     for i, line in enumerate(lines):
         sh.proc.send(line + "\r")
+        # the line editor has read (and echoed) the whole line: an interrupt
+        # before that only aborts the editing, which is no command line
+        sh.proc.expect_exact(f"echo not-interrupted-{i}", timeout=30)
         if i % 2:
             time.sleep(0.2)  # within the slowed set-up
         sh.proc.sendintr()
