@@ -46,6 +46,23 @@ def _open_store() -> Any:
         _fail(str(e), EXIT_STORE)
 
 
+def _load_experiment(cid: int) -> Any:
+    """Command ``cid`` with what was recorded of it; one line and the
+    documented status when it cannot be loaded."""
+    from shournal.reproduce.experiment import ExperimentError, load
+    from shournal.store import StoreError
+
+    store = _open_store()
+    try:
+        return load(store, cid)
+    except ExperimentError as e:
+        _fail(str(e), EXIT_USAGE)
+    except StoreError as e:
+        _fail(str(e), EXIT_STORE)
+    finally:
+        store.close()
+
+
 def diff(
     commands: Annotated[
         list[str] | None, typer.Argument(help="Two command ids.", show_default=False)
@@ -143,21 +160,11 @@ def replay(
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
     from the archive, and compare each output with the recorded one."""
-    from shournal.reproduce.experiment import ExperimentError, load
     from shournal.reproduce.replay import ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
-    from shournal.store import StoreError
 
     cid = _command_id(command_id)
-    store = _open_store()
-    try:
-        exp = load(store, cid)
-    except ExperimentError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
-    finally:
-        store.close()
+    exp = _load_experiment(cid)
     try:
         report = run_replay(exp, output, share_net)
     except ReplayError as e:
@@ -285,10 +292,8 @@ def rerun(
     import os
     import sys
 
-    from shournal.reproduce.experiment import ExperimentError, load
     from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
-    from shournal.store import StoreError
 
     cid = _command_id(command_id)
     if command is not None and edit:
@@ -300,15 +305,7 @@ def rerun(
         if clash:
             _fail(f"--in-place runs on the host's files: {', '.join(clash)} needs the sandbox",
                   EXIT_USAGE)
-    store = _open_store()
-    try:
-        exp = load(store, cid)
-    except ExperimentError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
-    finally:
-        store.close()
+    exp = _load_experiment(cid)
     if exp.manifest is None:
         _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
               EXIT_USAGE)
