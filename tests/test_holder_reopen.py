@@ -44,8 +44,8 @@ TESTS_NATIVE = Path(__file__).resolve().parent / "native"
 UNFIXED = "a94fa98"  # its holder checked the event's inode only, and relayed the kernel's fd
 
 
-def _cc(src: Path, out: Path) -> None:
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", str(NATIVE), "-o", str(out), str(src)],
+def _cc(src: Path, out: Path, include: Path = NATIVE) -> None:
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", str(include), "-o", str(out), str(src)],
                    check=True, capture_output=True)
     out.chmod(0o755)
 
@@ -58,8 +58,9 @@ def loot_listener(tools: Tools) -> Path:
 
 
 @pytest.fixture(scope="module")
-def unfixed_install(install: Install) -> Iterator[Install]:
-    """The helper as of UNFIXED, installed setuid root like the fixture's."""
+def unfixed_install(install: Install) -> Iterator[tuple[Install, Path]]:
+    """The helper as of UNFIXED, installed setuid root like the fixture's,
+    and the loot listener built for its protocol."""
     repo = NATIVE.parent
     archive = subprocess.run(["git", "-c", f"safe.directory={repo}", "-C", str(repo), "archive",
                               UNFIXED, "native", "shournal/__init__.py"], capture_output=True)
@@ -75,19 +76,23 @@ def unfixed_install(install: Install) -> Iterator[Install]:
         helper = root / "shournal-suid"
         os.chown(helper, 0, 0)
         helper.chmod(0o4755)
-        yield dataclasses.replace(install, helper=helper)
+        loot = root / "relay-loot"
+        _cc(TESTS_NATIVE / "relay_loot.c", loot, root / "native")
+        yield dataclasses.replace(install, helper=helper), loot
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=["fixed", UNFIXED])
-def helper(request, install: Install) -> Iterator[tuple[bool, Recorders]]:
-    """(fixed?, recorders of that helper)."""
+def helper(request, install: Install,
+           loot_listener: Path) -> Iterator[tuple[bool, Recorders, Path]]:  # fmt: skip
+    """(fixed?, recorders of that helper, the loot listener for its protocol)."""
     fixed = request.param == "fixed"
-    inst = install if fixed else request.getfixturevalue("unfixed_install")
+    inst, loot = ((install, loot_listener) if fixed
+                  else request.getfixturevalue("unfixed_install"))  # fmt: skip
     recs = Recorders(inst)
     try:
-        yield fixed, recs
+        yield fixed, recs, loot
     finally:
         recs.close()
 
@@ -105,8 +110,8 @@ def _about(loot: list[str], path: Path, content: bytes) -> list[str]:
 
 @pytest.mark.parametrize("reader", ["setuid program", "root via /proc/PID/root"])
 def test_file_behind_a_closed_directory_never_reaches_the_user(reader, helper, install, tools,
-                                                               scratch, loot_listener):
-    fixed, recs = helper
+                                                               scratch):
+    fixed, recs, loot = helper
     closed = scratch / "closed"
     closed.mkdir()
     closed.chmod(0o700)  # root's: the user may not search it
@@ -121,7 +126,7 @@ def test_file_behind_a_closed_directory_never_reaches_the_user(reader, helper, i
     public.chmod(0o644)
     out = user_dir(scratch, install.user, "out")
     prog = [str(tools.suidread), str(secret), str(public)] if reader == "setuid program" else []
-    rec = recs.start(install.user, [str(loot_listener), str(out), *prog])
+    rec = recs.start(install.user, [str(loot), str(out), *prog])
     wait_for((out / "ready").exists, "the listener's command")
     if not prog:
         # root, in the user's namespace, as a backup or scanner walks it
@@ -146,11 +151,11 @@ def test_file_behind_a_closed_directory_never_reaches_the_user(reader, helper, i
     recs.wait(rec)
 
 
-def test_relayed_fd_has_no_noatime(helper, install, tools, scratch, loot_listener):
+def test_relayed_fd_has_no_noatime(helper, install, tools, scratch):
     """A script candidate of another user, readable by all: the fd the
     listener gets must not have O_NOATIME (the kernel grants it the owner
     only), so reading through it moves the atime as the user's read would."""
-    fixed, recs = helper
+    fixed, recs, loot = helper
     if os.statvfs(scratch).f_flag & os.ST_NOATIME:
         pytest.skip(f"{scratch} is on a noatime mount")
     script = user_dir(scratch, install.other, "other") / "x.sh"
@@ -158,7 +163,7 @@ def test_relayed_fd_has_no_noatime(helper, install, tools, scratch, loot_listene
     os.chown(script, install.other.pw_uid, install.other.pw_gid)
     script.chmod(0o644)
     out = user_dir(scratch, install.user, "out")
-    rec = recs.start(install.user, [str(loot_listener), str(out), "/bin/cat", str(script)])
+    rec = recs.start(install.user, [str(loot), str(out), "/bin/cat", str(script)])
     wait_for((out / "ready").exists, "the listener's command")
     # The command's read moved the atime; put it back before the mtime, so
     # that any read moves it again (relatime) -- the holder's own reads
@@ -179,13 +184,12 @@ def test_relayed_fd_has_no_noatime(helper, install, tools, scratch, loot_listene
     recs.wait(rec)
 
 
-def test_path_that_no_longer_leads_to_the_file_counts_as_lost(helper, install, tools, scratch,
-                                                              loot_listener):
+def test_path_that_no_longer_leads_to_the_file_counts_as_lost(helper, install, tools, scratch):
     """Between the read and the holder's look at it, one file is renamed
     (its path follows it: still relayed) and another replaced while a hard
     link keeps it (its path now names another file): that one cannot be
     checked by its path and is counted as lost, never relayed."""
-    fixed, recs = helper
+    fixed, recs, loot = helper
     d = scratch / "files"
     d.mkdir()
     d.chmod(0o755)
@@ -196,7 +200,7 @@ def test_path_that_no_longer_leads_to_the_file_counts_as_lost(helper, install, t
     os.link(replaced, d / "keep.sh")
     (d / "new.sh").write_bytes(SECRET)
     out = user_dir(scratch, install.user, "out")
-    rec = recs.start(install.user, [str(loot_listener), str(out)])
+    rec = recs.start(install.user, [str(loot), str(out)])
     wait_for((out / "ready").exists, "the listener")
     os.kill(rec.holder, signal.SIGSTOP)  # the events wait in the kernel's queue
     try:

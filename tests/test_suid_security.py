@@ -1210,6 +1210,9 @@ def test_prepared_namespace_is_taken_with_go(install, tools, scratch, recorders)
     assert _waiting(rec, install) and not (out / "ready").exists()
     rec.sock.send(b"the command line ended")
     wait_for((out / "ready").exists, "the listener of the taken namespace")
+    # after `ready` the report script execs sleep: mid-exec, environ reads empty
+    wait_for(lambda: Path(f"/proc/{rec.child}/comm").read_text().strip() == "sleep",
+             "the listener to settle in sleep")
     environ = Path(f"/proc/{rec.child}/environ").read_bytes().split(b"\0")
     assert f"SHOURNAL_CWD={work}".encode() in environ
 
