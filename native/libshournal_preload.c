@@ -220,22 +220,15 @@ static const char *const g_valued_opts[] = {"--exclude-mount", "--hash", "--arch
                                             "--archive-ext"};
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The listener, which reads the config, leaves the helper options derived
- * from it in <rundir>/setup-args (NUL separated); a config change thus
- * takes effect from the next command line on.  Anything unexpected is
- * ignored: the helper validates its argv again anyway. */
-/* Is the working directory at or below one of [apparatus] paths (the
- * listener leaves them in <rundir>/apparatus-paths, NUL separated)? */
-static int cwd_in_apparatus_paths(void)
+/* A NUL separated list the listener left in the runtime directory, read
+ * into buf (SETUP_ARGS_MAX + 1 bytes): its length, or 0 when it is absent,
+ * not a regular file of ours, empty or not NUL terminated. */
+static ssize_t read_nul_list(const char *path, char *buf)
 {
-    static char buf[SETUP_ARGS_MAX + 1];
-    char path[PATH_MAX + 32], cwd[PATH_MAX];
     struct stat st;
     ssize_t len;
-    int fd;
+    int fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
-    snprintf(path, sizeof path, "%s/" SHOURNAL_APPARATUS_PATHS_FILE, g_rundir);
-    fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return 0;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
@@ -244,7 +237,20 @@ static int cwd_in_apparatus_paths(void)
     }
     len = read(fd, buf, SETUP_ARGS_MAX);
     close(fd);
-    if (len <= 0 || buf[len - 1] != '\0' || getcwd(cwd, sizeof cwd) == NULL)
+    return len > 0 && buf[len - 1] == '\0' ? len : 0;
+}
+
+/* Is the working directory at or below one of [apparatus] paths (the
+ * listener leaves them in <rundir>/apparatus-paths, NUL separated)? */
+static int cwd_in_apparatus_paths(void)
+{
+    static char buf[SETUP_ARGS_MAX + 1];
+    char path[PATH_MAX + 32], cwd[PATH_MAX];
+    ssize_t len;
+
+    snprintf(path, sizeof path, "%s/" SHOURNAL_APPARATUS_PATHS_FILE, g_rundir);
+    len = read_nul_list(path, buf);
+    if (len == 0 || getcwd(cwd, sizeof cwd) == NULL)
         return 0;
     for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
         size_t n = strlen(p);
@@ -279,28 +285,23 @@ static int setup_args_path(char *path, size_t size)
 static int g_args_apparatus;
 static char g_apparatus_env[] = "SHOURNAL_APPARATUS_SHELL=1";
 
+/* The listener, which reads the config, leaves the helper options derived
+ * from it in <rundir>/setup-args (NUL separated); a config change thus
+ * takes effect from the next command line on.  Anything unexpected is
+ * ignored: the helper validates its argv again anyway. */
 static int setup_args_from_config(char *buf, char **out, int max)
 {
     char path[PATH_MAX + 32];
-    struct stat st;
     ssize_t len;
-    int fd, n = 0, excludes = 0;
+    int n = 0, excludes = 0;
 
     g_args_apparatus = 0;
     if (!g_rundir[0])
         return 0;
     if (setup_args_path(path, sizeof path))
         g_args_apparatus = 1;
-    fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
-        close(fd);
-        return 0;
-    }
-    len = read(fd, buf, SETUP_ARGS_MAX);
-    close(fd);
-    if (len <= 0 || buf[len - 1] != '\0')
+    len = read_nul_list(path, buf);
+    if (len == 0)
         return 0;
     for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
         int valued = one_of(p, g_valued_opts, N_OPTS(g_valued_opts));
