@@ -21,7 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <spawn.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/openat2.h>
@@ -320,23 +321,115 @@ static int setup_args_from_config(char *buf, char **out, int max)
     return n;
 }
 
-/* Start `shournal-suid setup` on `sock`.  Not with fork(): a fork
- * write-protects all of the shell's memory, which then takes a page fault
- * on every page it touches next (~1.5 ms before the prompt on a 2-vCPU
- * VM).  posix_spawn (CLONE_VM|CLONE_VFORK) copies nothing and does not
- * run our wrappers.  The helper is a child of the shell in a session of
- * its own, with default signals and nothing open but fds 0-3; when it (as
- * the listener) exits, the shell's SIGCHLD handler reaps it like any child
- * it does not know (bash and zsh reap and ignore those). */
 /* What the shell may ignore or catch: default again in what it spawns. */
 static const int g_default_sigs[] = {SIGINT,  SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN,
                                      SIGTTOU, SIGPIPE, SIGCHLD, SIGHUP};
 
-static void default_sigs(sigset_t *dfl)
+/* Start a program of ours (the setup helper, the daemon starter) from the
+ * shell, as no child of the shell's.  zsh's SIGCHLD handler has no
+ * SA_RESTART: a SIGCHLD interrupts whatever zsh writes then -- the next
+ * prompt, lost, as a listener ends when its command line does -- and bash
+ * runs the user's CHLD trap for each.  So a first child, made with no exit
+ * signal, starts the program as its own child and exits at once: the
+ * program is then an orphan (init or the nearest subreaper reaps it), and
+ * the shell reaps the first child here, with __WCLONE (a child without an
+ * exit signal is invisible to the shells' waits).  An exec always sends
+ * SIGCHLD again, hence the two steps.
+ * Not with fork(): a fork write-protects all of the shell's memory, which
+ * then takes a page fault on every page it touches next (~1.5 ms before
+ * the prompt on a 2-vCPU VM); clone(CLONE_VM|CLONE_VFORK) copies nothing,
+ * as posix_spawn does.  The program runs in a session of its own, with
+ * default signals, nothing open but /dev/null on 0-2 and `sock` as
+ * SHOURNAL_FD_SOCKET; none of our wrappers run (raw execve). */
+struct spawn_req {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    int sock; /* -1: none */
+    int err;  /* errno of the step that failed */
+};
+
+static char g_spawn_stack[2][32 * 1024] __attribute__((aligned(16)));
+
+static int spawn_exec(void *arg)
 {
-    sigemptyset(dfl);
+    struct spawn_req *r = arg;
+    sigset_t none;
+
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) == 0)
+        syscall(SYS_execve, r->path, r->argv, r->envp);
+    r->err = errno ? errno : EINVAL;
+    _exit(127);
+}
+
+static int spawn_first(void *arg)
+{
+    struct spawn_req *r = arg;
+    struct sigaction dfl, old;
+    int fd, last = 2;
+
+    /* The shell's handlers live in the memory we share: none may run here
+     * or in the program before its exec.  The parent blocked every signal. */
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &old) != 0)
+            continue;
+        if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN &&
+            sigaction(sig, &dfl, NULL) != 0)
+            goto fail;
+    }
     for (size_t i = 0; i < sizeof g_default_sigs / sizeof g_default_sigs[0]; i++)
-        sigaddset(dfl, g_default_sigs[i]);
+        if (sigaction(g_default_sigs[i], &dfl, NULL) != 0)
+            goto fail;
+    if (setsid() < 0)
+        goto fail;
+    fd = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR);
+    if (fd < 0)
+        goto fail;
+    for (int i = 0; i <= 2; i++)
+        if (dup2(fd, i) < 0)
+            goto fail;
+    if (r->sock >= 0) {
+        if (dup2(r->sock, SHOURNAL_FD_SOCKET) < 0)
+            goto fail;
+        last = SHOURNAL_FD_SOCKET;
+    }
+    if (syscall(SYS_close_range, last + 1, ~0U, 0) != 0)
+        goto fail;
+    if (clone(spawn_exec, g_spawn_stack[1] + sizeof g_spawn_stack[1],
+              CLONE_VM | CLONE_VFORK | SIGCHLD, r) < 0)
+        goto fail;
+    _exit(0);
+fail:
+    r->err = errno ? errno : EINVAL;
+    _exit(127);
+}
+
+/* 0, or an errno value */
+static int spawn_detached(const char *path, char *const argv[], char *const envp[], int sock)
+{
+    struct spawn_req r = {path, argv, envp, sock, 0};
+    sigset_t all, old;
+    pid_t pid;
+    int err;
+
+    sigfillset(&all);
+    if (sigprocmask(SIG_BLOCK, &all, &old) != 0)
+        return errno;
+    pid = clone(spawn_first, g_spawn_stack[0] + sizeof g_spawn_stack[0], CLONE_VM | CLONE_VFORK,
+                &r);
+    if (pid < 0) {
+        err = errno;
+    } else {
+        err = r.err;
+        while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
+            ;
+    }
+    if (sigprocmask(SIG_SETMASK, &old, NULL) != 0 && err == 0)
+        err = errno;
+    return err;
 }
 
 static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
@@ -345,11 +438,6 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
      * "--" LISTENER */
     char *args[2 + SETUP_MAX_OPTS + 5 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, dfl;
-    short flags = POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-    pid_t pid;
     int n = 0, rc;
 
     args[n++] = g_suid;
@@ -366,23 +454,6 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     args[n++] = g_listener_path;
     args[n] = NULL;
 
-    sigemptyset(&none);
-    default_sigs(&dfl);
-    if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
-        goto out;
-    if ((rc = posix_spawnattr_init(&at)) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        goto out;
-    }
-    /* `sock` is never 0-3 (see start_helper) */
-    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
-        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
-        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
-        (rc = posix_spawn_file_actions_adddup2(&fa, sock, SHOURNAL_FD_SOCKET)) == 0 &&
-        (rc = posix_spawn_file_actions_addclosefrom_np(&fa, SHOURNAL_FD_SOCKET + 1)) == 0 &&
-        (rc = posix_spawnattr_setflags(&at, flags)) == 0 &&
-        (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
-        (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
     {
         /* environ, with the apparatus switch first when the options are
          * the apparatus's (any inherited one is overridden: getenv takes
@@ -397,14 +468,11 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
         } else {
             env = environ;
         }
-        if (rc == 0)
-            rc = posix_spawn(&pid, g_suid, &fa, &at, args, env);
+        /* `sock` is never 0-3 (see start_helper) */
+        rc = spawn_detached(g_suid, args, env, sock);
         if (env != environ)
             free(env);
     }
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-out:
     if (rc != 0)
         snprintf(why, whylen, "cannot run %.300s: %s", g_suid, strerror(rc));
     return rc == 0 ? 0 : -1;
@@ -432,11 +500,7 @@ static void ensure_daemon(void)
 {
     static int64_t last_start;
     struct sockaddr_un addr;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, dfl;
     char *args[] = {g_listener_path, "--start-daemon", NULL};
-    pid_t pid;
     int s, rc, up;
 
     if (!g_rundir[0] || !uses_daemon())
@@ -454,25 +518,7 @@ static void ensure_daemon(void)
     if (up || (last_start && now_ns() - last_start < DAEMON_RESPAWN_NS))
         return;
     last_start = now_ns();
-    sigemptyset(&none);
-    default_sigs(&dfl);
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return;
-    if (posix_spawnattr_init(&at) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return;
-    }
-    if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0)) == 0 &&
-        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 1)) == 0 &&
-        (rc = posix_spawn_file_actions_adddup2(&fa, 0, 2)) == 0 &&
-        (rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
-        (rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                                POSIX_SPAWN_SETSIGDEF)) == 0 &&
-        (rc = posix_spawnattr_setsigmask(&at, &none)) == 0 &&
-        (rc = posix_spawnattr_setsigdefault(&at, &dfl)) == 0)
-        rc = posix_spawn(&pid, g_listener_path, &fa, &at, args, environ);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
+    rc = spawn_detached(g_listener_path, args, environ, -1);
     if (rc != 0)
         warn_once("cannot start the store daemon: %s: %s", g_listener_path, strerror(rc));
 }

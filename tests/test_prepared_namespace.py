@@ -7,6 +7,7 @@ command line open or a helper behind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -250,20 +251,25 @@ def _status(pid: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("kind", SHELLS)
 def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home):
-    """posix_spawn'ed by the shell: nothing of the shell's is inherited but
-    the control socket (no terminal, no signal mask, a session of its own),
-    and it waits SCHED_BATCH so it never preempts the shell at its prompt."""
+    """Started by the shell as no child of its own (see
+    test_shournal_processes_send_the_shell_no_sigchld): nothing of the
+    shell's is inherited but the control socket (no terminal, no signal
+    mask, a session of its own), and it waits SCHED_BATCH so it never
+    preempts the shell at its prompt."""
     sh = Shell(kind, install, user_home)
+    shell = int(re.search(r"PID=(\d+)", sh.run("echo PID=$$")).group(1))
+    assert Path(f"/proc/{shell}/exe").resolve().name in ("bash", "zsh")
     steady(sh, user_home)
     helper = the_prepared_helper(install, user_home)
-    shell = _parent(helper)
-    assert Path(f"/proc/{shell}/exe").resolve().name in ("bash", "zsh")
+    assert _parent(helper) != shell
     fddir = Path(f"/proc/{helper}/fd")
     fds = {int(fd.name): os.readlink(fd) for fd in fddir.iterdir()}
     assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3, fds
     assert fds[3].startswith("socket:"), fds
     assert not [t for t in fds.values() if t.startswith("/dev/pts") or t == "/dev/tty"], fds
-    assert os.getsid(helper) == helper != os.getsid(shell)
+    # a session of its own, whose leader (the helper's parent, gone) it is
+    # not: it can never get a controlling terminal
+    assert os.getsid(shell) != os.getsid(helper) != helper
     assert int(_status(helper)["SigBlk"], 16) == 0
     holder = next(h for h in helper_processes(install, user_home)[1] if _parent(h) == helper)
     assert proc_sched(helper)[0] == SCHED_BATCH

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -331,3 +332,50 @@ def test_doctor_names_rc_lines_that_ran_twice(kind, install, user_home):
             f"(line {enable_at}) ran twice")
     assert want in out, out
     assert f"fix: move the two shournal lines to the top of {rc}" in out
+
+
+# ------------------------------------------- the shell's own child processes
+
+def children(pid: int) -> dict[int, tuple[str, int]]:
+    """pid -> (comm, exit signal) of each child of `pid` (proc(5): the
+    field after the comm's ")" are state, ppid, ..., exit_signal 38th)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            found[int(entry.name)] = (comm, int(fields[35]))
+    return found
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+@pytest.mark.parametrize("listener", ["listener", "daemon"])
+def test_shournal_processes_send_the_shell_no_sigchld(kind, listener, install, user_home):
+    """The helper, listener and daemon starter are no children of the
+    shell: the SIGCHLD of their exit would interrupt what zsh is doing (its
+    handler has no SA_RESTART: a prompt it was printing was lost) and run
+    the user's CHLD trap in bash for processes the user never started."""
+    from fixtures_shell import wait_stored
+    from test_daemon import daemon_env
+
+    env = daemon_env(install) if listener == "daemon" else None
+    sh = Shell(kind, install, user_home, extra_env=env)
+    shell_pid = int(re.search(r"PID=(\d+)", clean(sh.run("echo PID=$$"))).group(1))
+    for i in range(6):
+        sh.run(f": line {i}")
+    wait_stored(user_home)
+    # what shournal keeps for the next line, and a job of the user's own
+    sh.run("sleep 30 &")
+    kids = children(shell_pid)
+    assert any(comm == "sleep" and sig == signal.SIGCHLD for comm, sig in kids.values()), kids
+    # (the prepared helper of the next line, a listener still storing, the
+    # daemon's starter: none of them)
+    assert [k for k in kids.values() if k[0] != "sleep"] == [], kids
+    sh.run("kill %1")
+    sh.exit()
