@@ -64,6 +64,9 @@ def test_apparatus_per_directory(install, user_home, analysis) -> None:  # noqa:
     sh = Shell("bash", install, user_home)
     sh.run(f"cd {analysis}")
     sh.run(RUN)  # outside: plain
+    # a config change takes effect once a listener has read it (it leaves
+    # the paths for the shell)
+    wait_stored(user_home)
     sh.run("cd paper2")
     sh.run(RUN)  # the line after the cd: inside
     sh.run(RUN)
