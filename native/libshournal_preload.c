@@ -625,6 +625,34 @@ static void sync_previous_holder(void)
     g_prev_sync = -1;
 }
 
+/* Does `pid` run (not a zombie: our helpers are orphans, and the process
+ * that inherits them -- a container's first process -- may reap late)?
+ * 0 with errno ESRCH or EPERM otherwise. */
+static int process_lives(pid_t pid)
+{
+    char path[40], buf[128], *paren;
+    ssize_t n;
+    int fd;
+
+    if (kill(pid, 0) != 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fd = real_open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 1;
+    buf[n] = '\0';
+    paren = strrchr(buf, ')');
+    if (paren && paren[1] == ' ' && paren[2] == 'Z') {
+        errno = ESRCH;
+        return 0;
+    }
+    return 1;
+}
+
 /* Listeners of finished command lines still storing (markers <pid>.end and
  * <pid>.store of live processes, from every shell of this user).  A marker
  * of a dead process is a listener that died without storing (it removes its
@@ -646,7 +674,7 @@ static int pending_listeners(void)
             (strcmp(end, "." SHOURNAL_MARK_END) != 0 && strcmp(end, "." SHOURNAL_MARK_STORE) != 0))
             continue;
         /* our listeners run as us: EPERM is a reused pid, not one */
-        if (kill((pid_t)pid, 0) == 0) {
+        if (process_lives((pid_t)pid)) {
             n++;
         } else if ((errno == ESRCH || errno == EPERM) && unlinkat(dirfd(d), e->d_name, 0) == 0) {
             warn_once("the recorder of an earlier command line died; it was not recorded");
