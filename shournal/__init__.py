@@ -1,7 +1,7 @@
 """shournal: a shell journal.
 
-Data flows one way: capture (native helper + :mod:`shournal.listener`) ->
-:mod:`shournal.store` -> :mod:`shournal.query` -> :mod:`shournal.render`.
+Data flows one way: capture (native helper + :mod:`shournal.capture`) ->
+:mod:`shournal.store` -> :mod:`shournal.query` -> :mod:`shournal.report`.
 :class:`shournal.Journal` is the library's front door; the CLI in
 :mod:`shournal.cli` is a thin layer over it.
 

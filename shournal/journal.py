@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Connection
 
+    from shournal.capture.record import CommandRecord
     from shournal.config import Config
-    from shournal.maintenance import DeletePlan, DeleteResult
-    from shournal.record import CommandRecord
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
-    from shournal.stats import JournalStats
     from shournal.store.db import Store
+    from shournal.store.gc import DeletePlan, DeleteResult
+    from shournal.store.stats import JournalStats
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -71,7 +71,7 @@ class Journal:
     (or call :meth:`close`).
 
     Criteria are the CLI's, as keywords (see
-    :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
+    :func:`shournal.query.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
     ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
     commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
@@ -181,7 +181,7 @@ class Journal:
         :raises shournal.data.QueryError: a criterion cannot be used (the
             file cannot be read, a value cannot be parsed).
         """
-        from shournal.query import find_commands
+        from shournal.query.find import find_commands
 
         return find_commands(
             self.store, criteria, wfile=wfile, rfile=rfile, history=history, limit=limit,
@@ -258,14 +258,14 @@ class Journal:
         mtime and partial hash under every hash setting of the journal.
 
         :raises shournal.data.QueryFileError: it cannot be read."""
-        from shournal.query import probe_file
+        from shournal.query.find import probe_file
 
         return probe_file(path, self.hash_settings())
 
     def _by_content(
         self, kind: int, size: int, hash: int | None, mtime_ns: int | None, max_files: int | None
     ) -> list[CommandView]:
-        from shournal.query import find_commands
+        from shournal.query.find import find_commands
         from shournal.store.reader import KIND_WRITE
 
         probe = FileProbe(size, mtime_ns, frozenset() if hash is None else frozenset({hash}))
@@ -286,8 +286,8 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.query import merge_criteria, resolve_lineage
-        from shournal.stats import DEFAULT_TOP, compute_stats
+        from shournal.query.find import merge_criteria, resolve_lineage
+        from shournal.store.stats import DEFAULT_TOP, compute_stats
 
         return compute_stats(
             self.store,
@@ -303,10 +303,10 @@ class Journal:
         commands (oldest first) and their number of file events.  Reads
         only.
 
-        :raises shournal.maintenance.DeleteError: no criteria.
+        :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.maintenance import plan_delete
-        from shournal.query import merge_criteria, resolve_lineage
+        from shournal.query.find import merge_criteria, resolve_lineage
+        from shournal.store.gc import plan_delete
 
         crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
         return plan_delete(self.store, crit)
@@ -323,10 +323,10 @@ class Journal:
         any more (directories, archived files, sessions...).  One
         transaction: on any error nothing changes.
 
-        :raises shournal.maintenance.DeleteError: no criteria.
+        :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.maintenance import delete_commands
-        from shournal.query import merge_criteria, resolve_lineage
+        from shournal.query.find import merge_criteria, resolve_lineage
+        from shournal.store.gc import delete_commands
 
         crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
         return delete_commands(self.store, crit, only_ids=only_ids)

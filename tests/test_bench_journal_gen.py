@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import journal_gen  # noqa: E402
 
-from shournal.query import find_commands  # noqa: E402
+from shournal.query.find import find_commands  # noqa: E402
 from shournal.store import Store  # noqa: E402
 
 

@@ -1,5 +1,5 @@
-"""The per-user store daemon and its spool (shournal/daemon.py,
-shournal/spool.py, native/shournal_forward.c): real shells on a pty as the
+"""The per-user store daemon and its spool (shournal/capture/daemon.py,
+shournal/capture/spool.py, native/shournal_forward.c): real shells on a pty as the
 unprivileged test user, through the setuid helper."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fixtures_shell import REPO, Shell, journal_url, wait_for, wait_stored, write_config
 
-from shournal import spool as sp
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture import spool as sp
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 LOCK_SECONDS = 20  # longer than the store's busy timeout (15 s)
@@ -26,7 +26,7 @@ def _daemon_path(install) -> Path:
         return REPO / ".venv" / "bin" / "shournal-daemon"
     path = install.root / "shournal-daemon"
     if not path.exists():
-        path.write_text('#!/bin/sh\nexec /usr/bin/python3 -m shournal.daemon "$@"\n')
+        path.write_text('#!/bin/sh\nexec /usr/bin/python3 -m shournal.capture.daemon "$@"\n')
         path.chmod(0o755)
     return path
 

@@ -13,13 +13,13 @@ from fixtures_cli import run_shournal as shournal
 from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.cli import app
-from shournal.criteria import parse_age, parse_criteria, parse_time_value
 from shournal.data import Criteria, CriteriaError, Period
-from shournal.maintenance import DeleteError, delete_commands, plan_delete
-from shournal.record import CommandRecord, FileEvent
+from shournal.query.criteria import parse_age, parse_criteria, parse_time_value
 from shournal.store import Store, StoreError
 from shournal.store import models as m
+from shournal.store.gc import DeleteError, delete_commands, plan_delete
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14 22:13:20 UTC
 DAY = 86400 * 10**9
@@ -539,7 +539,7 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
     """A plain (non-superuser) role cannot skip foreign-key triggers: the
     triggers run, helped by transaction-local indexes when the role owns
     the table, and the result is the same; no index is left behind."""
-    import shournal.maintenance as mt
+    import shournal.store.gc as mt
 
     def lock_only(conn):
         conn.execute(text(f"LOCK TABLE {mt._PG_LOCK_ORDER} IN SHARE ROW EXCLUSIVE MODE"))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from fixtures_shell import Shell, journal_url, wait_for, wait_stored, warnings_in
 
-from shournal.query import find_commands
-from shournal.render.human import render_human
-from shournal.render.json import write_json
+from shournal.query.find import find_commands
+from shournal.report.human import render_human
+from shournal.report.json import write_json
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]

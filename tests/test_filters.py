@@ -9,6 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shournal.capture.filters import (
+    BUILTIN_IGNORED_COMMANDS,
+    IgnoredCommands,
+    PathRule,
+    ScriptArchiveRule,
+    may_read,
+    may_write,
+)
 from shournal.config import (
     Config,
     IgnoreCommandsConfig,
@@ -16,14 +24,6 @@ from shournal.config import (
     ScriptArchiveConfig,
     WriteEventsConfig,
     parse_config,
-)
-from shournal.filters import (
-    BUILTIN_IGNORED_COMMANDS,
-    IgnoredCommands,
-    PathRule,
-    ScriptArchiveRule,
-    may_read,
-    may_write,
 )
 
 UID, OTHER_UID = 1000, 1001

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from shournal.query import CommandView, FileEventView, find_commands
-from shournal.record import CommandRecord, FileEvent
-from shournal.render.html import (
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.query.find import CommandView, FileEventView, find_commands
+from shournal.report.html import (
     clean_text,
     commands_per_day,
     json_for_script,
@@ -173,7 +173,7 @@ def test_commands_per_day() -> None:
 
 
 def test_charts_drawn_from_given_stats() -> None:
-    from shournal.stats import (
+    from shournal.store.stats import (
         CommandModifications,
         DirectoryActivity,
         JournalStats,
@@ -439,8 +439,8 @@ def build_journal(store: Store) -> None:
 
 
 def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
-    from shournal.render.html import TOP_N
-    from shournal.stats import compute_stats
+    from shournal.report.html import TOP_N
+    from shournal.store.stats import compute_stats
 
     with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
         build_journal(store)
@@ -677,9 +677,9 @@ def test_browser_missing_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_report_takes_the_statistics_the_cli_computes(tmp_path: Path) -> None:
-    """The JournalStats of shournal.stats (what `shournal query` computes for
+    """The JournalStats of shournal.store.stats (what `shournal query` computes for
     the commands it found) is what the report draws."""
-    from shournal.stats import compute_stats
+    from shournal.store.stats import compute_stats
 
     with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
         store.add_command(rec("make", T0, 10, SESSION_A, writes=[wev(b"/p/a"), wev(b"/p/b")]))

@@ -14,7 +14,7 @@ import pytest
 from fixtures_cli import run_shournal
 from test_query import T0, record
 
-from shournal.record import FileEvent
+from shournal.capture.record import FileEvent
 from shournal.store import Store
 
 DAY = 86400 * 10**9
@@ -239,6 +239,6 @@ def test_data_types_and_criteria_are_at_the_bottom_of_the_import_graph() -> None
     """Every import, function-level ones included: no circle through
     query, criteria and the store's reader."""
     assert _shournal_imports("data") == set()
-    assert _shournal_imports("criteria") == {"shournal.data"}
-    assert "shournal.query" not in _shournal_imports("store.reader")
-    assert "shournal.query" not in _shournal_imports("stats")
+    assert _shournal_imports("query.criteria") == {"shournal.data"}
+    assert "shournal.query.find" not in _shournal_imports("store.reader")
+    assert "shournal.query.find" not in _shournal_imports("store.stats")

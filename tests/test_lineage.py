@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from shournal import Journal
-from shournal.hashing import partial_xxh64_bytes
+from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.provenance.graph import CommandTarget, DiskTarget, LineageError, build_lineage
 from shournal.provenance.readers import JournalReader
 from shournal.provenance.render import lineage_object, render_dot, render_human
 from shournal.provenance.status import check_status, status_line
-from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 T0 = int(datetime(2026, 1, 5, 9, 0, tzinfo=UTC).timestamp()) * 1_000_000_000
@@ -418,7 +418,7 @@ def _two_chains(j):
 
 
 def test_lineage_of_is_a_criterion_combined_with_the_others(j):
-    from shournal.criteria import parse_criteria
+    from shournal.query.criteria import parse_criteria
 
     target, ids = _two_chains(j)
     journal = Journal(j.store)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from shournal import protocol
+from shournal.capture import protocol
+from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.capture.listener import Collector, Relay
+from shournal.capture.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.config import load_config
-from shournal.hashing import partial_xxh64_bytes
-from shournal.listener import Collector, Relay
-from shournal.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 
 
 def record(path: bytes, mask: int, size: int, *, hsh: int | None = None, fd: bool = False,
@@ -157,7 +157,7 @@ def test_records_wait_until_settled_and_keep_their_order(pair, collector):
 def test_kept_fds_are_bounded(pair, collector, monkeypatch):
     """Script candidates' fds are not hoarded while the command runs: past
     the bound, the kept messages are handled (and their fds closed)."""
-    import shournal.listener as listener
+    import shournal.capture.listener as listener
 
     monkeypatch.setattr(listener, "_PENDING_FDS", 2)
     relay, holder = pair

@@ -26,7 +26,7 @@ from fixtures_shell import (
     warnings_in,
 )
 
-from shournal.query import find_commands
+from shournal.query.find import find_commands
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]

@@ -1,4 +1,4 @@
-"""native/shournal_protocol.h and shournal/protocol.py must agree: compile
+"""native/shournal_protocol.h and shournal/capture/protocol.py must agree: compile
 tests/native/protocol_layout.c against the header and compare every value,
 and every struct member's offset, size and signedness."""
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from shournal import data, protocol
+from shournal import data
+from shournal.capture import protocol
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
 HEADER = NATIVE / "shournal_protocol.h"
 PROGRAM = Path(__file__).resolve().parent / "native" / "protocol_layout.c"
-# Macros whose Python side is not shournal.protocol.
+# Macros whose Python side is not shournal.capture.protocol.
 ELSEWHERE = {"RETURN_VALUE_UNKNOWN": data}
 
 
@@ -28,7 +29,7 @@ def compiler_view(header_dir: Path, tmp_path: Path) -> list[list[str]]:
 
 
 def disagreements(header: Path, lines: list[list[str]]) -> list[str]:
-    """What the header (as compiled) and shournal.protocol disagree on."""
+    """What the header (as compiled) and shournal.capture.protocol disagree on."""
     problems: list[str] = []
     text = header.read_text()
     macros = set(re.findall(r"^#define (SHOURNAL_\w+)", text, re.M)) - {"SHOURNAL_PROTOCOL_H"}

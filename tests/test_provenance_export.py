@@ -291,8 +291,8 @@ def test_html_report_shows_the_lineage_of_a_selected_file(
     them in the timeline and the list, and links back to each command."""
     from test_lineage import _two_chains
 
-    from shournal.query import find_commands
-    from shournal.render.html import write_html
+    from shournal.query.find import find_commands
+    from shournal.report.html import write_html
 
     target, ids = _two_chains(j)
     # a later rewrite of mid with other content: not in out's lineage

@@ -16,9 +16,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from shournal.capture.hashing import partial_xxh64
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.cli.query import query
-from shournal.hashing import partial_xxh64
-from shournal.query import (
+from shournal.query.find import (
     BadSessionId,
     CommandView,
     QueryError,
@@ -27,7 +28,6 @@ from shournal.query import (
     session_id_bytes,
     wait_for_pending,
 )
-from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 T0 = 1_700_000_000_000_000_000

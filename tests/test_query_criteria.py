@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_query import MINUTE, T0, file_event, record, texts
 
-from shournal.criteria import (
+from shournal.capture.record import FileEvent
+from shournal.query.criteria import (
     Condition,
     CriteriaError,
     Period,
@@ -21,10 +22,9 @@ from shournal.criteria import (
     parse_time,
     parse_time_value,
 )
-from shournal.query import find_commands, parse_criteria
-from shournal.record import FileEvent
-from shournal.stats import compute_stats
+from shournal.query.find import find_commands, parse_criteria
 from shournal.store import Store
+from shournal.store.stats import compute_stats
 
 NOW = datetime(2024, 5, 10, 12, 0, tzinfo=UTC)
 NS = 10**9

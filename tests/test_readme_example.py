@@ -12,7 +12,7 @@ from pathlib import Path
 
 from test_query import record
 
-from shournal.record import FileEvent
+from shournal.capture.record import FileEvent
 from shournal.store import Store
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -12,7 +12,7 @@ import pytest
 from fixtures_shell import Shell, journal_url, write_config
 from sqlalchemy import select
 
-from shournal.query import find_commands
+from shournal.query.find import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
 

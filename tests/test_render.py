@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shournal.query import CommandView, FileEventView
-from shournal.render.human import NO_RESULTS, format_size, printable, render_human
-from shournal.render.json import render_json
+from shournal.query.find import CommandView, FileEventView
+from shournal.report.human import NO_RESULTS, format_size, printable, render_human
+from shournal.report.json import render_json
 
 SCRIPT = b"#!/usr/bin/env bash\necho hi | tee out.log\n"
 START = datetime(2022, 11, 8, 8, 46, 12, 345000, tzinfo=UTC)
@@ -184,8 +184,8 @@ def test_human_multi_line_command_keeps_its_lines() -> None:
 
 
 def test_stats_command_text_is_escaped() -> None:
-    from shournal.render.human import render_stats
-    from shournal.stats import CommandModifications, JournalStats
+    from shournal.report.human import render_stats
+    from shournal.store.stats import CommandModifications, JournalStats
 
     stats = JournalStats(
         most_modifications=[CommandModifications(command_id=1, text=f"x{OSC52}", written=2)]
@@ -197,7 +197,7 @@ def test_stats_command_text_is_escaped() -> None:
 
 def test_delete_listing_escapes_command_text_and_directory() -> None:
     from shournal.cli.delete import _command_line
-    from shournal.maintenance import CommandSummary
+    from shournal.store.gc import CommandSummary
 
     line = _command_line(
         CommandSummary(id=4, start_time=START, working_dir="/w\x1b[8m", text=f"a\nb{OSC52}")

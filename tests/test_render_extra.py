@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from test_render import SESSION, human, many_files, readme_command
 
-from shournal.render.human import render_stats, use_color
-from shournal.render.shournal_json import render_shournal_json
-from shournal.stats import (
+from shournal.report.human import render_stats, use_color
+from shournal.report.shournal_json import render_shournal_json
+from shournal.store.stats import (
     CommandModifications,
     DirectoryActivity,
     JournalStats,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shournal import _paths
-from shournal.hashing import content_digest
+from shournal.capture.hashing import content_digest
 from shournal.reproduce import archive as archive_mod
 from shournal.reproduce.archive import Archive, ArchiveError
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
+from shournal.capture.record import CommandRecord
 from shournal.config import ApparatusConfig, Config, ConfigError, helper_options, parse_config
-from shournal.record import CommandRecord
 from shournal.reproduce.recording import (
     REDACTED,
     decode_manifest,
@@ -109,7 +109,7 @@ def test_default_config_has_the_apparatus_defaults() -> None:
 def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from shournal.query import find_commands
+    from shournal.query.find import find_commands
     from shournal.reproduce.experiment import load_manifest
 
     url = f"sqlite:///{tmp_path}/j.sqlite"

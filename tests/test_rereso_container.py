@@ -132,7 +132,7 @@ def test_describe_tool_names_the_files_missing_from_the_archive(install, user_ho
     work, ids = _record(install, user_home)
     # Remove the archived helper module: its recorded content is gone.
     archive = Archive(user_home / ".local/share/shournal/archive")
-    from shournal.hashing import content_digest
+    from shournal.capture.hashing import content_digest
 
     blob = archive.path_of(content_digest(HELPER.encode()).hex())
     assert blob.exists()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from shournal.hashing import partial_xxh64_bytes
-from shournal.query import find_commands
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.query.find import find_commands
 from shournal.rereso import content, mediatype
 from shournal.store import Store
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from fixtures_cli import run_shournal
 
-from shournal.hashing import partial_xxh64_bytes
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.rereso import schema
 from shournal.rereso.describe import (
     RUNNER,
@@ -128,7 +128,7 @@ def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, w
               "python3 ../tool.py -v ../data/in1.csv --second=../data/in2.csv --out=r.json name",
               [ev(work / "tool.py"), ev(work / "data" / "in1.csv"), ev(work / "data" / "in2.csv")],
               [ev(sub / "r.json", b"{}")])
-    from shournal.query import find_commands
+    from shournal.query.find import find_commands
 
     inv = analyze(find_commands(store, command_id=cid)[0])
     assert inv.tool == ("python3", str(work / "tool.py"))

@@ -14,7 +14,7 @@ import yaml
 from fixtures_shell import journal_url
 from test_run import commands, run_as_user
 
-from shournal.query import find_commands
+from shournal.query.find import find_commands
 from shournal.rereso import schema
 from shournal.store import Store
 

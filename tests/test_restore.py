@@ -13,9 +13,9 @@ import pytest
 from fixtures_cli import run_shournal as shournal
 from typer.testing import CliRunner
 
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.cli import app
-from shournal.query import find_commands
-from shournal.record import CommandRecord, FileEvent
+from shournal.query.find import find_commands
 from shournal.restore import (
     NotArchived,
     RestoreError,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import journal_url, wait_for, write_config
 
-from shournal.query import find_commands
+from shournal.query.find import find_commands
 from shournal.store import Store
 
 pytestmark = [pytest.mark.root]

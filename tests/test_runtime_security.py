@@ -27,8 +27,8 @@ import pytest
 from fixtures_cli import run_shournal
 from fixtures_shell import REPO, Install, journal_url, write_config
 
-from shournal.query import find_commands
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.query.find import find_commands
 from shournal.store import Store
 
 # Links planted per PID: far more processes than any scenario here starts.
@@ -254,7 +254,7 @@ def test_runtime_dir_rules(tmp_path, monkeypatch, install):
 def test_listener_files_never_follow_links_in_its_own_runtime_dir(tmp_path, monkeypatch):
     """Belt and braces: even in a private runtime dir, setup-args (and its
     temporary file) and warnings are never written through a link."""
-    from shournal import listener
+    from shournal.capture import listener
     from shournal.config import load_config
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))

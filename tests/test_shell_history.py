@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import Shell, journal_url
 
-from shournal.query import find_commands
+from shournal.query.find import find_commands
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import PROMPT, REPO, Shell, journal_url
 
-from shournal.query import RETURN_VALUE_UNKNOWN, find_commands
+from shournal.query.find import RETURN_VALUE_UNKNOWN, find_commands
 from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, func, select, text
 
-from shournal.query import find_commands, parse_criteria
-from shournal.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.capture.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.query.find import find_commands, parse_criteria
 from shournal.store import (
     SchemaTooNew,
     Store,
@@ -723,7 +723,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
     target = tmp_path / "out.bin"
     target.write_bytes(b"x" * 1000)
     st = target.stat()
-    from shournal.hashing import partial_xxh64_bytes
+    from shournal.capture.hashing import partial_xxh64_bytes
     from shournal.restore import load_archived
 
     h = partial_xxh64_bytes(target.read_bytes())

@@ -49,7 +49,7 @@ from test_suid_security import (
     user_dir,
 )
 
-from shournal import protocol
+from shournal.capture import protocol
 
 pytestmark = [
     pytest.mark.root,

@@ -41,7 +41,7 @@ from test_suid_security import (
     wait_exit,
 )
 
-from shournal import protocol
+from shournal.capture import protocol
 
 # the attack tools and process bookkeeping of test_suid_security
 tools = _security.tools

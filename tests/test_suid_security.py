@@ -38,8 +38,8 @@ from fixtures_shell import (
 )
 from sqlalchemy import select as sql_select
 
-from shournal import protocol
-from shournal.query import find_commands
+from shournal.capture import protocol
+from shournal.query.find import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
 

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from shournal.provenance.graph import FileNode, Lineage
-from shournal.query import CommandView, QueryError
+from shournal.query.find import CommandView, QueryError
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader

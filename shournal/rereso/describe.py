@@ -141,7 +141,7 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
 
 
 def _load_commands(store: Store, ids: Sequence[int]) -> list[Invocation]:
-    from shournal.query import find_commands
+    from shournal.query.find import find_commands
 
     invs = []
     for cid in dict.fromkeys(ids):
@@ -449,7 +449,7 @@ def _bench_files(
         )
     if rfiles:
         assert store is not None
-        from shournal.query import QueryError, find_commands
+        from shournal.query.find import QueryError, find_commands
 
         for rf in rfiles:
             try:

@@ -104,7 +104,7 @@ EVENTS = Layout(
 EVENTS_LOST = 2  # the field index of `lost`
 EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow
 # The reasons the holder counts, in the order of its fields (names as in
-# shournal.record.LOST_REASONS).
+# shournal.capture.record.LOST_REASONS).
 HOLDER_LOST_REASONS = ("overflow", "unreadable", "path")
 # the path follows a record, padded to a multiple of 8
 RECORD = Layout(
@@ -116,7 +116,7 @@ RECORD = Layout(
 FLUSH = Layout("shournal_flush", ("type", "I"), ("seq", "I"))
 GO = Layout("shournal_go", ("type", "I"), ("reserved", "I"))  # GO and GO_ACK
 
-# The store daemon (see shournal.daemon)
+# The store daemon (see shournal.capture.daemon)
 DAEMON_SOCKET = "daemon.sock"
 MSG_FORWARD = 9
 MSG_SPOOLED = 10

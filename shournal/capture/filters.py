@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from shournal import protocol
+from shournal.capture import protocol
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False

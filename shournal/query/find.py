@@ -18,8 +18,8 @@ from contextlib import suppress
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from shournal import _paths, protocol
-from shournal.criteria import parse_criteria, session_id_bytes, session_id_text
+from shournal import _paths
+from shournal.capture import protocol
 from shournal.data import (
     INT64_MAX,
     RETURN_VALUE_UNKNOWN,
@@ -33,6 +33,7 @@ from shournal.data import (
     QueryError,
     QueryFileError,
 )
+from shournal.query.criteria import parse_criteria, session_id_bytes, session_id_text
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
@@ -85,7 +86,7 @@ def check_file(path: str | os.PathLike[str]) -> None:
 
 def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, int]]) -> FileProbe:
     """Stat ``path`` and hash it under every (chunk size, max reads) given."""
-    from shournal.hashing import partial_xxh64
+    from shournal.capture.hashing import partial_xxh64
 
     fd, st = _open_regular(path)
     hashes: set[int] = set()
@@ -164,7 +165,7 @@ def find_commands(
     """Commands matching all given criteria, oldest first (newest first with
     ``reverse``), with their files.
 
-    ``criteria``: from :func:`shournal.criteria.parse_criteria`; keyword
+    ``criteria``: from :func:`shournal.query.criteria.parse_criteria`; keyword
     ``filters`` (its keywords: ``cwd``, ``command_text``, ``since``...) are
     parsed the same way and added.
     ``wfile``/``rfile``: commands that wrote/read this file's content.
@@ -273,9 +274,9 @@ def wait_for_pending(timeout: float = 3.0) -> int:
 
 
 def _drain_daemon(directory: str, deadline: float) -> int:
-    """Commands spooled by the store daemon (shournal.daemon) but not yet in
+    """Commands spooled by the store daemon (shournal.capture.daemon) but not yet in
     the journal, after asking it to store them within the time left."""
-    from shournal import protocol, spool
+    from shournal.capture import protocol, spool
 
     left_ms = max(int((deadline - time.monotonic()) * 1000), 0)
     answer = protocol.daemon_request(directory, protocol.MSG_DRAIN, left_ms, left_ms / 1000 + 1)

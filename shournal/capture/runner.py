@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from shournal import _paths, protocol
+from shournal import _paths
+from shournal.capture import protocol
 
 
 class RunError(Exception):
@@ -172,14 +173,14 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
 def _report_store(listener_status: int) -> None:
     """One line when the listener could not store the command (it has no
     terminal; its status says what happened)."""
-    from shournal.listener import EXIT_KEPT
+    from shournal.capture.listener import EXIT_KEPT
 
     if listener_status == 0:
         return
     if listener_status != EXIT_KEPT:
         _warn("the command was not recorded (see the warnings of the next prompt)")
         return
-    from shournal.daemon import journal_condition
+    from shournal.capture.daemon import journal_condition
     from shournal.journal import Journal
 
     why = "the journal was not usable"

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, TextIO
 
+from shournal.capture.record import lost_reason_parts
 from shournal.data import CommandView, FileEventView
-from shournal.record import lost_reason_parts
 
 if TYPE_CHECKING:
-    from shournal.stats import JournalStats
+    from shournal.store.stats import JournalStats
 
 NO_RESULTS = "No results found matching the query."
 

@@ -15,9 +15,9 @@ after the forwarder) keep meaning "being recorded" to the shell and to
 marker of a dead process, which the shell reports.
 
 Each command line gets a thread running the listener's own code
-(shournal.listener.collect: the blocking relay flushes and grace sleeps
+(shournal.capture.listener.collect: the blocking relay flushes and grace sleeps
 need no rewrite as a state machine, and a thread costs far less than the
-work).  A finished command line goes to the spool (shournal.spool; one
+work).  A finished command line goes to the spool (shournal.capture.spool; one
 fsync per batch of command lines finishing together) before the forwarder
 is told, and the store thread writes the spool to the journal, retrying
 while the journal is locked, full, corrupt or unreachable, with one
@@ -46,10 +46,11 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from shournal import _paths, listener, protocol
-from shournal.record import CommandRecord
-from shournal.spool import inbox_count as spool_inbox_count
-from shournal.spool import take_inbox
+from shournal import _paths
+from shournal.capture import listener, protocol
+from shournal.capture.record import CommandRecord
+from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.capture.spool import take_inbox
 
 LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
@@ -82,7 +83,7 @@ def journal_condition(exc: BaseException) -> str:
 
 class Daemon:
     def __init__(self, rundir: Path, sock: socket.socket) -> None:
-        from shournal.spool import Spool
+        from shournal.capture.spool import Spool
 
         self.rundir = rundir
         self.sock = sock
@@ -368,7 +369,7 @@ class Daemon:
         )
 
     def spool_count(self) -> int:
-        from shournal.spool import backlog_of
+        from shournal.capture.spool import backlog_of
 
         return backlog_of(self.spool.dir)[0]
 

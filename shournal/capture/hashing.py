@@ -16,7 +16,7 @@ from functools import partial
 
 import xxhash
 
-from shournal import protocol
+from shournal.capture import protocol
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False

@@ -26,9 +26,9 @@ from html import escape
 from importlib import resources
 from typing import Any, TextIO
 
+from shournal.capture.record import lost_reason_parts
 from shournal.data import CommandView, FileEventView
-from shournal.record import lost_reason_parts
-from shournal.stats import JournalStats
+from shournal.store.stats import JournalStats
 
 __all__ = ["TOP_N", "commands_per_day", "render_html", "write_html"]
 
@@ -429,7 +429,7 @@ def render_charts(stats: JournalStats | None, days: list[tuple[date, int]]) -> s
 
 @functools.cache
 def _asset(name: str) -> str:
-    text = (resources.files("shournal.render") / "html_assets" / name).read_text("utf-8")
+    text = (resources.files("shournal.report") / "html_assets" / name).read_text("utf-8")
     # Inlined verbatim: a closing tag inside would end the element early.
     lowered = text.lower()
     if "</script" in lowered or "</style" in lowered or not text.isascii():

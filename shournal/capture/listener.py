@@ -14,7 +14,7 @@ archiving.
 
 Two ways to run this code.  In a shell, shournal-suid execs
 native/shournal_forward.c, which hands fds 3 and 4 to the user's store
-daemon (shournal.daemon): it runs collect() below per command line, in a
+daemon (shournal.capture.daemon): it runs collect() below per command line, in a
 thread, and spools the record before storing it -- no Python start-up per
 command line.  Standalone (this module's main), for `shournal run` (which
 waits for the command to be stored) and as the forwarder's fallback when
@@ -23,7 +23,7 @@ work starts only when the command line has ended, or when the holder's
 queue of records passes 24 MiB (shournal-suid --lazy-listener); while the
 command runs we only receive (see Collector.take).
 
-The permission rules in shournal.filters then apply the original's
+The permission rules in shournal.capture.filters then apply the original's
 owner/group/other test against the real ids on top.
 """
 
@@ -38,11 +38,12 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from shournal import _paths, protocol
+from shournal import _paths
+from shournal.capture import protocol
 
 if TYPE_CHECKING:
     from pathlib import Path
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.record import CommandRecord, FileEvent
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
@@ -67,7 +68,7 @@ class Collector:
     read each event; what is left here is policy."""
 
     def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
-        from shournal import filters
+        from shournal.capture import filters
 
         self.uid = uid
         self.gids = gids
@@ -76,7 +77,7 @@ class Collector:
         self.received = 0  # records, to check against the holder's count
         self.dropped_writes = 0
         self.dropped_reads = 0
-        # lost events by reason (shournal.record.LOST_REASONS)
+        # lost events by reason (shournal.capture.record.LOST_REASONS)
         self.lost: dict[str, int] = {}
         self.archived = 0
         self.write_rule = filters.PathRule.from_config(cfg.write_events)
@@ -223,7 +224,7 @@ class Collector:
         if data is None:
             return None
         if hsh is not None:
-            from shournal.hashing import partial_xxh64_bytes
+            from shournal.capture.hashing import partial_xxh64_bytes
 
             chunk, reads = self.hash_settings or (
                 protocol.DEFAULT_HASH_CHUNK,
@@ -367,7 +368,7 @@ WARN_COMMAND_WIDTH = 60
 def short_command(text: str, width: int = WARN_COMMAND_WIDTH) -> str:
     """A command's text for a warning line: one line, shortened, control
     characters escaped (it goes to a terminal)."""
-    from shournal.render.human import printable
+    from shournal.report.human import printable
 
     line = printable(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -551,7 +552,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
 
 
 def _ignored(cfg, text: str) -> bool:
-    from shournal.filters import IgnoredCommands
+    from shournal.capture.filters import IgnoredCommands
 
     words = text.split()
     return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
@@ -559,14 +560,14 @@ def _ignored(cfg, text: str) -> bool:
 
 # Exit status of the listener when its command line could not be stored
 # now and waits in the spool's inbox (1: not recorded at all).
-# shournal.runner tells the user; a shell's user gets a warning.
+# shournal.capture.runner tells the user; a shell's user gets a warning.
 EXIT_KEPT = 3
 
 
 def store_record(rec: CommandRecord, cfg) -> int:
     """Store `rec`, then whatever earlier listeners left in the spool's
-    inbox (shournal.spool.deposit) now that the journal takes commands."""
-    from shournal import spool
+    inbox (shournal.capture.spool.deposit) now that the journal takes commands."""
+    from shournal.capture import spool
     from shournal.journal import Journal
 
     with Journal.open(config=cfg, create=True) as journal:
@@ -584,8 +585,8 @@ def keep_record(rec: CommandRecord, exc: BaseException) -> int:
     inbox for the next one that stores.  The exit status for the listener:
     EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
     warning at its prompt; `shournal run` (no session) says it itself."""
-    from shournal import spool
-    from shournal.daemon import journal_condition
+    from shournal.capture import spool
+    from shournal.capture.daemon import journal_condition
 
     condition = journal_condition(exc)
     try:
@@ -622,7 +623,7 @@ def collect(
     """Everything of one command line up to the record to store: its events
     until every process has exited, then the policy.  None: nothing to
     store (no text, or an ignored command).  Shared by this listener and
-    the store daemon (shournal.daemon), which passes the `pid` its
+    the store daemon (shournal.capture.daemon), which passes the `pid` its
     forwarder's markers are named after."""
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the

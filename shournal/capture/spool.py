@@ -38,7 +38,7 @@ from dataclasses import astuple
 from pathlib import Path
 
 from shournal import _paths
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.record import CommandRecord, FileEvent
 
 MAGIC = b"SHSP"
 FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
