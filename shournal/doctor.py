@@ -290,7 +290,7 @@ def run_checks() -> list[Check]:
 
 
 def print_report(checks: list[Check]) -> bool:
-    from shournal.report.human import printable
+    from shournal.terminal import printable
 
     for c in checks:
         # details quote paths, URLs and error texts: never raw controls

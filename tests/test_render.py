@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shournal.query.find import CommandView, FileEventView
-from shournal.report.human import NO_RESULTS, format_size, printable, render_human
+from shournal.report.human import NO_RESULTS, format_size, render_human
 from shournal.report.json import render_json
+from shournal.terminal import printable
 
 SCRIPT = b"#!/usr/bin/env bash\necho hi | tee out.log\n"
 START = datetime(2022, 11, 8, 8, 46, 12, 345000, tzinfo=UTC)

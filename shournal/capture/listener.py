@@ -368,7 +368,7 @@ WARN_COMMAND_WIDTH = 60
 def short_command(text: str, width: int = WARN_COMMAND_WIDTH) -> str:
     """A command's text for a warning line: one line, shortened, control
     characters escaped (it goes to a terminal)."""
-    from shournal.report.human import printable
+    from shournal.terminal import printable
 
     line = printable(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 1] + "…"

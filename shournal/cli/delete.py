@@ -42,7 +42,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def _command_line(cmd: CommandSummary) -> str:
     started = cmd.start_time.astimezone().strftime("%Y-%m-%d %H:%M")
-    from shournal.report.human import printable
+    from shournal.terminal import printable
 
     text = printable(cmd.text.replace("\n", "\\n"))
     return f"cmd-id {cmd.id} {started} {printable(cmd.working_dir)} $ {text}"

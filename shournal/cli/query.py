@@ -264,7 +264,7 @@ def query(
             output,
         )
     if restored is not None:
-        from shournal.report.human import printable
+        from shournal.terminal import printable
 
         dest = printable(str(restored.dest))
         print(f"shournal: restored {restored.count} file(s) into {dest}", file=sys.stderr)

@@ -21,8 +21,9 @@ from typing import Any
 
 from shournal.provenance.graph import FileNode, Lineage
 from shournal.query.find import CommandView
-from shournal.report.human import format_size, printable
+from shournal.report.human import format_size
 from shournal.report.json import command_object
+from shournal.terminal import printable
 
 
 def _iso_ns(ns: int) -> str:

@@ -164,7 +164,7 @@ def status_line(status: TargetStatus) -> str:
     read it (TIME)`` / ``PATH: missing: P`` / ``PATH: unknown: written
     outside the journal``; more problems are counted.  P is relative to
     the working directory when it lies under it."""
-    from shournal.report.human import printable
+    from shournal.terminal import printable
 
     head = printable(status.path)
     if status.state == "up to date":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from shournal.capture.record import lost_reason_parts
 from shournal.data import CommandView, FileEventView
+from shournal.terminal import printable
 
 if TYPE_CHECKING:
     from shournal.store.stats import JournalStats
@@ -22,19 +23,6 @@ NO_RESULTS = "No results found matching the query."
 _INDENT_SECTION = "  "
 _INDENT_FILE = "     "
 _INDENT_CONTENT = "          "
-
-# Command lines, file names and archived scripts may contain terminal escape
-# sequences or newlines; those must never reach the terminal raw.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x09}
-_CONTROL_BUT_NEWLINE = {c: e for c, e in _CONTROL.items() if c != 0x0A}
-
-
-def printable(text: str, *, newlines: bool = False) -> str:
-    """``text`` with every C0/C1 control but tab written as ``\\xNN``;
-    ``newlines`` keeps line breaks (a multi-line command is shown on its
-    lines)."""
-    return text.translate(_CONTROL_BUT_NEWLINE if newlines else _CONTROL)
-
 
 def format_size(size: int) -> str:
     if size < 1024:
