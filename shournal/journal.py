@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from shournal.data import CommandView, Criteria, FileProbe, WrittenVersion
@@ -184,8 +185,8 @@ class Journal:
         from shournal.query.find import find_commands
 
         return find_commands(
-            self.store, criteria, wfile=wfile, rfile=rfile, history=history, limit=limit,
-            reverse=reverse, max_files=max_files, **filters,
+            self.store, self._criteria(criteria, filters), wfile=wfile, rfile=rfile,
+            history=history, limit=limit, reverse=reverse, max_files=max_files,
         )  # fmt: skip
 
     def writers_of(
@@ -272,6 +273,27 @@ class Journal:
         side = "written" if kind == KIND_WRITE else "read"
         return find_commands(self.store, max_files=max_files, **{side: probe})
 
+    def _criteria(self, criteria: Criteria | None, filters: dict[str, Any]) -> Criteria:
+        """``criteria`` and the keyword ``filters`` as one :class:`Criteria`,
+        with ``lineage_of`` replaced by the ids of the commands in those
+        files' lineages (intersected with ``command_ids``): the provenance
+        walk answers it, the SQL sees ids.
+
+        :raises shournal.data.QueryFileError: a file cannot be read."""
+        from shournal.query.find import merge_criteria
+
+        crit = merge_criteria(criteria, **filters)
+        if crit.lineage_of is None:
+            return crit
+        from shournal.provenance.graph import DiskTarget, build_lineage
+        from shournal.provenance.readers import JournalReader
+
+        lin = build_lineage(JournalReader(self), [DiskTarget(p) for p in crit.lineage_of])
+        ids = set(lin.commands)
+        if crit.command_ids is not None:
+            ids &= set(crit.command_ids)
+        return replace(crit, lineage_of=None, command_ids=tuple(sorted(ids)))
+
     # -- statistics --------------------------------------------------------------------
 
     def stats(
@@ -286,13 +308,12 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.query.find import merge_criteria, resolve_lineage
         from shournal.store.stats import DEFAULT_TOP, compute_stats
 
         return compute_stats(
             self.store,
             command_ids=command_ids,
-            criteria=resolve_lineage(self.store, merge_criteria(criteria, **filters)),
+            criteria=self._criteria(criteria, filters),
             top=DEFAULT_TOP if top is None else top,
         )
 
@@ -305,11 +326,9 @@ class Journal:
 
         :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.query.find import merge_criteria, resolve_lineage
         from shournal.store.gc import plan_delete
 
-        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
-        return plan_delete(self.store, crit)
+        return plan_delete(self.store, self._criteria(criteria, filters))
 
     def delete(
         self,
@@ -325,11 +344,9 @@ class Journal:
 
         :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.query.find import merge_criteria, resolve_lineage
         from shournal.store.gc import delete_commands
 
-        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
-        return delete_commands(self.store, crit, only_ids=only_ids)
+        return delete_commands(self.store, self._criteria(criteria, filters), only_ids=only_ids)
 
     # -- archived files ------------------------------------------------------------------
 

@@ -16,13 +16,13 @@ from shournal.capture.hashing import partial_xxh64_bytes
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.rereso import schema
 from shournal.rereso.describe import (
-    RUNNER,
     UNSPECIFIED_LICENSE,
     DescribeError,
     Meta,
     describe_benchmark,
     describe_tool,
 )
+from shournal.rereso.image import RUNNER
 from shournal.rereso.invocation import analyze, placeholders
 from shournal.rereso.recombine import accepts
 from shournal.store import Store

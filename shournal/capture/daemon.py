@@ -51,6 +51,7 @@ from shournal.capture import listener, protocol
 from shournal.capture.record import CommandRecord
 from shournal.capture.spool import inbox_count as spool_inbox_count
 from shournal.capture.spool import take_inbox
+from shournal.store.errors import journal_condition
 
 LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
@@ -62,23 +63,6 @@ _RETRY_MAX = 10.0
 # How often the accept loop looks at the idle time.
 _TICK = 1.0
 _CWD_MAX = 4096
-
-
-def journal_condition(exc: BaseException) -> str:
-    """A short name of why the journal cannot take commands now."""
-    from shournal.store.errors import SchemaTooNew, StoreCorrupt
-
-    msg = str(exc)
-    low = msg.lower()
-    if "database or disk is full" in low or "no space left" in low:
-        return "the journal's disk is full (no space left)"
-    if "locked" in low or "busy" in low:
-        return "the journal is locked by another process"
-    if isinstance(exc, SchemaTooNew):
-        return f"the journal is of a newer shournal: {msg}"
-    if isinstance(exc, StoreCorrupt):
-        return f"the journal is not usable: {msg}"
-    return f"the journal is not usable: {msg}"
 
 
 class Daemon:

@@ -180,8 +180,8 @@ def _report_store(listener_status: int) -> None:
     if listener_status != EXIT_KEPT:
         _warn("the command was not recorded (see the warnings of the next prompt)")
         return
-    from shournal.capture.daemon import journal_condition
     from shournal.journal import Journal
+    from shournal.store.errors import journal_condition
 
     why = "the journal was not usable"
     try:

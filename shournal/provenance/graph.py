@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from shournal.query.find import CommandView, FileEventView, QueryError
+from shournal.data import CommandView, FileEventView, QueryError
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader, WrittenVersion

@@ -19,8 +19,8 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from shournal.data import CommandView
 from shournal.provenance.graph import FileNode, Lineage
-from shournal.query.find import CommandView
 from shournal.report.human import format_size
 from shournal.report.json import command_object
 from shournal.terminal import printable

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
+from shournal.data import QueryFileError
 from shournal.provenance.graph import DiskTarget, Lineage, build_lineage
 from shournal.query.filestat import MISSING, UP_TO_DATE, file_status
-from shournal.query.find import QueryFileError
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader

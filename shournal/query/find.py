@@ -126,28 +126,6 @@ def merge_criteria(criteria: Criteria | None, **filters: Any) -> Criteria:
     return replace(crit, **changes)
 
 
-def resolve_lineage(store: Store, criteria: Criteria) -> Criteria:
-    """``criteria`` with ``lineage_of`` replaced by the ids of the commands
-    in those files' lineages (intersected with ``command_ids``): the
-    provenance walk answers it, the SQL sees ids.
-
-    :raises QueryFileError: a file cannot be read.
-    """
-    if criteria.lineage_of is None:
-        return criteria
-    from shournal.journal import Journal
-    from shournal.provenance.graph import DiskTarget, build_lineage
-    from shournal.provenance.readers import JournalReader
-
-    lin = build_lineage(
-        JournalReader(Journal(store)), [DiskTarget(p) for p in criteria.lineage_of]
-    )
-    ids = set(lin.commands)
-    if criteria.command_ids is not None:
-        ids &= set(criteria.command_ids)
-    return replace(criteria, lineage_of=None, command_ids=tuple(sorted(ids)))
-
-
 def find_commands(
     store: Store,
     criteria: Criteria | None = None,
@@ -167,7 +145,8 @@ def find_commands(
 
     ``criteria``: from :func:`shournal.query.criteria.parse_criteria`; keyword
     ``filters`` (its keywords: ``cwd``, ``command_text``, ``since``...) are
-    parsed the same way and added.
+    parsed the same way and added.  ``lineage_of`` is a provenance walk:
+    :meth:`shournal.journal.Journal.find` resolves it to command ids.
     ``wfile``/``rfile``: commands that wrote/read this file's content.
     ``written``/``read``: commands that wrote/read this content (size,
     partial hashes, and the mtime unless it is None).
@@ -181,7 +160,7 @@ def find_commands(
     """
     from shournal.store import reader
 
-    crit = resolve_lineage(store, merge_criteria(criteria, **filters))
+    crit = merge_criteria(criteria, **filters)
     for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
         if value is not None and not 0 <= value <= INT64_MAX:
             raise QueryError(f"{name} must be between 0 and {INT64_MAX}")

@@ -12,7 +12,7 @@ from shournal.reproduce.recording import decode_manifest
 from shournal.store import models as m
 
 if TYPE_CHECKING:
-    from shournal.query.find import CommandView
+    from shournal.data import CommandView
     from shournal.store.db import Store
 
 

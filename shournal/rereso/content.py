@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shournal.query.find import CommandView, FileEventView
+    from shournal.data import CommandView, FileEventView
     from shournal.reproduce.archive import Archive
     from shournal.store.db import Store
 

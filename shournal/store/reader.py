@@ -380,7 +380,7 @@ def command_conditions(
     cr = criteria
     if cr.lineage_of is not None:
         # Never ignored: the journal resolves it to ids first
-        # (shournal.query.find.resolve_lineage).
+        # (shournal.journal.Journal._criteria).
         raise ValueError("lineage_of must be resolved to command ids before the SQL")
     if cr.command_id is not None:
         where.append(_ordered_cond(c.id, cr.command_id))
