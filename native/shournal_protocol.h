@@ -1,7 +1,7 @@
 /* Wire format between the preload library (or `shournal run`), the setuid
  * helper and the Python listener, the runtime-directory contract and the
  * helper's limits and defaults.  Mirrored in shournal/capture/protocol.py;
- * tests/test_protocol.py compiles tests/native/protocol_layout.c against
+ * tests/unit/test_protocol.py compiles tests/native/protocol_layout.c against
  * this header and compares every value and every field's offset, size and
  * signedness with the Python definitions.
  *

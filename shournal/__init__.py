@@ -15,7 +15,7 @@ from __future__ import annotations
 # command line, and typing alone costs it ~2 ms.
 TYPE_CHECKING = False
 # The one version string: pyproject.toml, native/Makefile and the tests
-# read it from here (tests/test_version.py checks the Debian changelog).
+# read it from here (tests/unit/test_version.py checks the Debian changelog).
 __version__ = "0.1.0"
 __all__ = ["Journal", "__version__"]
 

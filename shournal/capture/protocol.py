@@ -1,6 +1,6 @@
 """Python side of native/shournal_protocol.h: every value and every
 struct member's offset, size and signedness is checked against the
-compiler by tests/test_protocol.py."""
+compiler by tests/unit/test_protocol.py."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ SEED = int(os.environ.get("SHOURNAL_FUZZ_SEED", "20261124"))
 ITERATIONS = int(os.environ.get("SHOURNAL_FUZZ_ITERATIONS", "3000"))
 ASAN_ITERATIONS = ITERATIONS // 5  # each start of an ASan binary costs more
 TIMEOUT_MS = 10_000  # far above any legitimate invocation (~20 ms)
-NATIVE_TESTS = Path(__file__).resolve().parent / "native"
+NATIVE_TESTS = Path(__file__).resolve().parents[1] / "native"
 USAGE = 2  # EXIT_USAGE of native/shournal_suid.c
 # execve(2) limits: one argument below 128 KiB (MAX_ARG_STRLEN), all of them
 # with the environment below ARG_MAX (2 MiB with the usual 8 MiB stack);

@@ -215,7 +215,7 @@ def test_exit_status_false_and_ctrl_c(kind, install, user_home):
     """The interrupt is sent once `sleep` runs: after a fixed delay it may,
     on a loaded machine, reach the shell before it has read the line (the
     terminal discards the line: nothing to store).  Earlier moments are
-    tested in tests/test_shell_robustness.py."""
+    tested in tests/system/test_shell_robustness.py."""
     line = "sleep 30.5"  # a command line no other test's process has
     sh = Shell(kind, install, user_home)
     sh.run("false")

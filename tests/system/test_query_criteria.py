@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_query import MINUTE, T0, file_event, record, texts
+from synthetic import MINUTE, T0, file_event, record
+from test_query import texts
 
 from shournal.capture.record import FileEvent
 from shournal.query.criteria import (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "shournal" / "capture"
 
 # Outside shournal.capture.* and shournal.store.*: the data types, the

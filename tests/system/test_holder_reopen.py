@@ -40,7 +40,7 @@ pytestmark = [
 tools = test_suid_security.tools
 scratch = test_suid_security.scratch
 
-TESTS_NATIVE = Path(__file__).resolve().parent / "native"
+TESTS_NATIVE = Path(__file__).resolve().parents[1] / "native"
 UNFIXED = "a94fa98"  # its holder checked the event's inode only, and relayed the kernel's fd
 
 

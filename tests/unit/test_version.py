@@ -12,7 +12,7 @@ from pathlib import Path
 
 from shournal import __version__
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEBIAN = REPO / "packaging" / "debian"
 
 

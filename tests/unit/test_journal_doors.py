@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_cli import run_shournal
-from test_query import T0, record
+from synthetic import T0, record
 
 from shournal.capture.record import FileEvent
 from shournal.store import Store

@@ -53,7 +53,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: setuid copies and test users"),
 ]
 
-NATIVE_TESTS = Path(__file__).resolve().parent / "native"
+NATIVE_TESTS = Path(__file__).resolve().parents[1] / "native"
 MEMBER_USER = "shournal-member"
 HARD_USER = "shournal-hard"
 SMALL_STACK = 128 * 1024  # ulimit -s 128

@@ -218,7 +218,7 @@ def test_stdlib_only_and_no_toml_parser_for_an_untouched_file() -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     ).stdout.split("\n")
     assert out[0] == "[]"
     assert out[1] == "False False"

@@ -308,7 +308,7 @@ def test_default_location_of_another_user_or_open_to_others_is_refused(
 ) -> None:
     """A data directory (after links) that is not the user's own, or that
     group or others may write, is never used: somebody else could read or
-    forge the journal (tests/test_runtime_security.py has the attack)."""
+    forge the journal (tests/system/test_runtime_security.py has the attack)."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     real = tmp_path / "shared" / "journal"
     real.mkdir(parents=True)

@@ -43,8 +43,8 @@ from shournal.query.find import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
 
-NATIVE = Path(__file__).resolve().parent.parent / "native"
-NATIVE_TESTS = Path(__file__).resolve().parent / "native"
+NATIVE = Path(__file__).resolve().parents[2] / "native"
+NATIVE_TESTS = Path(__file__).resolve().parents[1] / "native"
 
 pytestmark = [
     pytest.mark.root,

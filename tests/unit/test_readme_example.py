@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from test_query import record
+from synthetic import record
 
 from shournal.capture.record import FileEvent
 from shournal.store import Store
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_example() -> str:

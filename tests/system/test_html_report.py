@@ -380,7 +380,8 @@ def browser(tmp_path: Path) -> Iterator[Page]:
 
 
 def artifacts_dir() -> Path:
-    path = Path(os.environ.get("SHOURNAL_TEST_ARTIFACTS") or Path(__file__).parent / "artifacts")
+    default = Path(__file__).resolve().parents[1] / "artifacts"
+    path = Path(os.environ.get("SHOURNAL_TEST_ARTIFACTS") or default)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_directory_with_python_code_is_a_found_package() -> None:

@@ -13,9 +13,9 @@ import pytest
 from shournal import data
 from shournal.capture import protocol
 
-NATIVE = Path(__file__).resolve().parent.parent / "native"
+NATIVE = Path(__file__).resolve().parents[2] / "native"
 HEADER = NATIVE / "shournal_protocol.h"
-PROGRAM = Path(__file__).resolve().parent / "native" / "protocol_layout.c"
+PROGRAM = Path(__file__).resolve().parents[1] / "native" / "protocol_layout.c"
 # Macros whose Python side is not shournal.capture.protocol.
 ELSEWHERE = {"RETURN_VALUE_UNKNOWN": data}
 

@@ -15,7 +15,7 @@ from test_hashing import FILE_VECTORS
 
 from shournal.capture.hashing import partial_xxh64
 
-NATIVE = Path(__file__).resolve().parent.parent / "native"
+NATIVE = Path(__file__).resolve().parents[2] / "native"
 
 DRIVER = r"""
 #include <fcntl.h>
