@@ -205,7 +205,7 @@ def write_cpu_listener(out_path: Path) -> Path:
     script.write_text(
         "#!/bin/sh\n"
         f'exec /usr/bin/time -o "$SHOURNAL_BENCH_CPU_OUT" -f "%e %U %S" {VENV_PYTHON} '
-        "-m shournal.listener\n"
+        "-m shournal.capture.listener\n"
     )
     os.chmod(script, 0o755)
     return script
@@ -216,7 +216,7 @@ def write_profile_listener(out_path: Path) -> Path:
     script = CACHE / "bin" / "profile_listener"
     script.write_text(
         "#!/bin/sh\n"
-        f'exec {VENV_PYTHON} -m cProfile -o "{out_path}.$$" -m shournal.listener\n'
+        f'exec {VENV_PYTHON} -m cProfile -o "{out_path}.$$" -m shournal.capture.listener\n'
     )
     os.chmod(script, 0o755)
     return script
@@ -812,7 +812,7 @@ def machine_info() -> dict:
     # What was measured is the installed copy, not the work tree.
     for key, path in (
         ("installed_listener_mtime", "/usr/local/lib/shournal/venv/lib/python3.11/site-packages/"
-         "shournal/listener.py"),
+         "shournal/capture/listener.py"),
         ("installed_helper_mtime", "/usr/local/libexec/shournal/shournal-suid"),
     ):
         try:

@@ -134,7 +134,7 @@ def wait_recorded(home: Path) -> None:
         time.sleep(0.05)
     spool = home / ".local" / "share" / "shournal" / "spool"
     sys.path.insert(0, str(REPO))
-    from shournal.spool import backlog_of
+    from shournal.capture.spool import backlog_of
 
     while backlog_of(spool)[0] and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -4,7 +4,7 @@
  * control socket on fd 3 and the holder's event relay on fd 4 (both
  * SOCK_SEQPACKET, see native/shournal_protocol.h).  It exits when fd 3
  * reaches EOF, i.e. when every process of the command has exited, after
- * the same flushes as shournal/listener.py.
+ * the same flushes as shournal/capture/listener.py.
  *
  * This floor ("relay floor") includes everything but Python: the
  * kernel's fanotify work and the holder's (permission check, fstat, path,

@@ -15,7 +15,7 @@ Measured (median and p95 over --reps queries, warm page cache unless said):
 * cold cache (``echo 3 > /proc/sys/vm/drop_caches`` before each query; needs
   root, skipped otherwise): the first ``--wfile`` and ``--history 100`` of a
   fresh store and of a fresh CLI process;
-* an HTML report of 1,000 commands, if ``shournal.render.html.write_html``
+* an HTML report of 1,000 commands, if ``shournal.report.html.write_html``
   exists;
 * the journal's size per file event, and per table and index (dbstat);
 * EXPLAIN QUERY PLAN of every statement the measured queries ran.
@@ -211,9 +211,9 @@ def time_other(journal: Journal, db: Path, reps: int) -> dict[str, Any]:
 
 def time_html(journal: Journal, n: int) -> dict[str, Any]:
     try:
-        from shournal.render.html import write_html  # type: ignore[import-not-found]
+        from shournal.report.html import write_html  # type: ignore[import-not-found]
     except ImportError:
-        return {"status": "not measured yet (shournal.render.html.write_html not importable)"}
+        return {"status": "not measured yet (shournal.report.html.write_html not importable)"}
     t0 = time.perf_counter()
     commands = journal.find(history=n)  # every file, as a report needs
     t_query = time.perf_counter() - t0

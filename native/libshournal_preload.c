@@ -478,7 +478,7 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     return rc == 0 ? 0 : -1;
 }
 
-/* The store daemon (shournal/daemon.py), when the listener is its
+/* The store daemon (shournal/capture/daemon.py), when the listener is its
  * forwarder (native/shournal_forward.c): the forwarder runs inside the
  * command line's mount namespace, where a daemon it started would stay for
  * good (pinning the namespace, its own writes observed by that command
@@ -857,7 +857,7 @@ static void do_prepare(void)
  * <rundir>/warnings.<our session in hex> concerns our own command lines
  * and is shown first; <rundir>/warnings (nothing to do with one command
  * line) goes to whichever shell takes it first.  Must match _warn() in
- * shournal/listener.py. */
+ * shournal/capture/listener.py. */
 static void show_warnings_file(const char *name)
 {
     char path[PATH_MAX + 64], taken[PATH_MAX + 96], buf[1024];

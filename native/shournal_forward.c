@@ -1,7 +1,7 @@
 /* shournal-forward: the listener shournal-suid execs for a command line
  * (as the user, privileges dropped for good, the control socket on fd 3
  * and the holder's relay on fd 4).  Instead of starting Python per command
- * line it hands both fds to the user's store daemon (shournal/daemon.py)
+ * line it hands both fds to the user's store daemon (shournal/capture/daemon.py)
  * over <runtime dir>/daemon.sock (the shell starts the daemon, see
  * ensure_daemon() in libshournal_preload.c), and waits -- blocked, no CPU -- until the daemon answers that the command
  * line is in its durable spool.  Waiting keeps the markers named after our

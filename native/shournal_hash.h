@@ -1,9 +1,9 @@
 /* The partial file hash of shournal: XXH64 (seed 0) over up to `reads`
  * chunks of `chunk` bytes sampled at offsets size/reads * i (contiguous when
  * that step is not larger than a chunk), stopping at the first short read.
- * Bit-compatible with shournal 3.3 and with shournal/hashing.py; the
- * vectors of tests/test_hashing.py are checked against this code by
- * tests/test_native_hash.py.
+ * Bit-compatible with shournal 3.3 and with shournal/capture/hashing.py; the
+ * vectors of tests/unit/test_hashing.py are checked against this code by
+ * tests/unit/test_native_hash.py.
  *
  * Computed by the holder (shournal_suid.c) right when an event is read, so
  * the hash describes the file as the command left it, not as a later

@@ -1,7 +1,7 @@
 /* Wire format between the preload library (or `shournal run`), the setuid
  * helper and the Python listener, the runtime-directory contract and the
- * helper's limits and defaults.  Mirrored in shournal/protocol.py;
- * tests/test_protocol.py compiles tests/native/protocol_layout.c against
+ * helper's limits and defaults.  Mirrored in shournal/capture/protocol.py;
+ * tests/unit/test_protocol.py compiles tests/native/protocol_layout.c against
  * this header and compares every value and every field's offset, size and
  * signedness with the Python definitions.
  *
@@ -64,7 +64,7 @@ struct shournal_setup_fail {
  * longer one as cut (so the sender never needs more than one byte beyond
  * that limit). */
 /* return_value when the shell could not tell the command line's status
- * (shournal/query.py RETURN_VALUE_UNKNOWN) */
+ * (shournal/query/find.py RETURN_VALUE_UNKNOWN) */
 #define SHOURNAL_RETURN_VALUE_UNKNOWN 2147483647
 
 struct shournal_command {
@@ -103,7 +103,7 @@ struct shournal_events {
     uint32_t nfds;      /* fds attached (records with SHOURNAL_REC_FD) */
     uint32_t hash_chunk; /* the partial hash settings the holder uses */
     uint32_t hash_reads; /* (both 0: no hashing) */
-    /* `lost` by reason (shournal.record.LOST_REASONS), since the last message */
+    /* `lost` by reason (shournal.capture.record.LOST_REASONS), since the last message */
     uint32_t lost_overflow;   /* the kernel's queue overflowed, or an event
                                  came without an fd (the kernel failed to
                                  open the file for us) */
@@ -114,7 +114,7 @@ struct shournal_events {
     uint32_t lost_reserved;   /* 0; keeps the header a multiple of 8 */
 };
 
-/* The listener stores lost events by reason (shournal/record.py
+/* The listener stores lost events by reason (shournal/capture/record.py
  * LOST_REASONS): these three, and "relay": the relay ended early or records
  * went missing on the way, which only the listener sees. */
 
@@ -156,7 +156,7 @@ struct shournal_flush {
 #define SHOURNAL_MAX_COMMAND_TEXT (16 * 1024 * 1024)
 #define SHOURNAL_MAX_FAIL_LEN 512
 
-/* The per-user store daemon (shournal/daemon.py), over an AF_UNIX
+/* The per-user store daemon (shournal/capture/daemon.py), over an AF_UNIX
  * SOCK_SEQPACKET socket SHOURNAL_DAEMON_SOCKET in the user's runtime
  * directory (mode 0700; the daemon checks SO_PEERCRED).  The forwarder
  * (native/shournal_forward.c), which shournal-suid execs as the listener,

@@ -13,8 +13,8 @@
  *            same real user, drop privileges for good, exec the program.
  *   check  - report whether the above can work on this machine (doctor).
  *
- * Rules (each has an attacking test in tests/test_suid_security.py or
- * tests/test_suid_hardening.py):
+ * Rules (each has an attacking test in tests/system/test_suid_security.py or
+ * tests/system/test_suid_hardening.py):
  *   - libc only, strict argv, the environment is never consulted while
  *     privileged, nothing big on the stack (the user sets RLIMIT_STACK);
  *   - a namespace is joined only if its holder's /proc entry is owned by the
@@ -27,13 +27,13 @@
  *     user's runs;
  *   - a joined program keeps the caller's root directory (a chroot stays
  *     a jail: setns() alone would reset it), verified by dev and inode,
- *     or nothing runs (tests/test_chroot.py);
+ *     or nothing runs (tests/system/test_chroot.py);
  *   - the fanotify group never reaches user code: made with CAP_SYS_ADMIN,
  *     its event fds are opened without permission checks and it could mark
  *     anything.  The holder keeps it and relays an event only if the user
  *     may read the file (faccessat2 with the user's ids and groups) and
  *     reach it by its path (his own path walk leads to the same inode;
- *     tests/test_holder_reopen.py);
+ *     tests/system/test_holder_reopen.py);
  *     an fd it relays is one it opened itself, as the user;
  *   - namespaces and fanotify groups (setup's and check's) are counted
  *     against the user, not root, so a user can exhaust only his own

@@ -237,7 +237,7 @@ _shournal_postexec() {
         _shournal_pc_at_front
     # errexit and the ERR trap are kept off by the `&&` of _SHOURNAL_PC; the
     # code here runs under set -u (every variable is set or has a default)
-    # and has no pipelines (pipefail): tests/test_shell_robustness.py.
+    # and has no pipelines (pipefail): tests/system/test_shell_robustness.py.
     # The usual case first, cheaply (no call, no glob: bash matches globs
     # in wide characters): our entry starts PROMPT_COMMAND.
     if [[ ${PROMPT_COMMAND:0:${#_SHOURNAL_PC}} != "$_SHOURNAL_PC" ]]; then

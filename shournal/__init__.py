@@ -1,7 +1,7 @@
 """shournal: a shell journal.
 
-Data flows one way: capture (native helper + :mod:`shournal.listener`) ->
-:mod:`shournal.store` -> :mod:`shournal.query` -> :mod:`shournal.render`.
+Data flows one way: capture (native helper + :mod:`shournal.capture`) ->
+:mod:`shournal.store` -> :mod:`shournal.query` -> :mod:`shournal.report`.
 :class:`shournal.Journal` is the library's front door; the CLI in
 :mod:`shournal.cli` is a thin layer over it.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 # command line, and typing alone costs it ~2 ms.
 TYPE_CHECKING = False
 # The one version string: pyproject.toml, native/Makefile and the tests
-# read it from here (tests/test_version.py checks the Debian changelog).
+# read it from here (tests/unit/test_version.py checks the Debian changelog).
 __version__ = "0.1.0"
 __all__ = ["Journal", "__version__"]
 

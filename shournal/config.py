@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shournal import _paths, protocol
+from shournal import _paths
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
+from shournal.capture import protocol
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,7 +106,7 @@ class MountsConfig:
 
 @dataclass(frozen=True, slots=True)
 class HashConfig:
-    """[hash]: the partial XXH64 parameters (see shournal.hashing)."""
+    """[hash]: the partial XXH64 parameters (see shournal.capture.hashing)."""
 
     enable: bool = True
     chunk_size: int = protocol.DEFAULT_HASH_CHUNK
@@ -116,7 +118,7 @@ class StoreConfig:
     """[store]: where commands are stored."""
 
     url: str = ""  # empty: SQLite in the data directory
-    # The store daemon (shournal.daemon) exits after this long without a
+    # The store daemon (shournal.capture.daemon) exits after this long without a
     # command line, once its spool is drained; the next one starts it again.
     daemon_idle_seconds: int = 600
 
@@ -434,7 +436,7 @@ def _commands(value: object) -> tuple[str, ...]:
     for raw in _str_list(value):
         words = raw.split()
         entry = " ".join(words)
-        # the same rules as shournal.filters.IgnoredCommands, which must
+        # the same rules as shournal.capture.filters.IgnoredCommands, which must
         # never reject what passed here
         if not words or not words[0].removesuffix("*").rpartition("/")[2]:
             raise _Invalid(f"invalid command {raw!r}: names no command", raw)

@@ -80,7 +80,7 @@ class FileEventView:
     content_id: int | None = None  # archived content, if any
     content_preview: bytes | None = None  # its first bytes
     content_size: int | None = None
-    # Set by --stat (shournal.filestat): "U" up to date, "M" modified,
+    # Set by --stat (shournal.query.filestat): "U" up to date, "M" modified,
     # "N" missing, "ERROR"; None when not checked.
     status: str | None = None
 
@@ -114,7 +114,7 @@ class CommandView:
     lost_events: int = 0
     # `shournal rerun`: the recorded command this one derives from.
     derived_from: int | None = None
-    # lost_events by reason (shournal.record.LOST_REASONS), those with a
+    # lost_events by reason (shournal.capture.record.LOST_REASONS), those with a
     # count; empty when the journal did not record reasons (schema <= 4)
     lost_reasons: dict[str, int] = field(default_factory=dict)
     writes: list[FileEventView] = field(default_factory=list)
@@ -193,7 +193,7 @@ class FileCriteria:
 
 @dataclass(slots=True)
 class Criteria:
-    """AND-combined criteria on commands, as :func:`shournal.criteria.parse_criteria`
+    """AND-combined criteria on commands, as :func:`shournal.query.criteria.parse_criteria`
     makes them from the CLI's spelling.  Query, statistics and deletion
     all take this one type, so they select the same commands."""
 

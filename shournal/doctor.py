@@ -181,9 +181,9 @@ def _store_check() -> Check:
 
 
 def _daemon_check() -> Check:
-    """The store daemon and its spool's backlog (shournal.daemon)."""
+    """The store daemon and its spool's backlog (shournal.capture.daemon)."""
     check = _daemon_state()
-    from shournal import spool
+    from shournal.capture import spool
 
     kept = spool.inbox_count()
     if kept:
@@ -197,7 +197,7 @@ def _daemon_check() -> Check:
 def _daemon_state() -> Check:
     import json
 
-    from shournal import protocol, spool
+    from shournal.capture import protocol, spool
 
     answer = protocol.daemon_request(_paths.runtime_dir(), protocol.MSG_STATUS, timeout=2.0)
     if answer is None:
@@ -290,7 +290,7 @@ def run_checks() -> list[Check]:
 
 
 def print_report(checks: list[Check]) -> bool:
-    from shournal.render.human import printable
+    from shournal.terminal import printable
 
     for c in checks:
         # details quote paths, URLs and error texts: never raw controls

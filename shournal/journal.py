@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from shournal.data import CommandView, Criteria, FileProbe, WrittenVersion
@@ -27,12 +28,12 @@ if TYPE_CHECKING:
 
     from sqlalchemy import Connection
 
+    from shournal.capture.record import CommandRecord
     from shournal.config import Config
-    from shournal.maintenance import DeletePlan, DeleteResult
-    from shournal.record import CommandRecord
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
-    from shournal.stats import JournalStats
     from shournal.store.db import Store
+    from shournal.store.gc import DeletePlan, DeleteResult
+    from shournal.store.stats import JournalStats
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -71,7 +72,7 @@ class Journal:
     (or call :meth:`close`).
 
     Criteria are the CLI's, as keywords (see
-    :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
+    :func:`shournal.query.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
     ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
     commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
@@ -181,11 +182,11 @@ class Journal:
         :raises shournal.data.QueryError: a criterion cannot be used (the
             file cannot be read, a value cannot be parsed).
         """
-        from shournal.query import find_commands
+        from shournal.query.find import find_commands
 
         return find_commands(
-            self.store, criteria, wfile=wfile, rfile=rfile, history=history, limit=limit,
-            reverse=reverse, max_files=max_files, **filters,
+            self.store, self._criteria(criteria, filters), wfile=wfile, rfile=rfile,
+            history=history, limit=limit, reverse=reverse, max_files=max_files,
         )  # fmt: skip
 
     def writers_of(
@@ -258,19 +259,40 @@ class Journal:
         mtime and partial hash under every hash setting of the journal.
 
         :raises shournal.data.QueryFileError: it cannot be read."""
-        from shournal.query import probe_file
+        from shournal.query.find import probe_file
 
         return probe_file(path, self.hash_settings())
 
     def _by_content(
         self, kind: int, size: int, hash: int | None, mtime_ns: int | None, max_files: int | None
     ) -> list[CommandView]:
-        from shournal.query import find_commands
+        from shournal.query.find import find_commands
         from shournal.store.reader import KIND_WRITE
 
         probe = FileProbe(size, mtime_ns, frozenset() if hash is None else frozenset({hash}))
         side = "written" if kind == KIND_WRITE else "read"
         return find_commands(self.store, max_files=max_files, **{side: probe})
+
+    def _criteria(self, criteria: Criteria | None, filters: dict[str, Any]) -> Criteria:
+        """``criteria`` and the keyword ``filters`` as one :class:`Criteria`,
+        with ``lineage_of`` replaced by the ids of the commands in those
+        files' lineages (intersected with ``command_ids``): the provenance
+        walk answers it, the SQL sees ids.
+
+        :raises shournal.data.QueryFileError: a file cannot be read."""
+        from shournal.query.find import merge_criteria
+
+        crit = merge_criteria(criteria, **filters)
+        if crit.lineage_of is None:
+            return crit
+        from shournal.provenance.graph import DiskTarget, build_lineage
+        from shournal.provenance.readers import JournalReader
+
+        lin = build_lineage(JournalReader(self), [DiskTarget(p) for p in crit.lineage_of])
+        ids = set(lin.commands)
+        if crit.command_ids is not None:
+            ids &= set(crit.command_ids)
+        return replace(crit, lineage_of=None, command_ids=tuple(sorted(ids)))
 
     # -- statistics --------------------------------------------------------------------
 
@@ -286,13 +308,12 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.query import merge_criteria, resolve_lineage
-        from shournal.stats import DEFAULT_TOP, compute_stats
+        from shournal.store.stats import DEFAULT_TOP, compute_stats
 
         return compute_stats(
             self.store,
             command_ids=command_ids,
-            criteria=resolve_lineage(self.store, merge_criteria(criteria, **filters)),
+            criteria=self._criteria(criteria, filters),
             top=DEFAULT_TOP if top is None else top,
         )
 
@@ -303,13 +324,11 @@ class Journal:
         commands (oldest first) and their number of file events.  Reads
         only.
 
-        :raises shournal.maintenance.DeleteError: no criteria.
+        :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.maintenance import plan_delete
-        from shournal.query import merge_criteria, resolve_lineage
+        from shournal.store.gc import plan_delete
 
-        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
-        return plan_delete(self.store, crit)
+        return plan_delete(self.store, self._criteria(criteria, filters))
 
     def delete(
         self,
@@ -323,13 +342,11 @@ class Journal:
         any more (directories, archived files, sessions...).  One
         transaction: on any error nothing changes.
 
-        :raises shournal.maintenance.DeleteError: no criteria.
+        :raises shournal.store.gc.DeleteError: no criteria.
         """
-        from shournal.maintenance import delete_commands
-        from shournal.query import merge_criteria, resolve_lineage
+        from shournal.store.gc import delete_commands
 
-        crit = resolve_lineage(self.store, merge_criteria(criteria, **filters))
-        return delete_commands(self.store, crit, only_ids=only_ids)
+        return delete_commands(self.store, self._criteria(criteria, filters), only_ids=only_ids)
 
     # -- archived files ------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from shournal import protocol
+from shournal.capture import protocol
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_USER = "shournal-test"
@@ -106,9 +106,8 @@ def install() -> Iterator[Install]:
 
     venv_listener = REPO / ".venv" / "bin" / "shournal-listener"
     pythonpath = ""
-    if _user_can_read(user.pw_name, REPO / "shournal" / "listener.py") and _user_can_read(
-        user.pw_name, venv_listener
-    ):
+    listener_py = REPO / "shournal" / "capture" / "listener.py"
+    if _user_can_read(user.pw_name, listener_py) and _user_can_read(user.pw_name, venv_listener):
         listener = venv_listener
         cli = REPO / ".venv" / "bin" / "shournal"
     else:
@@ -120,7 +119,9 @@ def install() -> Iterator[Install]:
         shutil.copytree(REPO / "shournal", site / "shournal")
         pythonpath = str(site)
         listener = root / "shournal-listener"
-        listener.write_text("#!/bin/sh\nexec /usr/bin/python3 -m shournal.listener \"$@\"\n")
+        listener.write_text(
+            "#!/bin/sh\nexec /usr/bin/python3 -m shournal.capture.listener \"$@\"\n"
+        )
         listener.chmod(0o755)
         cli = root / "bin" / "shournal"
         cli.parent.mkdir()

@@ -141,7 +141,7 @@ def run(
                      help="With --apparatus: archive the content of written files too."),
     ] = False,
 ) -> None:
-    from shournal.runner import RunError, run_observed
+    from shournal.capture.runner import RunError, run_observed
 
     if archive_outputs and not apparatus:
         print("shournal: --archive-outputs needs --apparatus", file=sys.stderr)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def note(message: str) -> None:
     """``shournal: MESSAGE`` on one line of stderr.  Messages may quote
     journal text (paths, names, command lines): never raw controls."""
-    from shournal.render.human import printable
+    from shournal.terminal import printable
 
     typer.echo(f"shournal: {printable(' '.join(message.split()))}", err=True)
 

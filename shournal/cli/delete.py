@@ -5,7 +5,7 @@ Exit codes: 0 deleted (or, with --dry-run, something would be); 1 nothing
 matches, no journal yet, or the prompt was declined; 2 usage error (no
 criterion, unparsable age or date, bad session id, stdin not a terminal
 without --yes); 3 the journal cannot be used.  Nothing changes on any error.
-The criteria are those of ``shournal query`` (:mod:`shournal.criteria`).
+The criteria are those of ``shournal query`` (:mod:`shournal.query.criteria`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from shournal.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from shournal.maintenance import CommandSummary, DeleteResult
+    from shournal.store.gc import CommandSummary, DeleteResult
 
 # Commands listed before the confirmation prompt (all with --dry-run).
 _PROMPT_LIST = 20
@@ -42,7 +42,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 def _command_line(cmd: CommandSummary) -> str:
     started = cmd.start_time.astimezone().strftime("%Y-%m-%d %H:%M")
-    from shournal.render.human import printable
+    from shournal.terminal import printable
 
     text = printable(cmd.text.replace("\n", "\\n"))
     return f"cmd-id {cmd.id} {started} {printable(cmd.working_dir)} $ {text}"
@@ -99,8 +99,8 @@ def delete(
 ) -> None:
     """Delete commands matching all given criteria, their file events, and
     the paths, archived files and sessions nothing references any more."""
-    from shournal.criteria import parse_criteria
-    from shournal.maintenance import NO_CRITERIA, DeleteError
+    from shournal.query.criteria import parse_criteria
+    from shournal.store.gc import NO_CRITERIA, DeleteError
 
     # Usage errors first: a refused deletion must not touch the journal.
     with errors_to_status():

@@ -59,7 +59,7 @@ def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
     from shournal.cli._common import open_journal
     from shournal.provenance.readers import JournalReader
-    from shournal.query import wait_for_pending
+    from shournal.query.find import wait_for_pending
     from shournal.store import StoreError, StoreMissing
 
     # A command that just finished may still be on its way into the journal.
@@ -85,7 +85,7 @@ def _run(work: Callable[[], T]) -> T:
 
 
 def _check_files(files: list[Path]) -> None:
-    from shournal.query import QueryError, check_file
+    from shournal.query.find import QueryError, check_file
 
     try:
         for f in files:

@@ -47,7 +47,7 @@ class OutputFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
     shournal_json = "shournal-json"
-    # Rendered by shournal.render.html.write_html(views, fp, stats=JournalStats).
+    # Rendered by shournal.report.html.write_html(views, fp, stats=JournalStats).
     html = "html"
 
 
@@ -193,9 +193,9 @@ def query(
 ) -> None:
     """Find commands by the files they wrote or read, their text, directory,
     session, time, exit status or id.  All criteria must hold."""
-    from shournal.criteria import parse_criteria
     from shournal.data import QueryError
-    from shournal.query import check_file, wait_for_pending
+    from shournal.query.criteria import parse_criteria
+    from shournal.query.find import check_file, wait_for_pending
     from shournal.store import StoreMissing
 
     # Usage errors first: a failing query must not touch the journal.
@@ -244,11 +244,11 @@ def query(
                 if commands and (html or (human and max_stats > 0)):
                     top = None
                     if html:
-                        from shournal.render.html import TOP_N as top
+                        from shournal.report.html import TOP_N as top
                     stats = journal.stats(command_ids=[c.id for c in commands], top=top)
 
     if stat:
-        from shournal.filestat import stat_commands
+        from shournal.query.filestat import stat_commands
 
         stat_commands(commands)
 
@@ -264,7 +264,7 @@ def query(
             output,
         )
     if restored is not None:
-        from shournal.render.human import printable
+        from shournal.terminal import printable
 
         dest = printable(str(restored.dest))
         print(f"shournal: restored {restored.count} file(s) into {dest}", file=sys.stderr)
@@ -322,22 +322,22 @@ def _render(
     restored: Any = None,
 ) -> str:
     if fmt is OutputFormat.json:
-        from shournal.render.json import render_json
+        from shournal.report.json import render_json
 
         return render_json(commands)
     if fmt is OutputFormat.jsonl:
-        from shournal.render.json import render_jsonl
+        from shournal.report.json import render_jsonl
 
         return render_jsonl(commands)
     if fmt is OutputFormat.shournal_json:
-        from shournal.render.shournal_json import render_shournal_json
+        from shournal.report.shournal_json import render_shournal_json
 
         if restored is None:
             return render_shournal_json(commands)
         return render_shournal_json(
             commands, restore_path=os.fspath(restored.dest), restored_files=restored.count
         )
-    from shournal.render.human import render_human, render_stats, use_color
+    from shournal.report.human import render_human, render_stats, use_color
 
     tty = output is None and use_color(sys.stdout)
     width = shutil.get_terminal_size().columns if output is None and sys.stdout.isatty() else None
@@ -352,7 +352,7 @@ def _render(
 
 
 def _no_results(missing: str, pending: int, wfile: Path | None, rfile: Path | None) -> str:
-    from shournal.render.human import NO_RESULTS
+    from shournal.report.human import NO_RESULTS
 
     lines = [NO_RESULTS]
     hints = _excluded_hints(wfile, rfile)
@@ -380,8 +380,8 @@ def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
     """Why a file given to --wfile/--rfile may never have been recorded."""
     if wfile is None and rfile is None:
         return []
+    from shournal.capture.filters import PathRule
     from shournal.config import ConfigError, load_config
-    from shournal.filters import PathRule
 
     try:
         config = load_config(create=False)
@@ -408,7 +408,7 @@ def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
     import tempfile
 
-    from shournal.render.html import write_html
+    from shournal.report.html import write_html
 
     # Written beside the target and renamed: a failure leaves nothing
     # behind.  mkstemp creates a new name (O_EXCL): in a directory others

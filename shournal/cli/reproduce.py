@@ -364,7 +364,7 @@ def _rerun_in_place(exp: Any, changes: Any, text: str, plan: list[str]) -> None:
     import os
     import sys
 
-    from shournal.runner import RunError, run_observed
+    from shournal.capture.runner import RunError, run_observed
 
     print("\n".join("shournal: " + line for line in plan), file=sys.stderr)
     cwd = exp.command.working_dir
@@ -390,7 +390,7 @@ def _record_sandboxed(exp: Any, report: dict[str, Any], changes: Any, notes: dic
     None with one warning when it could not be stored."""
     import sys
 
-    from shournal.listener import load_listener_config, store_record
+    from shournal.capture.listener import load_listener_config, store_record
     from shournal.reproduce.rerun import sandbox_record
 
     try:
@@ -421,7 +421,7 @@ def apparatus_switch(
     import os
 
     from shournal import reproduce
-    from shournal.listener import load_listener_config
+    from shournal.capture.listener import load_listener_config
 
     shell = os.getppid() if shell_pid is None else shell_pid
     if shell < 1 or not os.path.isdir(f"/proc/{shell}"):

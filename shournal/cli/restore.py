@@ -31,7 +31,7 @@ def _target_for(name: bytes, output: Path | None) -> Path:
 
 def _confirm_overwrite(target: Path) -> bool:
     try:
-        from shournal.render.human import printable
+        from shournal.terminal import printable
 
         question = f"{printable(str(target))} exists. Overwrite?"
         return typer.confirm(question, default=False, err=True)
@@ -84,7 +84,7 @@ def restore(
         overwrite = True
     with errors_to_status():  # TargetExists: it appeared meanwhile
         restored = restore_file(item, target, overwrite=overwrite)
-    from shournal.render.human import printable
+    from shournal.terminal import printable
 
     shown = printable(f"{os.fsdecode(item.path)} (file id {file_id}) to {restored.target}")
     typer.echo(f"Restored {shown}")

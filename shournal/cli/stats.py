@@ -48,9 +48,9 @@ def stats(
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
-    from shournal.criteria import parse_criteria
-    from shournal.stats import JournalStats
+    from shournal.query.criteria import parse_criteria
     from shournal.store import StoreMissing
+    from shournal.store.stats import JournalStats
 
     with errors_to_status():
         criteria = parse_criteria(
@@ -66,7 +66,7 @@ def stats(
     if output_format is StatsFormat.json:
         write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
     else:
-        from shournal.render.human import render_stats, use_color
+        from shournal.report.human import render_stats, use_color
 
         write(render_stats(result, min_count=1, max_count=top, totals=True, color=use_color()))
     raise typer.Exit(EXIT_FOUND if result.commands else EXIT_NOT_FOUND)

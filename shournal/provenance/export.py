@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
+from shournal.data import CommandView, QueryError
 from shournal.provenance.graph import FileNode, Lineage
-from shournal.query import CommandView, QueryError
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from shournal.query import CommandView, FileEventView, QueryError
+from shournal.data import CommandView, FileEventView, QueryError
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader, WrittenVersion
@@ -304,7 +304,7 @@ def build_lineage(
 
     :raises LineageError: ``max_depth`` < 1, or a command target does not
         exist or did not write its file.
-    :raises shournal.query.QueryFileError: a target cannot be read.
+    :raises shournal.query.find.QueryFileError: a target cannot be read.
     """
     if max_depth is not None and max_depth < 1:
         raise LineageError("--depth must be at least 1")

@@ -31,7 +31,7 @@ from shournal.data import CommandView
 from shournal.provenance.export import ExportError, ScriptCopy, _script_copy, _write_new, program_of
 from shournal.provenance.graph import FileNode, Lineage
 from shournal.provenance.render import _iso_ns
-from shournal.render.json import _iso
+from shournal.report.json import _iso
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader

@@ -19,10 +19,11 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from shournal.data import CommandView
 from shournal.provenance.graph import FileNode, Lineage
-from shournal.query import CommandView
-from shournal.render.human import format_size, printable
-from shournal.render.json import command_object
+from shournal.report.human import format_size
+from shournal.report.json import command_object
+from shournal.terminal import printable
 
 
 def _iso_ns(ns: int) -> str:
@@ -250,7 +251,7 @@ def _layers(lin: Lineage) -> dict[str, int]:
 
 
 def _svg_text(text: str, limit: int = 30) -> str:
-    from shournal.render.html import _html
+    from shournal.report.html import _html
 
     short = text if len(text) <= limit else text[: limit - 1] + "\u2026"
     return _html(short)
@@ -264,7 +265,7 @@ def render_html(lin: Lineage, *, title: str = "shournal lineage") -> str:
     inserted as text."""
     from importlib import resources
 
-    from shournal.render.html import _csp_hash, _html, json_for_script
+    from shournal.report.html import _csp_hash, _html, json_for_script
 
     def asset(name: str) -> str:
         text = (resources.files("shournal.provenance") / "html_assets" / name).read_text("utf-8")

@@ -3,7 +3,7 @@
 For each target the whole lineage is walked, and every file version a
 command of it read is compared with the file at that path now (size,
 mtime, and the partial hash recomputed with the hash settings of the
-command that read it: the ``--stat`` rules of :mod:`shournal.filestat`).
+command that read it: the ``--stat`` rules of :mod:`shournal.query.filestat`).
 
 * A file that is unchanged, or that now holds a version a command of
   the lineage wrote (``sed -i f`` rewrote what an earlier command read),
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from shournal.filestat import MISSING, UP_TO_DATE, file_status
+from shournal.data import QueryFileError
 from shournal.provenance.graph import DiskTarget, Lineage, build_lineage
-from shournal.query import QueryFileError
+from shournal.query.filestat import MISSING, UP_TO_DATE, file_status
 
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader
@@ -128,7 +128,7 @@ def check_status(reader: JournalReader, paths: Iterable[str]) -> list[TargetStat
     """One status per file argument; a directory gives one per file under
     it that a recorded command wrote.
 
-    :raises shournal.query.QueryFileError: a file argument cannot be read.
+    :raises shournal.query.find.QueryFileError: a file argument cannot be read.
     """
     result: list[TargetStatus] = []
     for path in paths:
@@ -164,7 +164,7 @@ def status_line(status: TargetStatus) -> str:
     read it (TIME)`` / ``PATH: missing: P`` / ``PATH: unknown: written
     outside the journal``; more problems are counted.  P is relative to
     the working directory when it lies under it."""
-    from shournal.render.human import printable
+    from shournal.terminal import printable
 
     head = printable(status.path)
     if status.state == "up to date":

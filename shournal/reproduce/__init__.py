@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shournal import protocol
+from shournal.capture import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from shournal.listener import Collector
+    from shournal.capture.listener import Collector
 
 # Set by `shournal run --apparatus` in the helper's environment, which the
 # listener inherits (never in the command's): a JSON object
@@ -57,7 +57,7 @@ def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
         from shournal.reproduce.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids, shell)
-    from shournal.listener import Collector
+    from shournal.capture.listener import Collector
 
     return Collector(cfg, uid, gids)
 
@@ -139,7 +139,7 @@ def set_shell_state(cfg: Any, shell: int, on: bool) -> None:
     if start is None:
         raise OSError(f"no process {shell}")
     state.write_text(start + "\n", encoding="ascii")
-    from shournal.listener import _write_setup_args
+    from shournal.capture.listener import _write_setup_args
 
     _write_setup_args(cfg, args, apparatus=True)
 
@@ -164,7 +164,7 @@ def shell_state(shell: int) -> bool:
 def write_apparatus_args(cfg: Any) -> None:
     """Keep <rundir>/apparatus-paths and setup-args.apparatus in step with
     [apparatus] paths (removed when there are none)."""
-    from shournal.listener import _write_file, _write_setup_args
+    from shournal.capture.listener import _write_file, _write_setup_args
 
     rundir = _rundir()
     if not cfg.apparatus.paths:

@@ -27,7 +27,7 @@ import zlib
 from pathlib import Path
 
 from shournal import _paths
-from shournal.hashing import content_digest
+from shournal.capture.hashing import content_digest
 
 _ZLIB = b"Z"
 _RAW = b"R"

@@ -12,7 +12,7 @@ from shournal.reproduce.recording import decode_manifest
 from shournal.store import models as m
 
 if TYPE_CHECKING:
-    from shournal.query import CommandView
+    from shournal.data import CommandView
     from shournal.store.db import Store
 
 
@@ -58,7 +58,7 @@ def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
 
 
 def load(store: Store, command_id: int) -> Experiment:
-    from shournal.query import find_commands
+    from shournal.query.find import find_commands
 
     found = find_commands(store, command_id=command_id)
     if not found:
@@ -68,7 +68,7 @@ def load(store: Store, command_id: int) -> Experiment:
 
 def load_by_file(store: Store, path: str) -> Experiment:
     """The (newest) command that wrote the file at ``path`` (--wfile)."""
-    from shournal.query import QueryError, find_commands
+    from shournal.query.find import QueryError, find_commands
 
     try:
         found = find_commands(store, wfile=path, history=1, max_files=0)

@@ -37,8 +37,8 @@ from typing import Any
 import xxhash
 
 from shournal import _paths
-from shournal.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
-from shournal.listener import Collector, _read_all
+from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
+from shournal.capture.listener import Collector, _read_all
 from shournal.reproduce import ENV_VAR, summary_path
 from shournal.reproduce.archive import Archive, ArchiveError
 

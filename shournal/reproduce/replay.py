@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shournal.hashing import content_digest
+from shournal.capture.hashing import content_digest
 from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
@@ -238,7 +238,7 @@ def verdicts(exp: Experiment, outdir: Path, notes: dict[str, Any]) -> list[dict[
             if not same:
                 entry["what"] = "content"
         elif f["hash"] is not None and chunk and reads:
-            from shournal.hashing import partial_xxh64_bytes
+            from shournal.capture.hashing import partial_xxh64_bytes
 
             same = partial_xxh64_bytes(data, chunk, reads) == f["hash"]
             entry.update(verdict="identical" if same else "differs",

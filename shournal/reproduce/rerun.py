@@ -1,7 +1,7 @@
 """Recording a `shournal rerun` (Rex's runnew) and linking it to its origin.
 
 ``--in-place`` runs the new command in the real tree through
-:func:`shournal.runner.run_observed` with its apparatus: recorded as any
+:func:`shournal.capture.runner.run_observed` with its apparatus: recorded as any
 command, plus ``derived_from``.
 
 A sandboxed rerun cannot be observed that way: bubblewrap clones the
@@ -31,8 +31,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from shournal.hashing import content_digest, partial_xxh64_bytes
-from shournal.record import CommandRecord, FileEvent
+from shournal.capture.hashing import content_digest, partial_xxh64_bytes
+from shournal.capture.record import CommandRecord, FileEvent
 from shournal.reproduce.experiment import Experiment
 from shournal.reproduce.recording import MANIFEST_FORMAT, encode_manifest, redact_env
 from shournal.reproduce.replay import META, Changes

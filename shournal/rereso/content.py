@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shournal.query import CommandView, FileEventView
+    from shournal.data import CommandView, FileEventView
     from shournal.reproduce.archive import Archive
     from shournal.store.db import Store
 
@@ -190,7 +190,7 @@ def read_regular(path: bytes) -> bytes | str:
 def disk_matches(version: FileVersion, data: bytes) -> str | None:
     """None when ``data`` (read from disk) is the recorded version, else
     what differs."""
-    from shournal.hashing import partial_xxh64_bytes
+    from shournal.capture.hashing import partial_xxh64_bytes
 
     if len(data) != version.size:
         return "changed since it was recorded: size differs"

@@ -28,18 +28,12 @@ from shournal.rereso.content import (
     read_regular,
     recorded_content,
 )
+from shournal.rereso.image import RUNNER, RUNNER_IN_CONTAINER
 from shournal.rereso.invocation import Invocation, InvocationError, analyze
 from shournal.rereso.mediatype import detect, unknown_notice
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
-
-# The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
-# tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
-# its placeholders.  The container's %runscript and `recombine --host`
-# both call it.
-RUNNER = "rereso-run"
-RUNNER_IN_CONTAINER = "/opt/rereso/rereso-run"
 
 UNSPECIFIED_LICENSE = (
     "Unspecified: no licence was given when this bundle was made "
@@ -141,7 +135,7 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
 
 
 def _load_commands(store: Store, ids: Sequence[int]) -> list[Invocation]:
-    from shournal.query import find_commands
+    from shournal.query.find import find_commands
 
     invs = []
     for cid in dict.fromkeys(ids):
@@ -449,7 +443,7 @@ def _bench_files(
         )
     if rfiles:
         assert store is not None
-        from shournal.query import QueryError, find_commands
+        from shournal.query.find import QueryError, find_commands
 
         for rf in rfiles:
             try:

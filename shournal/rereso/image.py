@@ -24,7 +24,7 @@ The image's root file system is made of
   not read them (the wrapper ``rereso-run`` and the runscript are shell
   scripts), and Python's landmark ``lib/pythonX.Y/os.py`` (checked for,
   never read); these are listed in ``/opt/rereso/host-files``;
-* the wrapper at :data:`~shournal.rereso.describe.RUNNER_IN_CONTAINER`,
+* the wrapper at :data:`RUNNER_IN_CONTAINER`,
   Apptainer's ``/.singularity.d`` (runscript and actions), and the empty
   directories :data:`IN_DIR` and :data:`OUT_DIR`, where the sandbox binds
   the benchmark and the output directory.
@@ -50,6 +50,12 @@ from pathlib import Path
 
 from shournal.reproduce.archive import Archive, ArchiveError
 
+# The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
+# tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
+# its placeholders.  The container's %runscript and `recombine --host`
+# both call it.
+RUNNER = "rereso-run"
+RUNNER_IN_CONTAINER = "/opt/rereso/rereso-run"
 # Where the sandbox (and users of the image) put the benchmark and outputs.
 IN_DIR = "/rereso/in"
 OUT_DIR = "/rereso/out"
@@ -262,8 +268,6 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
         target = _put(root_dir, path)
         if not os.path.lexists(target):
             os.symlink(text, target)
-    from shournal.rereso.describe import RUNNER_IN_CONTAINER
-
     wrapper = _put(root_dir, RUNNER_IN_CONTAINER)
     wrapper.write_text(runner)
     wrapper.chmod(0o755)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from shournal.rereso.content import FileVersion
 
 if TYPE_CHECKING:
-    from shournal.query import CommandView, FileEventView
+    from shournal.data import CommandView, FileEventView
 
 INPUT = "input"
 OUTPUT = "output"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shournal.rereso import schema
-from shournal.rereso.describe import RUNNER, RUNNER_IN_CONTAINER
+from shournal.rereso.image import RUNNER, RUNNER_IN_CONTAINER
 from shournal.rereso.invocation import INPUT, OUTPUT, placeholders
 
 

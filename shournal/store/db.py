@@ -28,8 +28,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
-from shournal.hashing import content_digest
-from shournal.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.capture.hashing import content_digest
+from shournal.capture.record import LOST_REASONS, CommandRecord, FileEvent
 from shournal.store import models as m
 from shournal.store.errors import (
     SchemaTooNew,
@@ -735,7 +735,7 @@ class Store:
         """Whether the journal already holds `rec` (same start time, text,
         session and working directory): the store daemon asks before it
         stores a spooled command whose earlier attempt may have committed
-        (shournal.spool), so that each is stored exactly once."""
+        (shournal.capture.spool), so that each is stored exactly once."""
         cmd: Table = m.Command.__table__  # type: ignore[assignment]
         cwd: Table = m.WorkingDir.__table__  # type: ignore[assignment]
         sess: Table = m.ShellSession.__table__  # type: ignore[assignment]

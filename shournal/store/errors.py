@@ -24,3 +24,18 @@ class SchemaTooNew(StoreError):
 
 class StoreMissing(StoreUnavailable):
     """No journal exists yet (and the caller asked not to create one)."""
+
+
+def journal_condition(exc: BaseException) -> str:
+    """A short name of why the journal cannot take commands now."""
+    msg = str(exc)
+    low = msg.lower()
+    if "database or disk is full" in low or "no space left" in low:
+        return "the journal's disk is full (no space left)"
+    if "locked" in low or "busy" in low:
+        return "the journal is locked by another process"
+    if isinstance(exc, SchemaTooNew):
+        return f"the journal is of a newer shournal: {msg}"
+    if isinstance(exc, StoreCorrupt):
+        return f"the journal is not usable: {msg}"
+    return f"the journal is not usable: {msg}"

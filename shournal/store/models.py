@@ -104,7 +104,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
 
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
@@ -286,7 +286,7 @@ class Command(Base):
     dropped_writes: Mapped[int] = mapped_column(Integer, default=0)
     dropped_reads: Mapped[int] = mapped_column(Integer, default=0)
     lost_events: Mapped[int] = mapped_column(Integer, default=0)
-    # lost_events by reason (shournal.record.LOST_REASONS); journals of
+    # lost_events by reason (shournal.capture.record.LOST_REASONS); journals of
     # schema 4 and older have 0 in all of them (reason not recorded)
     lost_overflow: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_unreadable: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

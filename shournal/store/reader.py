@@ -24,7 +24,7 @@ from sqlalchemy import (
     select,
 )
 
-from shournal.criteria import ns_to_datetime
+from shournal.capture.record import LOST_REASONS
 from shournal.data import (
     RETURN_VALUE_UNKNOWN,
     CommandView,
@@ -36,7 +36,7 @@ from shournal.data import (
     Period,
     WrittenVersion,
 )
-from shournal.record import LOST_REASONS
+from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
 from shournal.store.models import KIND_READ, KIND_WRITE
 
@@ -380,7 +380,7 @@ def command_conditions(
     cr = criteria
     if cr.lineage_of is not None:
         # Never ignored: the journal resolves it to ids first
-        # (shournal.query.resolve_lineage).
+        # (shournal.journal.Journal._criteria).
         raise ValueError("lineage_of must be resolved to command ids before the SQL")
     if cr.command_id is not None:
         where.append(_ordered_cond(c.id, cr.command_id))

@@ -1,4 +1,4 @@
-/* tests/test_suid_security.py: a LISTENER of the user's own, trying to
+/* tests/system/test_suid_security.py: a LISTENER of the user's own, trying to
  * get more out of fd 4 than the relay hands out. */
 #define _GNU_SOURCE
 #include <errno.h>

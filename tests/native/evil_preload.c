@@ -1,4 +1,4 @@
-/* tests/test_suid_security.py: a library the attacks try to get loaded
+/* tests/system/test_suid_security.py: a library the attacks try to get loaded
  * into the setuid helper (LD_PRELOAD, LD_LIBRARY_PATH...).  Built with
  * -DEVIL_MARKER="<path>". */
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Prints what the compiler makes of native/shournal_protocol.h, for
- * tests/test_protocol.py to compare with shournal/protocol.py:
+ * tests/unit/test_protocol.py to compare with shournal/capture/protocol.py:
  *   value NAME N        an integer macro (and the fanotify masks a record
  *                       carries)
  *   string NAME TEXT    a string macro

@@ -1,4 +1,4 @@
-/* A LISTENER for tests/test_holder_reopen.py, written as a user would write
+/* A LISTENER for tests/system/test_holder_reopen.py, written as a user would write
  * his own: it logs everything the holder relays on fd 4.
  *
  *   relay_loot OUTDIR [PROGRAM [ARG]...]

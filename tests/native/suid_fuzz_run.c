@@ -1,5 +1,5 @@
 /* suid_fuzz_run: one bounded invocation of a program (the setuid helper)
- * as an unprivileged user, for tests/test_suid_fuzz.py.
+ * as an unprivileged user, for tests/system/test_suid_fuzz.py.
  *
  *   suid_fuzz_run USER TIMEOUT_MS FD3 CWD [-m HEX]... [-s HEX]... -- PATH ARGV0 [ARG]...
  *

@@ -1,4 +1,4 @@
-/* suid_fuzz_sentinel: the program tests/test_suid_fuzz.py hands the setuid
+/* suid_fuzz_sentinel: the program tests/system/test_suid_fuzz.py hands the setuid
  * helper to run (exec's FILENAME, setup's LISTENER).
  *
  *   suid_fuzz_sentinel [HEX]...

@@ -1,4 +1,4 @@
-/* tests/test_suid_security.py: a setuid-root program whose reads must
+/* tests/system/test_suid_security.py: a setuid-root program whose reads must
  * never be recorded for the user. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* tests/test_suid_security.py: the user's attempts on the helper's
+/* tests/system/test_suid_security.py: the user's attempts on the helper's
  * processes (proc files, ptrace, process_vm_*, pidfd, setns). */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* tests/test_suid_security.py: run (through the helper) with the user's
+/* tests/system/test_suid_security.py: run (through the helper) with the user's
  * ids, tries every way back to root; exit 0 only if none worked. */
 #define _GNU_SOURCE
 #include <grp.h>

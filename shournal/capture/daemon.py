@@ -1,0 +1,458 @@
+"""The per-user store daemon: takes every command line of its user from the
+forwarders, spools each finished one durably, and stores the spool in the
+journal.
+
+Why a daemon: a Python listener per command line cost ~0.27 s of CPU each
+(interpreter and SQLAlchemy start-up), stalled pasted lines and busy
+shells, and lost the command when the journal was locked for long, full or
+corrupt.  Now shournal-suid execs native/shournal_forward.c as the
+listener: it hands the control socket and the relay (fds 3 and 4) to this
+daemon over `<runtime dir>/daemon.sock` (starting the daemon if none
+runs), and waits, as a blocked C process, until the daemon says the
+command line is spooled: its markers (`<pid>.run/.end/.store`, named
+after the forwarder) keep meaning "being recorded" to the shell and to
+`shournal query`, and a forwarder that outlives a killed daemon leaves a
+marker of a dead process, which the shell reports.
+
+Each command line gets a thread running the listener's own code
+(shournal.capture.listener.collect: the blocking relay flushes and grace sleeps
+need no rewrite as a state machine, and a thread costs far less than the
+work).  A finished command line goes to the spool (shournal.capture.spool; one
+fsync per batch of command lines finishing together) before the forwarder
+is told, and the store thread writes the spool to the journal, retrying
+while the journal is locked, full, corrupt or unreachable, with one
+warning per condition (naming the command) -- the command is never lost
+to a store failure.
+
+One daemon per user: it holds flock on `<runtime dir>/daemon.lock`; a
+second one exits at once.  It exits after `[store] daemon_idle_seconds`
+without a command line, once the spool is drained: it first removes its
+socket's name (new forwarders start a new daemon, which waits for the
+lock only through their retries), then takes what was already queued on
+the socket.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from contextlib import suppress
+from pathlib import Path
+
+from shournal import _paths
+from shournal.capture import listener, protocol
+from shournal.capture.record import CommandRecord
+from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.capture.spool import take_inbox
+from shournal.store.errors import journal_condition
+
+LOCK_NAME = "daemon.lock"
+# Commands stored per journal batch (the committed offset is written once
+# per batch).
+_BATCH = 64
+# Retry delays while the journal is unusable.
+_RETRY_FIRST = 0.5
+_RETRY_MAX = 10.0
+# How often the accept loop looks at the idle time.
+_TICK = 1.0
+_CWD_MAX = 4096
+
+
+class Daemon:
+    def __init__(self, rundir: Path, sock: socket.socket) -> None:
+        from shournal.capture.spool import Spool
+
+        self.rundir = rundir
+        self.sock = sock
+        self.cfg = listener.load_listener_config()
+        self._cfg_stamp = self._config_stamp()
+        listener._write_setup_args(self.cfg)
+        self.spool = Spool()
+        self.lock = threading.Condition()
+        self.active = 0  # command lines being collected
+        self.last_activity = time.monotonic()
+        self.stopping = False
+        self.error: str | None = None  # the journal's current condition
+        self.stored = 0
+        self.lost = 0
+        # After a start (a crash may have come between a journal commit and
+        # the committed offset) and after a failed attempt, each spooled
+        # command is looked up in the journal before it is stored.
+        self.verify = self.spool.backlog() > 0
+        if self.spool.torn_bytes:
+            listener._warn(
+                f"the spool ended in a torn record ({self.spool.torn_bytes} bytes, "
+                "a crash while it was written): that command line was not recorded"
+            )
+        self._queue: list[tuple[CommandRecord, _Waiter]] = []
+        self._writing = False
+        self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
+
+    # -- config -------------------------------------------------------------
+
+    def _config_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(_paths.config_file())
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_ino
+
+    def config(self):
+        """The config, re-read when its file changed: a change takes effect
+        from the next command line on, as with a listener per line."""
+        stamp = self._config_stamp()
+        if stamp != self._cfg_stamp:
+            self._cfg_stamp = stamp
+            self.cfg = listener.load_listener_config()
+            listener._write_setup_args(self.cfg)
+        return self.cfg
+
+    # -- serving ------------------------------------------------------------
+
+    def serve(self) -> int:
+        self.store_thread.start()
+        self.sock.settimeout(_TICK)
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                with self.lock:
+                    quiet = (
+                        self.active == 0
+                        and self.spool.backlog() == 0
+                        and time.monotonic() - self.last_activity
+                        >= self.cfg.store.daemon_idle_seconds
+                    )
+                if quiet:
+                    break
+                continue
+            except InterruptedError:
+                continue
+            except OSError:
+                # Out of descriptors or memory: the forwarder waits and
+                # retries its connect; try again shortly.
+                time.sleep(0.1)
+                continue
+            self._start(conn)
+        self._shut_down()
+        return 0
+
+    def _start(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.active += 1
+            self.last_activity = time.monotonic()
+        threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _shut_down(self) -> None:
+        # New forwarders must not queue up on a socket nobody accepts: the
+        # name goes first, then what is queued already is taken.
+        with suppress(OSError):
+            os.unlink(self.rundir / protocol.DAEMON_SOCKET)
+        self.sock.setblocking(False)
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            conn.setblocking(True)
+            self._start(conn)
+        self.sock.close()
+        with self.lock:
+            while self.active or self.spool.backlog():
+                if not self.lock.wait(_RETRY_MAX) and self.error:
+                    break  # the journal is unusable: the spool keeps it
+            self.stopping = True
+            self.lock.notify_all()
+
+    def _connection(self, conn: socket.socket) -> None:
+        try:
+            self._handle(conn)
+        except Exception as exc:  # noqa: BLE001 - a failure is one warning line
+            listener._warn(f"store daemon: {exc}".splitlines()[0])
+        finally:
+            conn.close()
+            with self.lock:
+                self.active -= 1
+                self.last_activity = time.monotonic()
+                self.lock.notify_all()
+
+    def _handle(self, conn: socket.socket) -> None:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            return
+        data, fds, _flags, _ = socket.recv_fds(
+            conn, protocol.DAEMON_MSG.size + _CWD_MAX, 2, socket.MSG_CMSG_CLOEXEC
+        )
+        if len(data) < protocol.DAEMON_MSG.size:
+            for fd in fds:
+                os.close(fd)
+            return
+        mtype, pid, arg, _ = protocol.DAEMON_MSG.unpack_from(data)
+        if mtype == protocol.MSG_FORWARD and len(fds) == 2:
+            cwd = os.fsdecode(data[protocol.DAEMON_MSG.size :]) or "/"
+            self._forwarded(conn, pid, cwd, fds[0], fds[1])
+            return
+        for fd in fds:
+            os.close(fd)
+        if mtype == protocol.MSG_DRAIN:
+            left = self.drain(arg / 1000)
+            conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0))
+        elif mtype == protocol.MSG_STATUS:
+            text = json.dumps(self.status()).encode()
+            conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_STATUS, os.getpid(), 0, 0) + text)
+
+    def _forwarded(self, conn: socket.socket, pid: int, cwd: str, ctl: int, relay: int) -> None:
+        try:
+            sock = socket.socket(fileno=ctl)
+        except OSError:
+            os.close(ctl)
+            os.close(relay)
+            raise
+        rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
+        if rec is not None:
+            self.spool_record(rec)
+        listener._remove_markers(pid)
+        with suppress(OSError):
+            conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
+
+    # -- spooling -----------------------------------------------------------
+
+    def spool_record(self, rec: CommandRecord) -> None:
+        """Append to the spool; command lines finishing together share one
+        write and fsync (the first one in writes for all)."""
+        me = _Waiter()
+        with self.lock:
+            self._queue.append((rec, me))
+            leader = not self._writing
+            self._writing = True
+        while leader:
+            with self.lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._writing = False
+                    break
+            err: OSError | None = None
+            with self.lock:  # the store thread may rotate the file
+                try:
+                    self.spool.append([r for r, _ in batch])
+                except OSError as exc:
+                    err = exc
+                self.lock.notify_all()  # the store thread
+            for _, w in batch:
+                w.done(err)
+        if me.wait() is not None:
+            # The spool itself failed (its disk is full): store directly.
+            self._store_direct(rec, me.error)
+
+    def _store_direct(self, rec: CommandRecord, why: OSError | None) -> None:
+        try:
+            listener.store_record(rec, self.cfg)
+        except Exception as exc:  # noqa: BLE001
+            with self.lock:
+                self.lost += 1
+            listener._warn(
+                f"command not recorded (spool: {why.strerror if why else '?'}; journal: "
+                f"{str(exc).splitlines()[0]}): {listener.short_command(rec.text)}",
+                rec.session_uuid,
+            )
+
+    # -- storing ------------------------------------------------------------
+
+    def _store_loop(self) -> None:
+        while True:
+            try:
+                self._store_until_stopped()
+                return
+            except Exception as exc:  # noqa: BLE001 - the spool keeps the commands
+                listener._warn(f"store daemon: {exc}".splitlines()[0])
+                self.verify = True
+                time.sleep(_RETRY_MAX)
+
+    def _store_until_stopped(self) -> None:
+        store = None
+        delay = _RETRY_FIRST
+        while True:
+            with self.lock:
+                while not self.stopping and self.spool.backlog() == 0:
+                    self.lock.wait()
+                if self.spool.backlog() == 0:
+                    break
+                batch = self.spool.pending(_BATCH)
+            if not batch:
+                # Cannot happen (the spool checked its records): stop
+                # rather than spin.
+                break
+            try:
+                if store is None:
+                    from shournal.journal import resolve_url
+                    from shournal.store import Store
+
+                    store = Store(resolve_url(config=self.cfg))
+                for _end, rec in batch:
+                    if rec is None:
+                        self.lost += 1
+                        continue
+                    if self.verify and store.has_command(rec):
+                        continue
+                    store.add_command(rec)
+                    self.stored += 1
+                # what listeners without the daemon could not store
+                if spool_inbox_count(self.spool.dir):
+                    self.stored += take_inbox(store, self.spool.dir)
+            except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
+                self.verify = True
+                if store is not None:
+                    with suppress(Exception):
+                        store.close()
+                    store = None
+                self._journal_failed(exc, batch)
+                with self.lock:
+                    if self.stopping:
+                        break
+                    self.lock.wait(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+                continue
+            self.verify = False
+            delay = _RETRY_FIRST
+            with self.lock:
+                try:
+                    self.spool.commit(batch[-1][0])
+                except OSError:
+                    # Only the committed offset was not written: a restart
+                    # looks the commands up before storing them again.
+                    pass
+                if self.error is not None:
+                    self.error = None
+                self.lock.notify_all()
+        if store is not None:
+            store.close()
+
+    def _journal_failed(self, exc: BaseException, batch) -> None:
+        condition = journal_condition(exc)
+        with self.lock:
+            if condition == self.error:
+                return
+            self.error = condition
+            self.lock.notify_all()
+        first = next((rec for _, rec in batch if rec is not None), None)
+        what = f": {listener.short_command(first.text)}" if first is not None else ""
+        n = self.spool_count()
+        # to the shell of the command it names (the others' commands wait
+        # in the spool as well; `shournal doctor` shows the backlog)
+        listener._warn(
+            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}",
+            first.session_uuid if first is not None else None,
+        )
+
+    def spool_count(self) -> int:
+        from shournal.capture.spool import backlog_of
+
+        return backlog_of(self.spool.dir)[0]
+
+    def drain(self, timeout: float) -> int:
+        """Wait (bounded) until everything spooled so far is stored; the
+        number of commands still waiting."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            target = self.spool.end
+            while self.spool.committed < target and self.spool.end != 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.lock.wait(left)
+            if self.spool.committed >= target or self.spool.backlog() == 0:
+                return 0
+        return self.spool_count()
+
+    def status(self) -> dict[str, object]:
+        with self.lock:
+            return {
+                "pid": os.getpid(),
+                "active": self.active,
+                "backlog_bytes": self.spool.backlog(),
+                "stored": self.stored,
+                "lost": self.lost,
+                "error": self.error,
+            }
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.error: OSError | None = None
+
+    def done(self, error: OSError | None) -> None:
+        self.error = error
+        self._event.set()
+
+    def wait(self) -> OSError | None:
+        self._event.wait()
+        return self.error
+
+
+# -- start-up -----------------------------------------------------------------
+
+
+def take_lock(rundir: Path) -> int | None:
+    """The per-user daemon lock (held until exit), or None if another
+    daemon holds it."""
+    fd = os.open(
+        rundir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def bind(rundir: Path) -> socket.socket:
+    path = rundir / protocol.DAEMON_SOCKET
+    with suppress(FileNotFoundError):
+        os.unlink(path)  # a dead daemon's: we hold the lock
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    old = os.umask(0o077)
+    try:
+        sock.bind(os.fspath(path))
+    finally:
+        os.umask(old)
+    sock.listen(128)
+    return sock
+
+
+def main() -> int:
+    # Started detached by a forwarder (its own session); a SIGHUP of a
+    # stopped orphaned process group must not kill it.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        rundir = _paths.private_runtime_dir()
+        lock = take_lock(rundir)
+    except OSError as exc:
+        print(f"shournal: store daemon: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if lock is None:
+        return 0  # another daemon serves this user
+    os.chdir("/")
+    listener._raise_nofile()
+    try:
+        sock = bind(rundir)
+        daemon = Daemon(rundir, sock)
+    except Exception as exc:  # noqa: BLE001
+        listener._warn(f"store daemon failed to start: {exc}".splitlines()[0])
+        return 1
+    return daemon.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,693 @@
+"""The per-command listener: reads fanotify events of one command line and
+stores the finished command.
+
+The setuid helper execs this program after dropping privileges for good,
+with the control socket on fd 3 and the event relay on fd 4 (see
+native/shournal_protocol.h).  The fanotify group itself stays in the
+helper's holder process: it was made with CAP_SYS_ADMIN, so its event fds
+are opened without permission checks, and this program is the user's code.
+The holder relays only events of files the user may read (faccessat2 with
+his ids and groups), as records of what fstat, readlink and the partial hash
+said when it read the event (C, no Python on that path: see bench/README.md
+for the price split); reads of possible scripts come with their fd, for
+archiving.
+
+Two ways to run this code.  In a shell, shournal-suid execs
+native/shournal_forward.c, which hands fds 3 and 4 to the user's store
+daemon (shournal.capture.daemon): it runs collect() below per command line, in a
+thread, and spools the record before storing it -- no Python start-up per
+command line.  Standalone (this module's main), for `shournal run` (which
+waits for the command to be stored) and as the forwarder's fallback when
+no daemon answers, it stores the one command line itself.  Either way the
+work starts only when the command line has ended, or when the holder's
+queue of records passes 24 MiB (shournal-suid --lazy-listener); while the
+command runs we only receive (see Collector.take).
+
+The permission rules in shournal.capture.filters then apply the original's
+owner/group/other test against the real ids on top.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+from shournal import _paths
+from shournal.capture import protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path
+from shournal.capture.record import CommandRecord, FileEvent
+
+# (Batching like the original -- sleep after a small batch so events queue
+# up -- happens in the holder, which reads the fanotify group.)
+# After EOF, closes that raced the socket's release may still arrive.
+_GRACE_FLUSHES = 2
+_GRACE_SLEEP = 0.01
+# How long to wait for the holder to answer a flush.
+_FLUSH_TIMEOUT = 10.0
+_RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
+# While the command runs, messages are only received and kept; filtering
+# and building events waits until it has ended, so Python takes (almost) no
+# CPU while the user's command runs (on 2 cores it would compete with it).
+# These bound what is kept: past them, the pending messages are handled at
+# once.
+_PENDING_BYTES = 16 << 20
+_PENDING_FDS = 512
+
+
+class Collector:
+    """Turns the holder's records into FileEvents, applying the config's
+    rules.  The holder already took fstat, path and partial hash when it
+    read each event; what is left here is policy."""
+
+    def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
+        from shournal.capture import filters
+
+        self.uid = uid
+        self.gids = gids
+        self.writes: dict[bytes, FileEvent] = {}
+        self.reads: dict[bytes, FileEvent] = {}
+        self.received = 0  # records, to check against the holder's count
+        self.dropped_writes = 0
+        self.dropped_reads = 0
+        # lost events by reason (shournal.capture.record.LOST_REASONS)
+        self.lost: dict[str, int] = {}
+        self.archived = 0
+        self.write_rule = filters.PathRule.from_config(cfg.write_events)
+        self.read_rule = filters.PathRule.from_config(cfg.read_events)
+        self.archive_rule = filters.ScriptArchiveRule.from_config(cfg.script_archive)
+        self.may_read = filters.may_read_ids
+        self.may_write = filters.may_write_ids
+        # What the holder hashed with (it says so in every message); the
+        # config's until the first message.
+        self.hash_settings: tuple[int, int] | None = (
+            (cfg.hash.chunk_size, cfg.hash.max_count_of_reads) if cfg.hash.enable else None
+        )
+        self.max_w = cfg.write_events.max_event_count or sys.maxsize
+        self.max_r = cfg.read_events.max_event_count or sys.maxsize
+        self.read_enabled = cfg.read_events.enable
+        self.read_only_writable = cfg.read_events.only_writable
+        # shournal's own in-flight files (a nested recorded shell's
+        # markers, listener warnings) are never the command's
+        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
+        self._pending: list[tuple[bytes, int, list[int]]] = []
+        self._pending_bytes = 0
+        self._pending_fds = 0
+
+    def lose(self, reason: str, n: int = 1) -> None:
+        if n > 0:
+            self.lost[reason] = self.lost.get(reason, 0) + n
+
+    def take(self, data: bytes, count: int, fds: list[int]) -> None:
+        """Keep one message of records for settle() (order matters: a later
+        record of a path replaces an earlier one, and caps count in order)."""
+        self._pending.append((data, count, fds))
+        self._pending_bytes += len(data)
+        self._pending_fds += len(fds)
+        if self._pending_bytes > _PENDING_BYTES or self._pending_fds > _PENDING_FDS:
+            self.settle()
+
+    def settle(self) -> None:
+        """Handle every kept message."""
+        pending, self._pending = self._pending, []
+        self._pending_bytes = self._pending_fds = 0
+        for i, (data, count, fds) in enumerate(pending):
+            try:
+                self.handle_records(data, count, fds)
+            except BaseException:
+                for _, _, rest in pending[i + 1 :]:
+                    for fd in rest:
+                        os.close(fd)
+                raise
+
+    def handle_records(self, data: bytes, count: int, fds: list[int]) -> None:
+        unpack = protocol.RECORD.unpack_from
+        rsize = protocol.RECORD.size
+        end = len(data)
+        off = 0
+        fdi = 0
+        try:
+            for _ in range(count):
+                if end - off < rsize:
+                    return  # cannot happen; Relay.missing() counts the rest
+                mask, size, mtime, hsh, mode, owner, group, _pid, plen, flags, _ = unpack(
+                    data, off
+                )
+                start = off + rsize
+                path = data[start : start + plen]
+                off = start + ((plen + 7) & ~7)
+                self.received += 1
+                fd = -1
+                if flags & protocol.REC_FD:
+                    if fdi < len(fds):
+                        fd = fds[fdi]
+                    fdi += 1
+                if not flags & protocol.REC_HASH:
+                    hsh = None
+                if mask & protocol.FAN_CLOSE_WRITE:
+                    self._write(path, size, mtime, mode, owner, group, hsh)
+                if mask & protocol.FAN_CLOSE_NOWRITE:
+                    self._read(path, size, mtime, mode, owner, group, hsh, fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
+        if path.startswith(self.own_dir):
+            return
+        if not self.may_write(mode, owner, group, self.uid, self.gids):
+            return
+        if not self.write_rule.match(path):
+            return
+        if path not in self.writes and len(self.writes) >= self.max_w:
+            self.dropped_writes += 1
+            return
+        self.writes[path] = FileEvent(path, size, mtime, mode, hsh)
+
+    def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
+        uid, gids = self.uid, self.gids
+        if path.startswith(self.own_dir):
+            return
+        if not self.may_read(mode, owner, group, uid, gids):
+            return
+        writable = None
+        general = False
+        if self.read_enabled and self.read_rule.match(path):
+            if self.read_only_writable:
+                writable = self.may_write(mode, owner, group, uid, gids)
+                general = writable
+            else:
+                general = True
+        archive = False
+        rule = self.archive_rule
+        if (
+            fd >= 0
+            and rule.enable
+            and self.archived < rule.max_count_of_files
+            and rule.match(path, size)
+        ):
+            if rule.only_writable:
+                if writable is None:
+                    writable = self.may_write(mode, owner, group, uid, gids)
+                archive = writable
+            else:
+                archive = True
+        if not general and not archive:
+            return
+        known = self.reads.get(path)
+        if known is None and len(self.reads) >= self.max_r:
+            self.dropped_reads += 1
+            return
+        content = None
+        if archive and (known is None or known.content is None):
+            content = self._content(fd, size, hsh)
+            if content is not None:
+                self.archived += 1
+        elif known is not None:
+            content = known.content
+        self.reads[path] = FileEvent(path, size, mtime, mode, hsh, content)
+
+    def _content(self, fd: int, size: int, hsh: int | None) -> bytes | None:
+        """The script as the command read it, or None if it has changed
+        since the holder hashed it (a later command line rewrote it)."""
+        try:
+            data = _read_all(fd, size)
+        except OSError:
+            return None
+        if data is None:
+            return None
+        if hsh is not None:
+            from shournal.capture.hashing import partial_xxh64_bytes
+
+            chunk, reads = self.hash_settings or (
+                protocol.DEFAULT_HASH_CHUNK,
+                protocol.DEFAULT_HASH_READS,
+            )
+            if partial_xxh64_bytes(data, chunk, reads) != hsh:
+                return None
+        return data
+
+
+def _read_all(fd: int, size: int) -> bytes | None:
+    parts, off = [], 0
+    while off < size:
+        block = os.pread(fd, size - off, off)
+        if not block:
+            break
+        parts.append(block)
+        off += len(block)
+    data = b"".join(parts)
+    return data if len(data) == size else None
+
+
+def _raise_nofile() -> None:
+    """Reads of script candidates arrive with their fd (up to 253 per
+    message) and are kept until settled (up to _PENDING_FDS): a login's
+    soft limit of 1024 is tight for a burst."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+class Relay:
+    """Our end of the holder's event relay (fd 4)."""
+
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(fileno=fd)
+        self.sock.setblocking(False)
+        self.seq = 0
+        self.flushed = 0
+        self.forwarded = 0
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def pump(self, collector: Collector) -> int:
+        """Handle every message waiting; return the number of events."""
+        total = 0
+        while not self.closed:
+            try:
+                data, fds, _flags, _ = socket.recv_fds(
+                    self.sock, _RELAY_BUFSIZE, protocol.MAX_FDS_PER_MSG, socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                break
+            except InterruptedError:
+                continue
+            except OSError:
+                self.closed = True
+                break
+            if not data:
+                self.closed = True
+                break
+            total += self._handle(data, fds, collector)
+        return total
+
+    def _handle(self, data: bytes, fds: list[int], collector: Collector) -> int:
+        if len(data) < protocol.EVENTS.size:
+            for fd in fds:
+                os.close(fd)
+            return 0
+        fields = protocol.EVENTS.unpack_from(data)
+        mtype, count, _lost, seq, forwarded, nfds, chunk, reads = fields[:8]
+        by_reason = fields[protocol.EVENTS_LOST_BY_REASON :]
+        for reason, n in zip(protocol.HOLDER_LOST_REASONS, by_reason, strict=False):
+            collector.lose(reason, n)
+        collector.hash_settings = (chunk, reads) if chunk else None
+        self.forwarded = forwarded
+        if mtype == protocol.MSG_FLUSHED:
+            self.flushed = seq
+        if mtype != protocol.MSG_EVENTS:
+            for fd in fds:
+                os.close(fd)
+            return 0
+        if len(fds) < nfds:  # MSG_CTRUNC: we ran out of descriptors
+            collector.lose("relay", nfds - len(fds))
+        collector.take(data[protocol.EVENTS.size :], count, fds)
+        return count
+
+    def missing(self, collector: Collector) -> int:
+        """Records the holder sent that never arrived (end-to-end count:
+        whatever happened on the way, it is not silent)."""
+        collector.settle()
+        return (self.forwarded - collector.received) & 0xFFFFFFFF
+
+    def flush(self, collector: Collector) -> bool:
+        """Make the holder forward everything queued so far; False if it is
+        gone or does not answer (events may be missing)."""
+        if self.closed:
+            return False
+        self.seq += 1
+        try:
+            self.sock.send(protocol.FLUSH.pack(protocol.MSG_FLUSH, self.seq))
+        except OSError:
+            self.closed = True
+            return False
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        deadline = time.monotonic() + _FLUSH_TIMEOUT
+        while self.flushed != self.seq and not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if poller.poll(left * 1000):
+                self.pump(collector)
+        return self.flushed == self.seq
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# Files in the runtime dir are never opened through a link, nor created
+# over one (O_CREAT with O_NOFOLLOW fails on a link; rename replaces it).
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+# A warning about one shell's command line goes to that shell only:
+# `<rundir>/warnings.<session as 32 hex digits>`; others (a config error, the
+# daemon failing) to `<rundir>/warnings`, which the first shell to prompt
+# shows.  Must match show_listener_warnings() in native/libshournal_preload.c.
+WARNINGS = protocol.WARNINGS_FILE
+# How long a command's text may be in a warning line.
+WARN_COMMAND_WIDTH = 60
+
+
+def short_command(text: str, width: int = WARN_COMMAND_WIDTH) -> str:
+    """A command's text for a warning line: one line, shortened, control
+    characters escaped (it goes to a terminal)."""
+    from shournal.terminal import printable
+
+    line = printable(" ".join(text.split()))
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _warn(message: str, session: bytes | None = None) -> None:
+    """Leave one line for the shell to show at its next prompt: the shell
+    of `session` (a command line's session id), or any shell."""
+    name = WARNINGS
+    if session and any(session):
+        name = f"{WARNINGS}.{session.hex()}"
+    try:
+        rundir = _paths.private_runtime_dir()
+        fd = os.open(rundir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
+        with open(fd, "a", encoding="utf-8") as fh:
+            fh.write(message.replace("\n", " ") + "\n")
+    except OSError:
+        pass
+
+
+def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:
+    """A warning about `command` (None: not known yet), to its shell, naming it."""
+    if command is None:
+        _warn(message)
+        return
+    text = command.text.decode("utf-8", errors="backslashreplace")
+    _warn(f"{message}: {short_command(text)}", command.session)
+
+
+def _write_setup_args(cfg, path: Path | None = None, apparatus: bool = False) -> None:
+    """Leave the helper options for the shell's next command line (the
+    preload library reads <rundir>/setup-args; it cannot read TOML).
+    ``path``/``apparatus``: the options with the apparatus
+    (shournal.reproduce: per shell and per directory)."""
+    from shournal.config import helper_options
+
+    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg, apparatus=apparatus))
+    if path is None:
+        try:
+            path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
+        except OSError:
+            return
+        if cfg.apparatus.paths or apparatus_paths_left(path):
+            from shournal import reproduce
+
+            with suppress(OSError):
+                reproduce.write_apparatus_args(cfg)
+    _write_file(path, data)
+
+
+def apparatus_paths_left(setup_args: Path) -> bool:
+    return os.path.lexists(setup_args.parent / protocol.APPARATUS_PATHS_FILE)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, unless it holds it already."""
+    import tempfile
+
+    try:
+        with open(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as fh:
+            if fh.read() == data:
+                return
+    except OSError:
+        pass
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with open(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(tmp)
+
+
+def _mark_drained(pid: int | None = None) -> None:
+    """`<pid>.end` -> `<pid>.store`: every event is read, the next command
+    line may start (the shell waits for this); storing follows.  `pid`: the
+    process the markers are named after (default: this one; the store
+    daemon passes its forwarder's)."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+        os.rename(rundir / f"{pid}.{protocol.MARK_END}", rundir / f"{pid}.{protocol.MARK_STORE}")
+    except OSError:
+        pass
+
+
+def _remove_markers(pid: int | None = None) -> None:
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+    except OSError:
+        return
+    pid = os.getpid() if pid is None else pid
+    for suffix in (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE):
+        try:
+            os.unlink(rundir / f"{pid}.{suffix}")
+        except OSError:
+            pass
+
+
+def listen(
+    sock: socket.socket, relay: Relay, collector: Collector
+) -> protocol.CommandMessage | None:
+    """Collect events until every process of the command line has exited."""
+    poller = select.poll()
+    poller.register(relay.fileno(), select.POLLIN)
+    poller.register(sock.fileno(), select.POLLIN)
+    command: protocol.CommandMessage | None = None
+    command_seen = 0.0
+    eof_at = 0.0
+    while True:
+        ready = dict(poller.poll())
+        # Always take events first: the last ones must not be lost.
+        relay.pump(collector)
+        if relay.closed and relay.fileno() in ready:
+            poller.unregister(relay.fileno())
+        if sock.fileno() in ready:
+            data, msg = protocol.recv_command(sock)
+            if not data:
+                eof_at = time.monotonic()
+                break
+            if msg is not None:
+                command, command_seen = msg, time.monotonic()
+    # The command line has ended: what is left (the last events, settling
+    # the kept ones, storing) yields to whatever the user runs next.  (A
+    # listener started at the end of its command line already is at this
+    # nice value: protocol.LISTENER_NICE.)
+    with suppress(OSError):
+        now = os.getpriority(os.PRIO_PROCESS, 0)
+        if now < protocol.LISTENER_NICE:
+            os.setpriority(os.PRIO_PROCESS, 0, protocol.LISTENER_NICE)
+    complete = relay.flush(collector)
+    for _ in range(_GRACE_FLUSHES):
+        time.sleep(_GRACE_SLEEP)
+        complete = relay.flush(collector) and complete
+    collector.settle()
+    if not complete:
+        # the holder died (or was killed): we cannot know what we missed
+        collector.lose("relay")
+        _warn_about(command, "event relay ended early: file events of this command may be missing")
+    else:
+        collector.lose("relay", relay.missing(collector))
+    if command is not None and command_seen and eof_at - command_seen > 0.2:
+        # Background processes kept the command line open past the prompt.
+        eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
+        command.end_ns = max(command.end_ns, eof_ns)
+    return command
+
+
+def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
+    import pwd
+
+    try:
+        username = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        username = str(os.getuid())
+    hashed = collector.hash_settings
+    return CommandRecord(
+        text=cmd.text.decode("utf-8", errors="backslashreplace"),
+        return_value=cmd.return_value,
+        start_ns=cmd.start_ns,
+        end_ns=max(cmd.end_ns, cmd.start_ns),
+        working_dir=cwd,
+        username=username,
+        hostname=socket.gethostname(),
+        session_uuid=cmd.session if any(cmd.session) else None,
+        hash_chunk_size=hashed[0] if hashed else None,
+        hash_max_reads=hashed[1] if hashed else None,
+        writes=list(collector.writes.values()),
+        reads=list(collector.reads.values()),
+        dropped_writes=collector.dropped_writes,
+        dropped_reads=collector.dropped_reads,
+        lost_events=sum(collector.lost.values()),
+        apparatus=getattr(collector, "manifest", None),
+        derived_from=getattr(collector, "derived_from", None),
+        lost_reasons=dict(collector.lost),
+    )
+
+
+def _ignored(cfg, text: str) -> bool:
+    from shournal.capture.filters import IgnoredCommands
+
+    words = text.split()
+    return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
+
+
+# Exit status of the listener when its command line could not be stored
+# now and waits in the spool's inbox (1: not recorded at all).
+# shournal.capture.runner tells the user; a shell's user gets a warning.
+EXIT_KEPT = 3
+
+
+def store_record(rec: CommandRecord, cfg) -> int:
+    """Store `rec`, then whatever earlier listeners left in the spool's
+    inbox (shournal.capture.spool.deposit) now that the journal takes commands."""
+    from shournal.capture import spool
+    from shournal.journal import Journal
+
+    with Journal.open(config=cfg, create=True) as journal:
+        command_id = journal.add(rec)
+        if spool.inbox_count():
+            try:
+                spool.take_inbox(journal.store)
+            except Exception as exc:  # noqa: BLE001 - they stay for the next taker
+                _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
+        return command_id
+
+
+def keep_record(rec: CommandRecord, exc: BaseException) -> int:
+    """The journal did not take `rec` (`exc`): leave it in the spool's
+    inbox for the next one that stores.  The exit status for the listener:
+    EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
+    warning at its prompt; `shournal run` (no session) says it itself."""
+    from shournal.capture import spool
+    from shournal.store.errors import journal_condition
+
+    condition = journal_condition(exc)
+    try:
+        spool.deposit(rec)
+    except (OSError, spool.SpoolError) as err:
+        _warn(
+            f"command not stored ({condition}; spool: {err}): {short_command(rec.text)}",
+            rec.session_uuid,
+        )
+        return 1
+    if rec.session_uuid is not None:
+        _warn(
+            f"{condition}; the command is kept in the spool, stored once it is usable: "
+            f"{short_command(rec.text)}",
+            rec.session_uuid,
+        )
+    return EXIT_KEPT
+
+
+def load_listener_config():
+    """The config, or the defaults (with one warning) when it is invalid."""
+    from shournal.config import ConfigError, load_config
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        _warn(f"config error, using defaults: {exc}")
+        return load_config(path=None, create=False, defaults_only=True)
+
+
+def collect(
+    sock: socket.socket, relay: Relay, cfg, cwd: str, pid: int | None = None
+) -> CommandRecord | None:
+    """Everything of one command line up to the record to store: its events
+    until every process has exited, then the policy.  None: nothing to
+    store (no text, or an ignored command).  Shared by this listener and
+    the store daemon (shournal.capture.daemon), which passes the `pid` its
+    forwarder's markers are named after."""
+    gids = frozenset(os.getgroups()) | {os.getgid()}
+    # The one hook of the apparatus recorder (a plain Collector unless the
+    # command is recorded with its apparatus).
+    from shournal import reproduce
+
+    collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd)
+    command = listen(sock, relay, collector)
+    relay.close()  # the holder exits: nothing we do from here is observed
+    sock.close()
+    _mark_drained(pid)
+    if command is None or not command.text.strip():
+        return None
+    rec = build_record(cwd, command, collector)
+    if _ignored(cfg, rec.text):
+        return None
+    return rec
+
+
+def run(sock: socket.socket, relay: Relay) -> int:
+    # A lazily started listener (shournal-suid --lazy-listener) waited in
+    # "/" and got the command line's working directory in SHOURNAL_CWD.
+    cwd = os.environ.pop("SHOURNAL_CWD", "")
+    if not cwd:
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = os.environ.get("PWD", "/")
+    os.chdir("/")  # never keep a mount busy for the command's lifetime
+
+    cfg = load_listener_config()
+    _write_setup_args(cfg)
+    rec = collect(sock, relay, cfg, cwd)
+    if rec is None:
+        _remove_markers()
+        return 0
+    try:
+        store_record(rec, cfg)
+    except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
+        status = keep_record(rec, exc)
+        _remove_markers()
+        return status
+    _remove_markers()
+    return 0
+
+
+def main() -> int:
+    # We are a detached session of our own; a stop/continue of our orphaned
+    # process group makes the kernel send SIGHUP, which must not kill us.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        sock = socket.socket(fileno=protocol.FD_SOCKET)
+        relay = Relay(protocol.FD_EVENTS)
+    except OSError:
+        print("shournal-listener: started by shournal-suid only", file=sys.stderr)
+        return 2
+    _raise_nofile()
+    try:
+        return run(sock, relay)
+    except Exception as exc:  # noqa: BLE001
+        _warn(f"listener failed: {exc}".splitlines()[0])
+        _remove_markers()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Python side of native/shournal_protocol.h: every value and every
+struct member's offset, size and signedness is checked against the
+compiler by tests/unit/test_protocol.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+from dataclasses import dataclass
+
+MSG_SETUP_DONE = 1
+MSG_SETUP_FAIL = 2
+MSG_COMMAND = 3
+MSG_EVENTS = 4
+MSG_FLUSH = 5
+MSG_FLUSHED = 6
+MSG_GO = 7
+MSG_GO_ACK = 8
+MSG_COMMAND_FD = 9
+
+FD_SOCKET = 3
+FD_EVENTS = 4
+
+MAX_FDS_PER_MSG = 253
+MAX_EVENTS_MSG = 64 * 1024
+
+REC_HASH = 1
+REC_FD = 2
+# the kernel's (<sys/fanotify.h>) values in shournal_record.mask
+FAN_CLOSE_WRITE = 0x08
+FAN_CLOSE_NOWRITE = 0x10
+
+SYNC_TIMEOUT_MS = 250
+
+SETUP_FD_ERROR = 1
+
+MAX_COMMAND_LEN = 96 * 1024
+MAX_COMMAND_TEXT = 16 * 1024 * 1024
+MAX_FAIL_LEN = 512
+
+# The runtime directory (see the header): marker suffixes and file names.
+MARK_RUN = "run"
+MARK_END = "end"
+MARK_STORE = "store"
+WARNINGS_FILE = "warnings"
+SETUP_ARGS_FILE = "setup-args"
+SETUP_ARGS_APPARATUS_FILE = "setup-args.apparatus"
+APPARATUS_PATHS_FILE = "apparatus-paths"
+
+# The helper's limits and defaults.
+MAX_EXCLUDES = 64
+MAX_ARCHIVE_EXT = 32
+MAX_EXT_LEN = 32
+HASH_CHUNK_MIN = 8
+HASH_CHUNK_MAX = 40 * 1024
+HASH_READS_MIN = 1
+HASH_READS_MAX = 2**31 - 1
+DEFAULT_HASH_CHUNK = 256
+DEFAULT_HASH_READS = 3
+DEFAULT_ARCHIVE_MAX = 500 * 1024
+LISTENER_NICE = 10
+
+
+class Layout(struct.Struct):
+    """One struct of the header: its members in order, each a name and a
+    :mod:`struct` format character (lower case: signed), packed in native
+    byte order without padding (the header's structs have none)."""
+
+    def __init__(self, c_name: str, *fields: tuple[str, str]) -> None:
+        super().__init__("=" + "".join(fmt for _name, fmt in fields))
+        self.c_name = c_name
+        self.fields = fields
+
+    def members(self) -> dict[str, tuple[int, int, bool]]:
+        """Each member's offset, size and signedness."""
+        out: dict[str, tuple[int, int, bool]] = {}
+        offset = 0
+        for name, fmt in self.fields:
+            size = struct.calcsize("=" + fmt)
+            out[name] = (offset, size, fmt[-1].islower() and fmt[-1] != "s")
+            offset += size
+        return out
+
+
+SETUP_DONE = Layout(
+    "shournal_setup_done",
+    ("type", "I"), ("holder_pid", "i"), ("listener_pid", "i"), ("flags", "I"),
+)  # fmt: skip
+SETUP_FAIL = Layout("shournal_setup_fail", ("type", "I"), ("reserved", "I"))
+COMMAND = Layout(
+    "shournal_command",
+    ("type", "I"), ("return_value", "i"), ("start_ns", "q"), ("end_ns", "q"),
+    ("session", "16s"),
+)  # fmt: skip
+# `lost` is the sum of the holder's reasons that follow it
+EVENTS = Layout(
+    "shournal_events",
+    ("type", "I"), ("count", "I"), ("lost", "I"), ("seq", "I"), ("forwarded", "I"),
+    ("nfds", "I"), ("hash_chunk", "I"), ("hash_reads", "I"), ("lost_overflow", "I"),
+    ("lost_unreadable", "I"), ("lost_path", "I"), ("lost_reserved", "I"),
+)  # fmt: skip
+EVENTS_LOST = 2  # the field index of `lost`
+EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow
+# The reasons the holder counts, in the order of its fields (names as in
+# shournal.capture.record.LOST_REASONS).
+HOLDER_LOST_REASONS = ("overflow", "unreadable", "path")
+# the path follows a record, padded to a multiple of 8
+RECORD = Layout(
+    "shournal_record",
+    ("mask", "Q"), ("size", "Q"), ("mtime_ns", "q"), ("hash", "Q"), ("mode", "I"),
+    ("uid", "I"), ("gid", "I"), ("pid", "i"), ("path_len", "H"), ("flags", "H"),
+    ("reserved", "I"),
+)  # fmt: skip
+FLUSH = Layout("shournal_flush", ("type", "I"), ("seq", "I"))
+GO = Layout("shournal_go", ("type", "I"), ("reserved", "I"))  # GO and GO_ACK
+
+# The store daemon (see shournal.capture.daemon)
+DAEMON_SOCKET = "daemon.sock"
+MSG_FORWARD = 9
+MSG_SPOOLED = 10
+MSG_DRAIN = 11
+MSG_DRAINED = 12
+MSG_STATUS = 13
+DAEMON_MSG = Layout(
+    "shournal_daemon_msg", ("type", "I"), ("pid", "i"), ("arg", "I"), ("reserved", "I")
+)
+LAYOUTS = (SETUP_DONE, SETUP_FAIL, COMMAND, EVENTS, RECORD, FLUSH, GO, DAEMON_MSG)
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class SetupDone:
+    holder_pid: int
+    listener_pid: int
+    flags: int
+    root_fd: int  # the namespace's "/" (O_PATH)
+    ns_fd: int  # keeps the namespace alive; useless for joining without privilege
+    sync_fd: int  # to the holder: see SYNC in native/shournal_protocol.h
+
+
+@dataclass(slots=True)
+class CommandMessage:
+    return_value: int
+    start_ns: int
+    end_ns: int
+    session: bytes
+    text: bytes
+
+
+def recv_setup(sock: socket.socket) -> SetupDone:
+    """Wait for the helper's answer; raise ProtocolError with its reason."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 3)
+    if (
+        len(data) >= SETUP_DONE.size
+        and SETUP_DONE.unpack_from(data)[0] == MSG_SETUP_DONE
+        and len(fds) == 3
+    ):
+        _t, holder, listener, flags = SETUP_DONE.unpack_from(data)
+        return SetupDone(holder, listener, flags, fds[0], fds[1], fds[2])
+    for fd in fds:
+        os.close(fd)
+    if len(data) >= SETUP_FAIL.size and SETUP_FAIL.unpack_from(data)[0] == MSG_SETUP_FAIL:
+        raise ProtocolError(data[SETUP_FAIL.size :].decode(errors="replace"))
+    if not data:
+        raise ProtocolError("helper exited without answering")
+    raise ProtocolError("bad answer from helper")
+
+
+def send_command(sock: socket.socket, msg: CommandMessage) -> None:
+    """COMMAND, or COMMAND_FD with the text in a memfd when it is longer."""
+    head = (msg.return_value, msg.start_ns, msg.end_ns, msg.session)
+    if len(msg.text) <= MAX_COMMAND_LEN:
+        sock.send(COMMAND.pack(MSG_COMMAND, *head) + msg.text)
+        return
+    fd = os.memfd_create("shournal-command", os.MFD_CLOEXEC)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(msg.text[: MAX_COMMAND_TEXT + 1])
+        socket.send_fds(sock, [COMMAND.pack(MSG_COMMAND_FD, *head)], [fd])
+    finally:
+        os.close(fd)
+
+
+# What a text cut at MAX_COMMAND_TEXT bytes ends with.
+CUT_MARK = f"\n[shournal: command line cut at {MAX_COMMAND_TEXT} bytes]"
+
+
+def _text_from_fd(fd: int) -> bytes:
+    """At most MAX_COMMAND_TEXT bytes of a COMMAND_FD's memfd, marked when
+    there was more."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return b""
+    parts: list[bytes] = []
+    got = 0
+    while got <= MAX_COMMAND_TEXT:
+        chunk = os.pread(fd, MAX_COMMAND_TEXT + 1 - got, got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    text = b"".join(parts)
+    if len(text) > MAX_COMMAND_TEXT:
+        text = text[:MAX_COMMAND_TEXT] + CUT_MARK.encode()
+    return text
+
+
+def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
+    """One message of the control socket: (its data, the command if it is
+    one).  Empty data: EOF.  Any fd that came with it is closed."""
+    data, fds, _flags, _addr = socket.recv_fds(
+        sock, COMMAND.size + MAX_COMMAND_LEN + 1, 1, socket.MSG_CMSG_CLOEXEC
+    )
+    try:
+        if len(data) < COMMAND.size:
+            return data, None
+        mtype, ret, start, end, session = COMMAND.unpack_from(data)
+        if mtype == MSG_COMMAND:
+            return data, CommandMessage(ret, start, end, session, data[COMMAND.size :])
+        if mtype == MSG_COMMAND_FD and len(fds) == 1:
+            return data, CommandMessage(ret, start, end, session, _text_from_fd(fds[0]))
+        return data, None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def daemon_request(
+    rundir: str | os.PathLike[str], mtype: int, arg: int = 0, timeout: float = 5.0
+) -> tuple[int, bytes] | None:
+    """Ask the user's store daemon (MSG_DRAIN, MSG_STATUS): the answer's
+    `arg` and the text after it, or None when no daemon answers."""
+    path = os.path.join(rundir, DAEMON_SOCKET)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.send(DAEMON_MSG.pack(mtype, os.getpid(), arg, 0))
+            data = s.recv(DAEMON_MSG.size + 65536)
+    except OSError:
+        return None
+    if len(data) < DAEMON_MSG.size:
+        return None
+    _t, _pid, value, _ = DAEMON_MSG.unpack_from(data)
+    return value, data[DAEMON_MSG.size :]

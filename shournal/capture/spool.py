@@ -1,0 +1,360 @@
+"""The store daemon's durable spool: finished command lines wait here until
+the journal has them.
+
+One append-only file, `<data dir>/spool/records`, in the data directory
+(not the runtime directory: that is a tmpfs, and what waits here must
+survive a reboot).  Every record is framed
+
+    magic "SHSP" | payload length (u32) | crc32 of length and payload (u32)
+    | payload
+
+so that a record torn by a crash (power loss between write and fsync, or
+a full disk) is recognised: the first frame that does not check out ends
+the spool, it and everything after it are cut off (and counted); nothing
+before it is touched.  The payload is marshal of plain values (str, bytes,
+int, None, tuples), never pickle: loading it runs no code.
+
+What the journal already holds is remembered in `<data dir>/spool/committed`
+("<inode of records> <offset>", replaced atomically): a crash between a
+journal commit and this file's update makes the daemon replay the commands
+after the offset with a check that each is not stored yet
+(Store.has_command), so each command is stored exactly once.  Once
+everything is committed and the file has grown past ROTATE_BYTES it is
+replaced by an empty one (see Spool._rotate).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import marshal
+import os
+import stat
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import astuple
+from pathlib import Path
+
+from shournal import _paths
+from shournal.capture.record import CommandRecord, FileEvent
+
+MAGIC = b"SHSP"
+FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
+# A payload larger than this is not a record of ours (a torn length).
+MAX_PAYLOAD = 1 << 30
+ROTATE_BYTES = 4 << 20
+_FORMAT = 1  # first value of every payload
+
+
+class SpoolError(Exception):
+    """The spool cannot be used (one line, ready for "shournal: ")."""
+
+
+def spool_dir() -> Path:
+    return _paths.data_dir() / "spool"
+
+
+def _encode(rec: CommandRecord) -> bytes:
+    fields = astuple(rec)
+    return marshal.dumps((_FORMAT, *fields))
+
+
+def _events(values: object) -> list[FileEvent]:
+    if not isinstance(values, list):
+        raise ValueError("events")
+    return [FileEvent(*v) for v in values]
+
+
+def _decode(payload: bytes) -> CommandRecord:
+    value = marshal.loads(payload)
+    if not isinstance(value, tuple) or not value or value[0] != _FORMAT:
+        raise ValueError("unknown spool record format")
+    fields = list(value[1:])
+    # astuple turned the FileEvents into tuples
+    fields[10] = _events(fields[10])
+    fields[11] = _events(fields[11])
+    return CommandRecord(*fields)
+
+
+def frame(rec: CommandRecord) -> bytes:
+    payload = _encode(rec)
+    head = struct.pack("=I", len(payload))
+    crc = zlib.crc32(payload, zlib.crc32(head))
+    return FRAME.pack(MAGIC, len(payload), crc) + payload
+
+
+def scan(fd: int, start: int) -> Iterator[tuple[int, int, bytes]]:
+    """(offset, end offset, payload) of every intact frame from `start`;
+    stops at the end or at the first frame that does not check out."""
+    off = start
+    while True:
+        head = os.pread(fd, FRAME.size, off)
+        if len(head) < FRAME.size:
+            return
+        magic, length, crc = FRAME.unpack(head)
+        if magic != MAGIC or length > MAX_PAYLOAD:
+            return
+        payload = os.pread(fd, length, off + FRAME.size)
+        if len(payload) != length or zlib.crc32(payload, zlib.crc32(head[4:8])) != crc:
+            return
+        end = off + FRAME.size + length
+        yield off, end, payload
+        off = end
+
+
+def extent(fd: int, start: int) -> tuple[int, int]:
+    """(number of intact frames from `start`, offset where they end)."""
+    count, end = 0, start
+    for frame_end in (e for _o, e, _p in scan(fd, start)):
+        count, end = count + 1, frame_end
+    return count, end
+
+
+def _open_dir(directory: Path) -> None:
+    # The data directory may be a link (the Docker edition's shared
+    # /journal): one another user made, or may write to, is not used, as
+    # the journal's (shournal.store.db) -- nothing is created in it.
+    if directory.parent.exists():
+        try:
+            _paths.check_own_directory(directory.parent, follow_links=True, forbidden_mode=0o022)
+        except _paths.UnsafeDirectory as exc:
+            raise SpoolError(str(exc)) from None
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SpoolError(f"{directory} is not a private directory of yours (mode 0700)")
+
+
+def _read_committed(path: Path, inode: int) -> int:
+    try:
+        text = path.read_text()
+        ino, off = (int(x) for x in text.split())
+    except (OSError, ValueError):
+        return 0
+    return off if ino == inode and off >= 0 else 0
+
+
+class Spool:
+    """The spool of one user; only the daemon (holding the daemon lock)
+    opens it for writing.  Not thread-safe: the daemon serialises."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.dir = directory or spool_dir()
+        _open_dir(self.dir)
+        self.path = self.dir / "records"
+        self.committed_path = self.dir / "committed"
+        self.torn_bytes = 0  # cut off at opening (a crash's torn tail)
+        self._open()
+
+    def _open(self) -> None:
+        fd = os.open(
+            self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            os.close(fd)
+            raise SpoolError(f"{self.path} is not a regular file of yours")
+        self.fd = fd
+        self.inode = st.st_ino
+        self.committed = min(_read_committed(self.committed_path, st.st_ino), st.st_size)
+        _count, end = extent(fd, self.committed)
+        if end < st.st_size:
+            # A torn tail: cut it off, keep everything before it.
+            self.torn_bytes += st.st_size - end
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        self.end = end
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def append(self, recs: list[CommandRecord]) -> None:
+        """Append and fsync (one fsync for the whole batch)."""
+        data = b"".join(frame(r) for r in recs)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self.fd, data[written:])
+            os.fsync(self.fd)
+        except OSError:
+            # Keep what was there: a partial frame would end the spool.
+            os.ftruncate(self.fd, self.end)
+            raise
+        self.end += len(data)
+
+    def pending(self, limit: int) -> list[tuple[int, CommandRecord]]:
+        """Up to `limit` records not yet committed: (end offset, record).
+        A record that cannot be decoded is skipped (kept in the file)."""
+        out: list[tuple[int, CommandRecord]] = []
+        for _off, end, payload in scan(self.fd, self.committed):
+            if end > self.end:
+                break
+            try:
+                rec = _decode(payload)
+            except (ValueError, TypeError, EOFError, IndexError):
+                rec = None
+            out.append((end, rec))  # type: ignore[arg-type]
+            if len(out) >= limit:
+                break
+        return out
+
+    def backlog(self) -> int:
+        """Bytes spooled but not yet in the journal."""
+        return self.end - self.committed
+
+    def commit(self, offset: int) -> None:
+        """Everything up to `offset` is in the journal."""
+        self.committed = offset
+        if self.committed == self.end and self.end >= ROTATE_BYTES:
+            self._rotate()
+            return
+        self._write_committed(self.inode, offset)
+
+    def _write_committed(self, inode: int, offset: int) -> None:
+        tmp = self.dir / f".committed.{os.getpid()}"
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by a crash
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600)
+        try:
+            os.write(fd, f"{inode} {offset}\n".encode())
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, self.committed_path)
+        except OSError:
+            os.unlink(tmp)
+            raise
+
+    def _rotate(self) -> None:
+        """Start an empty file.  The committed offset names the new file's
+        inode before the file takes the name (a freed inode number is soon
+        reused: the old "<inode> <offset>" could match the new file); a
+        crash in between replays the old file, each command looked up."""
+        tmp = self.dir / ".records.new"
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(
+            tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            inode = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        self._write_committed(inode, 0)
+        os.replace(tmp, self.path)
+        os.close(self.fd)
+        self._open()
+
+
+def backlog_of(directory: Path | None = None) -> tuple[int, int]:
+    """(commands, bytes) spooled but not yet in the journal, read without
+    the daemon (for `shournal doctor`); (0, 0) without a spool."""
+    directory = directory or spool_dir()
+    try:
+        fd = os.open(directory / "records", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return 0, 0
+    try:
+        st = os.fstat(fd)
+        start = min(_read_committed(directory / "committed", st.st_ino), st.st_size)
+        count, end = extent(fd, start)
+        return count, end - start
+    finally:
+        os.close(fd)
+
+
+# -- the inbox ------------------------------------------------------------------
+#
+# A listener without the daemon (`shournal run`, a shell configured with the
+# Python listener) that cannot store its command line (the journal is
+# corrupt, of a newer shournal, locked, full, unreachable) leaves it in
+# `<spool dir>/inbox/`, one framed record per file, written and fsynced
+# before the file takes its name (so a file there is whole).  Whoever next
+# stores to the journal -- the next such listener, or the daemon -- takes
+# them: each file under flock (one taker at a time), looked up before it is
+# stored (a taker that died between the commit and the unlink leaves it for
+# the next, which must not store it twice), then unlinked.
+
+INBOX = "inbox"
+
+
+def inbox_dir(directory: Path | None = None) -> Path:
+    return (directory or spool_dir()) / INBOX
+
+
+def deposit(rec: CommandRecord, directory: Path | None = None) -> Path:
+    """Leave `rec` in the inbox, durably; its path.  Raises OSError or
+    SpoolError."""
+    base = directory or spool_dir()
+    _open_dir(base)
+    inbox = inbox_dir(base)
+    _open_dir(inbox)
+    name = f"{time.time_ns()}-{os.getpid()}.rec"
+    tmp = inbox / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(frame(rec))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, inbox / name)
+    dfd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return inbox / name
+
+
+def inbox_count(directory: Path | None = None) -> int:
+    try:
+        return sum(1 for p in inbox_dir(directory).iterdir() if p.name.endswith(".rec"))
+    except OSError:
+        return 0
+
+
+def take_inbox(store, directory: Path | None = None) -> int:
+    """Store every command waiting in the inbox (Store `store`), oldest
+    first; the number stored.  A file another taker holds is left to it;
+    one that does not check out is left where it is (never guessed at).
+    Store errors propagate: what is not stored stays."""
+    try:
+        names = sorted(p.name for p in inbox_dir(directory).iterdir() if p.name.endswith(".rec"))
+    except OSError:
+        return 0
+    stored = 0
+    for name in names:
+        path = inbox_dir(directory) / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # taken meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # another taker has it
+            if os.fstat(fd).st_nlink == 0:
+                continue  # stored and unlinked by the taker before us
+            records = [payload for _o, _e, payload in scan(fd, 0)]
+            if len(records) != 1:
+                continue
+            try:
+                rec = _decode(records[0])
+            except (ValueError, TypeError, EOFError):
+                continue
+            if not store.has_command(rec):
+                store.add_command(rec)
+                stored += 1
+            os.unlink(path)
+        finally:
+            os.close(fd)
+    return stored

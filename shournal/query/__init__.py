@@ -1,0 +1,2 @@
+"""Query: which commands match (:mod:`.criteria`, :mod:`.find`) and what
+their files look like on disk now (:mod:`.filestat`)."""

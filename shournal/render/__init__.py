@@ -1,1 +1,0 @@
-"""Output formats for query results: :mod:`.human` and :mod:`.json`."""

@@ -1,0 +1,336 @@
+"""The human-readable listing (layout of the original's §9.1)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import sys
+import textwrap
+from collections.abc import Iterable, Sequence
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, TextIO
+
+from shournal.capture.record import lost_reason_parts
+from shournal.data import CommandView, FileEventView
+from shournal.terminal import printable
+
+if TYPE_CHECKING:
+    from shournal.store.stats import JournalStats
+
+NO_RESULTS = "No results found matching the query."
+
+_INDENT_SECTION = "  "
+_INDENT_FILE = "     "
+_INDENT_CONTENT = "          "
+
+def format_size(size: int) -> str:
+    if size < 1024:
+        return f"{size} byte" if size == 1 else f"{size} bytes"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.2f} {unit}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _time_range(start: datetime, end: datetime, tz: tzinfo | None) -> str:
+    # Minutes only: seconds are dropped before comparing, as the original does.
+    start = start.astimezone(tz).replace(second=0, microsecond=0)
+    end = end.astimezone(tz).replace(second=0, microsecond=0)
+    text = start.strftime("%Y-%m-%d %H:%M")
+    if end == start:
+        return text
+    if end.date() == start.date():
+        return f"{text}-{end:%H:%M}"
+    return f"{text} - {end:%Y-%m-%d %H:%M}"
+
+
+def _path(ev: FileEventView) -> str:
+    return printable(ev.path.decode("utf-8", "backslashreplace"))
+
+
+# --stat: the original's letters, spelled out for readers.
+STATUS_LABELS = {"U": "[up to date]", "M": "[modified]", "N": "[missing]", "ERROR": "[error]"}
+
+_RESET = "\x1b[0m"
+_STYLE = {
+    "header": "\x1b[1m",
+    "ok": "\x1b[32m",
+    "fail": "\x1b[31m",
+    "warn": "\x1b[33m",
+    "dim": "\x1b[2m",
+}
+_STATUS_STYLE = {"U": "ok", "M": "warn", "N": "fail", "ERROR": "fail"}
+
+
+def use_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set
+    (https://no-color.org: any non-empty value)."""
+    stream = stream if stream is not None else sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{_STYLE[style]}{text}{_RESET}" if color else text
+
+
+def _file_line(ev: FileEventView, with_id: bool) -> str:
+    digest = "-" if ev.hash is None else str(ev.hash)
+    line = f"{_INDENT_FILE}{_path(ev)} ({format_size(ev.size)}) Hash: {digest}"
+    if with_id:
+        line += f" id {ev.id}"
+    if ev.status is not None:
+        line += f" {STATUS_LABELS.get(ev.status, ev.status)}"
+    return line
+
+
+def _content_lines(ev: FileEventView, max_lines: int) -> list[str]:
+    preview = ev.content_preview
+    if preview is None or max_lines <= 0:
+        return []
+    if b"\x00" in preview:
+        return [f"{_INDENT_CONTENT}Not printing content (binary data)"]
+    truncated = ev.content_size is not None and ev.content_size > len(preview)
+    text = preview.decode("utf-8", "replace")
+    lines = text.split("\n")
+    if truncated and len(lines) > 1:
+        lines.pop()  # cut mid-line by the preview limit
+    shown = [line.rstrip("\r") for line in lines if line.strip()]
+    out = [f"{_INDENT_CONTENT}{printable(line)}" for line in shown[:max_lines]]
+    if len(shown) > max_lines or truncated:
+        out.append(f"{_INDENT_CONTENT}...")
+    return out
+
+
+def _section(
+    events: Sequence[FileEventView],
+    total: int,
+    word: str,
+    max_files: int,
+    max_lines: int,
+    is_read: bool,
+) -> list[str]:
+    if total == 0:
+        return []
+    header = f"{_INDENT_SECTION}{total} {word} file{'' if total == 1 else 's'}"
+    if max_files <= 0:
+        return [f"{header}."]
+    out = [f"{header}:"]
+    for ev in events[:max_files]:
+        out.append(_file_line(ev, with_id=is_read))
+        if is_read:
+            out.extend(_content_lines(ev, max_lines))
+    hidden = total - min(len(events), max_files)
+    if hidden > 0:
+        out.append(f"{_INDENT_FILE}... and {hidden} more files.")
+    return out
+
+
+def _dropped(count: int, kind: str) -> list[str]:
+    if count <= 0:
+        return []
+    verb = "was" if count == 1 else "were"
+    return [
+        f"{_INDENT_SECTION}({_plural(count, f'{kind} event')} beyond the per-command cap "
+        f"{verb} not stored)"
+    ]
+
+
+def _wrap(lines: list[str], width: int | None) -> list[str]:
+    """Lines longer than ``width`` continue on the next line, indented two
+    more than their own indent (paths break anywhere: they have no blanks)."""
+    if not width or width < 20:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                subsequent_indent=indent + "  ",
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+            or [line]
+        )
+    return out
+
+
+def _colorize(line: str) -> str:
+    for status, label in STATUS_LABELS.items():
+        if line.endswith(label):
+            return line[: -len(label)] + _paint(label, _STATUS_STYLE[status], True)
+    return line
+
+
+def render_command(
+    cmd: CommandView,
+    *,
+    max_files: int = 10,
+    max_lines: int = 5,
+    local_hostname: str | None = None,
+    tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
+) -> list[str]:
+    """The lines of one command.  ``width``: wrap every line but the header
+    (the command line is shown as typed) at this many columns."""
+    head = _paint(f"cmd-id {cmd.id}", "header", color) + " "
+    if cmd.return_value_known:
+        status = f"$?={cmd.return_value}"
+        head += _paint(status, "ok" if cmd.return_value == 0 else "fail", color) + " "
+    # The command line is shown as typed (on its lines), never wrapped.
+    text = printable(cmd.text, newlines=True)
+    lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {text}"]
+    body = _command_body(cmd, max_files, max_lines, local_hostname, tz)
+    body = _wrap(body, width)
+    if color:
+        body = [_colorize(line) for line in body]
+    return lines + body
+
+
+def _command_body(
+    cmd: CommandView,
+    max_files: int,
+    max_lines: int,
+    local_hostname: str | None,
+    tz: tzinfo | None,
+) -> list[str]:
+    lines: list[str] = []
+    lines.append(f"Working directory: {printable(cmd.working_dir)}")
+    if cmd.session_uuid is not None:
+        lines.append(f"session-uuid {base64.b64encode(cmd.session_uuid).decode('ascii')}")
+    if cmd.hostname != (local_hostname if local_hostname is not None else socket.gethostname()):
+        lines.append(f"Hostname: {printable(cmd.hostname)}")
+    if cmd.derived_from is not None:
+        lines.append(f"Derived from command {cmd.derived_from} (shournal rerun)")
+    lines += _section(cmd.writes, cmd.write_count, "written", max_files, max_lines, False)
+    lines += _dropped(cmd.dropped_writes, "write")
+    lines += _section(cmd.reads, cmd.read_count, "read", max_files, max_lines, True)
+    lines += _dropped(cmd.dropped_reads, "read")
+    if cmd.lost_events > 0:
+        parts = lost_reason_parts(cmd.lost_events, cmd.lost_reasons)
+        why = ", ".join(f"{n} {text}" for text, n in parts)
+        lines.append(f"{_INDENT_SECTION}({_plural(cmd.lost_events, 'file event')} lost: {why})")
+    return lines
+
+
+def render_human(
+    commands: Iterable[CommandView],
+    *,
+    max_files: int = 10,
+    max_lines: int = 5,
+    local_hostname: str | None = None,
+    tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
+) -> str:
+    """All commands, separated by blank lines.  ``tz`` None means local
+    time; ``local_hostname`` None means this machine's name; ``color``
+    adds ANSI colours (see :func:`use_color`); ``width`` wraps long lines."""
+    if local_hostname is None:
+        local_hostname = socket.gethostname()
+    blocks = [
+        "\n".join(
+            render_command(
+                cmd,
+                max_files=max_files,
+                max_lines=max_lines,
+                local_hostname=local_hostname,
+                tz=tz,
+                color=color,
+                width=width,
+            )
+        )
+        for cmd in commands
+    ]
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+# -- statistics -----------------------------------------------------------------
+
+STATS_MIN = 5  # as the original's --stat-counts default: sections need 5 entries
+STATS_MAX = 5
+
+
+def _when(moment: datetime | None, tz: tzinfo | None) -> str:
+    return "-" if moment is None else moment.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+def render_stats(
+    stats: JournalStats,
+    *,
+    min_count: int = STATS_MIN,
+    max_count: int = STATS_MAX,
+    totals: bool = False,
+    tz: tzinfo | None = None,
+    color: bool = False,
+    width: int | None = None,
+) -> str:
+    """The original's four statistics sections; each is shown only when it
+    has at least ``min_count`` entries, with at most ``max_count`` of them.
+    ``totals`` adds a summary line first (``shournal stats``)."""
+    lines: list[str] = []
+    if totals:
+        lines.append(
+            f"{_plural(stats.commands, 'command')} in {_plural(stats.sessions, 'session')}, "
+            f"{stats.written_events} written and {stats.read_events} read file events, "
+            f"{_when(stats.first_start, tz)} to {_when(stats.last_start, tz)}"
+        )
+
+    def section(title: str, entries: list[str]) -> None:
+        if len(entries) < max(min_count, 1):
+            return
+        if lines:
+            lines.append("")
+        lines.append(_paint(title, "header", color))
+        lines.extend(_wrap([f"{_INDENT_SECTION}{e}" for e in entries[:max_count]], width))
+
+    section(
+        "Commands with most file modifications:",
+        [
+            f"cmd-id {e.command_id}: {_plural(e.written, 'written file')} $ "
+            f"{printable(e.text, newlines=True)}"
+            for e in stats.most_modifications
+        ],
+    )
+    section(
+        "Sessions with most commands:",
+        [
+            f"{base64.b64encode(e.session_uuid).decode('ascii')}: "
+            f"{_plural(e.commands, 'command')}, "
+            f"{_time_range(e.first_start, e.last_end, tz)}"
+            for e in stats.sessions_most_commands
+        ],
+    )
+    section(
+        "Working directories with most commands:",
+        [
+            f"{_plural(e.commands, 'command')} in {printable(e.path)}"
+            for e in stats.busiest_working_dirs
+        ],
+    )
+    section(
+        "Directories with most input/output-activity:",
+        [
+            f"Total {e.total} ({e.written} written, {e.read} read) files at "
+            f"{printable(e.path.decode('utf-8', 'backslashreplace'))}"
+            for e in stats.busiest_directories
+        ],
+    )
+    return "\n".join(lines) + "\n" if lines else ""

@@ -1,0 +1,126 @@
+"""Config settings that reach the setuid helper (through <rundir>/setup-args,
+written by the listener, read by the preload library): excluded mounts are
+never marked, and without any read recording no read marks are set."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures_shell import Shell, journal_url, wait_stored, write_config
+
+from shournal.query.find import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+
+def _commands(home: Path) -> dict[str, object]:
+    store = Store(journal_url(home))
+    try:
+        return {c.text: c for c in find_commands(store)}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def shm(install) -> Iterator[Path]:
+    """A directory of the test user's on /dev/shm (another mount)."""
+    d = Path("/dev/shm") / f"shournal-test-{os.getpid()}-{time.monotonic_ns()}"
+    d.mkdir()
+    os.chown(d, install.user.pw_uid, install.user.pw_gid)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_excluded_mount_is_not_observed(install, user_home, shm):
+    write_config(user_home, '[mounts]\nexclude_paths = ["/dev/shm"]\n', install)
+    sh = Shell("bash", install, user_home)
+    sh.run("true")  # the first listener writes the options
+    wait_stored(user_home)
+    args = (user_home / "run" / "shournal" / "setup-args").read_bytes()
+    assert args.startswith(b"--writable-reads\0--exclude-mount\0/dev/shm\0"), args
+    sh.run(f"echo x > {shm}/excluded")
+    sh.run("echo y > here")
+    wait_stored(user_home)
+    sh.exit()
+    cmds = _commands(user_home)
+    assert cmds[f"echo x > {shm}/excluded"].writes == []
+    assert [e.path for e in cmds["echo y > here"].writes] == [
+        os.fsencode(user_home / "work" / "here")
+    ]
+
+
+def test_config_changed_by_a_command_line_applies_to_the_next(install, user_home, shm):
+    """The listener starts after its command line has ended and only then
+    reads the config: a command line that edits it is followed by command
+    lines with the new options (with the listener started at the command
+    line's start, the change waited one command line more)."""
+    write_config(user_home, "", install)
+    cfg = user_home / ".config" / "shournal" / "config.toml"
+    sh = Shell("bash", install, user_home)
+    sh.run(f"echo a > {shm}/before")
+    sh.run(f"sleep 0.5; printf '[mounts]\\nexclude_paths = [\"/dev/shm\"]\\n' > {cfg}")
+    wait_stored(user_home)
+    sh.run(f"echo b > {shm}/after")
+    wait_stored(user_home)
+    sh.exit()
+    assert "exclude_paths" in cfg.read_text()
+    cmds = _commands(user_home)
+    assert [e.path for e in cmds[f"echo a > {shm}/before"].writes] == [
+        os.fsencode(shm / "before")]
+    assert cmds[f"echo b > {shm}/after"].writes == []
+
+
+def _holder_masks(user, skip: frozenset[str] = frozenset()) -> set[int]:
+    """fanotify mark masks of the user's running holders (gid shournal),
+    except those of the processes in `skip`."""
+    masks: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if pid in skip:
+            continue
+        try:
+            st = os.stat(f"/proc/{pid}")
+            if st.st_uid != user.pw_uid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+                with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                    for line in fh:
+                        if line.startswith("fanotify mnt_id:"):
+                            masks.add(int(line.split(" mask:")[1].split()[0], 16))
+        except OSError:
+            continue
+    return masks
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["reads", "no-reads"])
+def test_read_marks_follow_the_config(reads, install, user_home):
+    if not reads:
+        write_config(user_home, "[read_events]\nenable = false\n\n"
+                     "[script_archive]\nenable = false\n", install)
+    sh = Shell("bash", install, user_home)
+    try:
+        sh.run("true")
+        wait_stored(user_home)
+        # holders of earlier command lines (this test's or another's) may
+        # still be finishing: look only at the one of `sleep 3`
+        earlier = frozenset(filter(str.isdigit, os.listdir("/proc")))
+        sh.proc.sendline("sleep 3")
+        deadline = time.monotonic() + 3
+        masks: set[int] = set()
+        while not masks and time.monotonic() < deadline:
+            masks = _holder_masks(install.user, earlier)
+            time.sleep(0.05)
+        sh.proc.expect("__SHOURNAL_PROMPT__", timeout=30)
+        sh.exit()
+    except BaseException:
+        sh.proc.terminate(force=True)
+        raise
+    close_write, close_nowrite = 0x8, 0x10
+    assert masks == ({close_write | close_nowrite} if reads else {close_write}), masks

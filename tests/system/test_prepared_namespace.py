@@ -1,0 +1,278 @@
+"""The namespace a shell prepares at its prompt for the next command line
+(real bash and zsh on a pty, the setuid helper, real mounts): it is taken
+by that command line, dropped when it no longer fits -- another working
+directory, a mount made meanwhile -- or when it is gone, and never keeps a
+command line open or a helper behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+from fixtures_shell import (
+    SCHED_BATCH,
+    SCHED_OTHER,
+    Install,
+    Shell,
+    journal_url,
+    proc_sched,
+    wait_for,
+    wait_stored,
+    warnings_in,
+)
+
+from shournal.query.find import find_commands
+from shournal.store import Store
+
+pytestmark = [pytest.mark.shell, pytest.mark.root]
+
+SHELLS = ["bash", "zsh"]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]]:
+    """(helpers, holders) for the shells using `home` (their environment
+    has its runtime dir): processes running the helper, the holders being
+    those whose parent is a helper or a listener (the helper's own pid)."""
+    parent: dict[int, int] = {}
+    exe: dict[int, str] = {}
+    runtime = f"XDG_RUNTIME_DIR={home / 'run'}".encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if runtime not in (d / "environ").read_bytes().split(b"\0"):
+                continue
+            exe[int(d.name)] = os.readlink(d / "exe")
+            parent[int(d.name)] = _parent(int(d.name))
+        except OSError:
+            continue
+    shells = {p for p, e in exe.items() if Path(e).name in ("bash", "zsh")}
+    ours = [p for p, e in exe.items() if e == str(install.helper)]
+    holders = [p for p in ours if parent[p] in exe and parent[p] not in shells]
+    return [p for p in ours if p not in holders], holders
+
+
+def the_prepared_helper(install: Install, home: Path) -> int:
+    """The one helper no command line has taken: a taken one has a marker
+    (<pid>.run) until its listener has stored."""
+    found: list[int] = []
+    rundir = home / "run" / "shournal"
+
+    def one() -> bool:
+        helpers, holders = helper_processes(install, home)
+        found[:] = [p for p in helpers if not any(rundir.glob(f"{p}.*"))]
+        # set up: it answered the shell and waits in "/" (after its holder
+        # reported ready)
+        return len(found) == 1 and any(_parent(h) == found[0] for h in holders) and \
+            _cwd(found[0]) == "/"
+
+    wait_for(one, "exactly one prepared namespace at the prompt")
+    return found[0]
+
+
+def steady(sh: Shell, home: Path) -> None:
+    """Past a fresh home's first command line, whose listener writes
+    setup-args (a namespace prepared before that is dropped, as it would be
+    after a config change)."""
+    sh.run("true")
+    wait_stored(home)
+    sh.run("true")
+
+
+def stored(home: Path, **criteria) -> list:
+    store = Store(journal_url(home))
+    try:
+        return find_commands(store, **criteria)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    helper = the_prepared_helper(install, user_home)
+    ns = os.readlink(f"/proc/{helper}/ns/mnt")
+    assert ns != os.readlink("/proc/self/ns/mnt")
+    out = sh.run(f"readlink /proc/self/ns/mnt > {work}/ns")
+    assert warnings_in(out) == [], out
+    assert (work / "ns").read_text().strip() == ns
+    assert the_prepared_helper(install, user_home) != helper  # the next one, for the next line
+    sh.exit()
+    assert [c.text for c in stored(user_home, wfile=work / "ns")] == [
+        f"readlink /proc/self/ns/mnt > {work}/ns"]
+
+
+CD_AT_PROMPT = {
+    # runs after shournal's own prompt hook, which prepared the namespace
+    "bash": "_cdto=\nPROMPT_COMMAND='if [[ -n $_cdto ]]; then cd \"$_cdto\"; _cdto=; fi'",
+    "zsh": "_cdto=\n_cd_at_prompt() { if [[ -n $_cdto ]]; then cd \"$_cdto\"; _cdto=; fi }\n"
+           "precmd_functions+=(_cd_at_prompt)",
+}
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, user_home):
+    work = user_home / "work"
+    there = work / "there"
+    there.mkdir()
+    os.chown(there, install.user.pw_uid, install.user.pw_gid)
+    sh = Shell(kind, install, user_home, rc_extra=CD_AT_PROMPT[kind])
+    steady(sh, user_home)
+    sh.run(f"_cdto={there}")  # the hook changes directory after this line
+    sh.run("echo x > rel")
+    sh.exit()
+    assert (there / "rel").read_text() == "x\n"
+    (cmd,) = stored(user_home, wfile=there / "rel")
+    assert cmd.working_dir == str(there)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
+    """The prepared namespace copied the mount table when it was made; a
+    file system mounted while the prompt waits must be there, and marked."""
+    work = user_home / "work"
+    mnt = work / "mnt"
+    mnt.mkdir()
+    sh = Shell(kind, install, user_home)
+    try:
+        steady(sh, user_home)
+        the_prepared_helper(install, user_home)  # made before the mount
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", str(mnt)],
+                       check=True)
+        sh.run(f"echo x > {mnt}/f")
+        sh.exit()
+        assert (mnt / "f").read_text() == "x\n"  # in the tmpfs, not under it
+        assert [c.text for c in stored(user_home, wfile=mnt / "f")] == [f"echo x > {mnt}/f"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    os.kill(the_prepared_helper(install, user_home), signal.SIGKILL)  # its holder follows
+    wait_for(lambda: helper_processes(install, user_home) == ([], []), "the killed helper's holder")
+    out = sh.run(f"echo x > {work}/f")
+    assert warnings_in(out) == [], out  # nothing of the user's was lost
+    sh.exit()
+    assert [c.text for c in stored(user_home, wfile=work / "f")] == [f"echo x > {work}/f"]
+
+
+# A forked shell (no exec) that outlives the prompt, like an async prompt
+# worker: it writes its pid to $_bg and waits until the test kills it (`:`
+# keeps the shell from exec'ing sleep in its place).  shournal's hook runs
+# first at a prompt (it sees $?), so the child is forked after the prompt's
+# namespace was prepared: it would hold the shell's socket to it, and so
+# the next command line open, if the preload library's fork() did not close
+# it in the child.  Nothing of the pty is kept (nor the shell's exit held).
+BACKGROUND_AT_PROMPT = {
+    "bash": "_bg=\nPROMPT_COMMAND='if [[ -n $_bg ]]; then "
+            "{ sh -c \"echo \\$PPID\" >$_bg; sleep infinity; :; } "
+            "</dev/null >/dev/null 2>&1 & _bg=; fi'",
+    "zsh": "_bg=\n_bg_at_prompt() { if [[ -n $_bg ]]; then "
+           "{ sh -c 'echo $PPID' >$_bg; sleep infinity; : } </dev/null >/dev/null 2>&1 &! "
+           "_bg=; fi }\nprecmd_functions+=(_bg_at_prompt)",
+}
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, install,
+                                                                         user_home):
+    work = user_home / "work"
+    sh = Shell(kind, install, user_home, rc_extra=BACKGROUND_AT_PROMPT[kind])
+    child = 0
+    try:
+        steady(sh, user_home)
+        sh.run(f"_bg={work}/bg.pid")
+        wait_for(lambda: (work / "bg.pid").read_text().endswith("\n")
+                 if (work / "bg.pid").exists() else False, "the child's pid")  # fmt: skip
+        child = int((work / "bg.pid").read_text())
+        assert os.getpgid(child) == child  # a job of its own: killed as one below
+        helper = the_prepared_helper(install, user_home)  # there when the child forked
+        ns = os.readlink(f"/proc/{helper}/ns/mnt")
+        sh.run(f"readlink /proc/self/ns/mnt > {work}/ns; echo x > {work}/f")
+        assert (work / "ns").read_text().strip() == ns  # the line took that namespace
+        # stored once the line ended, while the child still runs
+        wait_for(lambda: len(stored(user_home, wfile=work / "f")) == 1,
+                 "the command line's record", timeout=60)
+        assert Path(f"/proc/{child}").exists()
+        sh.exit()
+    finally:
+        if child:
+            with suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_home):
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    the_prepared_helper(install, user_home)
+    sh.run("SHOURNAL_DISABLE")
+    gone = lambda: helper_processes(install, user_home) == ([], [])  # noqa: E731
+    wait_for(gone, "no namespace while disabled")
+    time.sleep(0.3)
+    assert helper_processes(install, user_home) == ([], [])  # and none made at the prompt
+    sh.run("SHOURNAL_ENABLE")
+    the_prepared_helper(install, user_home)
+    sh.proc.sendeof()  # Ctrl-D at the prompt: no command line takes it
+    sh.wait_exit()
+    wait_for(gone, "the dropped namespace's helper")
+
+
+def _status(pid: int) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home):
+    """Started by the shell as no child of its own (see
+    test_shournal_processes_send_the_shell_no_sigchld): nothing of the
+    shell's is inherited but the control socket (no terminal, no signal
+    mask, a session of its own), and it waits SCHED_BATCH so it never
+    preempts the shell at its prompt."""
+    sh = Shell(kind, install, user_home)
+    shell = int(re.search(r"PID=(\d+)", sh.run("echo PID=$$")).group(1))
+    assert Path(f"/proc/{shell}/exe").resolve().name in ("bash", "zsh")
+    steady(sh, user_home)
+    helper = the_prepared_helper(install, user_home)
+    assert _parent(helper) != shell
+    fddir = Path(f"/proc/{helper}/fd")
+    fds = {int(fd.name): os.readlink(fd) for fd in fddir.iterdir()}
+    assert [fds[0], fds[1], fds[2]] == ["/dev/null"] * 3, fds
+    assert fds[3].startswith("socket:"), fds
+    assert not [t for t in fds.values() if t.startswith("/dev/pts") or t == "/dev/tty"], fds
+    # a session of its own, whose leader (the helper's parent, gone) it is
+    # not: it can never get a controlling terminal
+    assert os.getsid(shell) != os.getsid(helper) != helper
+    assert int(_status(helper)["SigBlk"], 16) == 0
+    holder = next(h for h in helper_processes(install, user_home)[1] if _parent(h) == helper)
+    assert proc_sched(helper)[0] == SCHED_BATCH
+    # the holder reads fanotify as an ordinary task; the shell is untouched
+    assert proc_sched(holder)[0] == proc_sched(shell)[0] == SCHED_OTHER
+    sh.exit()

@@ -1,0 +1,331 @@
+"""``shournal export``: rules from journals written by the real store writer
+(no root, no shell); the Makefile and Snakefile are run by the real GNU
+make and Snakemake in a copy that holds only the leaf inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_html_report import Page, browser  # noqa: F401  (the fixture)
+from test_lineage import J, j  # noqa: F401  (the fixture)
+
+from shournal.provenance.export import export_workflow, skipped_message
+from shournal.provenance.graph import DiskTarget
+
+
+def _run(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
+    if fmt == "make":
+        argv = ["make", "-C", str(copy), "-f", str(out_dir / "Makefile")]
+    else:
+        if shutil.which("snakemake") is None:
+            pytest.fail("snakemake is not installed (scripts/apt-deps.sh installs it)")
+        argv = ["snakemake", "-s", str(out_dir / "Snakefile"), "-d", str(copy), "--cores", "1"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("fmt", ["make", "snakemake"])
+def test_a_command_that_rewrote_a_file_in_place_joins_the_rule_before_it(
+    fmt: str, j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    raw = b"a,2\nb,1\na,3\n" * 20
+    v1, v2 = raw, raw.replace(b"a", b"X")
+    out = b"".join(sorted(v2.splitlines(keepends=True)))
+    c_cp = j.cmd("cp in f", 10, reads=[j.v("in", raw, 1)], writes=[j.v("f", v1, 10)])
+    c_sed = j.cmd("sed -i s/a/X/ f", 20, reads=[j.v("f", v1, 10)], writes=[j.v("f", v2, 20)])
+    c_sort = j.cmd("sort f > out", 30, reads=[j.v("f", v2, 20)], writes=[j.v("out", out, 30)])
+    j.disk("in", raw, 1)
+    j.disk("f", v2, 20)
+    target = j.disk("out", out, 30)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), fmt, str(tmp_path / "wf")  # type: ignore[arg-type]
+    )
+    assert [[c.id for c in r.commands] for r in result.rules] == [[c_cp, c_sed], [c_sort]]
+    assert [(r.name, r.inputs, r.outputs) for r in result.rules] == [
+        ("cp_f", ["in"], ["f"]),
+        ("sort_out", ["f"], ["out"]),
+    ]
+    assert result.leaf_inputs == ["in"] and result.root == str(j.root)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy2(j.root / "in", copy / "in")
+    run = _run(fmt, tmp_path / "wf", copy)
+    assert run.returncode == 0, run.stderr
+    assert (copy / "out").read_bytes() == out
+    assert (copy / "f").read_bytes() == v2
+
+
+def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: Path) -> None:  # noqa: F811
+    notes, count, other = b"line\n" * 30, b"30 notes.txt\n", b"elsewhere\n" * 9
+    c_vim = j.cmd("vim notes.txt", 10, writes=[j.v("notes.txt", notes, 10)])
+    j.cmd("wc -l notes.txt > count", 20, reads=[j.v("notes.txt", notes, 10)],
+          writes=[j.v("count", count, 20)])  # fmt: skip
+    c_out = j.cmd("cat count ../other/o > both", 30,
+                  reads=[j.v("count", count, 20), j.v("../other/o", other, 3)],
+                  writes=[j.v("both", count + other, 30)])  # fmt: skip
+    j.disk("notes.txt", notes, 10)
+    j.disk("count", count, 20)
+    j.disk("../other/o", other, 3)
+    target = j.disk("both", count + other, 30)
+    lin = j.lineage(DiskTarget(str(target)))
+    # Default root: wide enough for every file, so only vim is left out.
+    result = export_workflow(lin, j.reader(), "snakemake", str(tmp_path / "a"))
+    assert [(s.command_ids, s.reason) for s in result.skipped] == [([c_vim], "vim is interactive")]
+    assert result.root == str(j.root.parent)
+    assert result.leaf_inputs == ["other/o", "w/notes.txt"]  # vim's output must be provided
+    text = Path(result.path).read_text()
+    assert f"# Not expressed: command {c_vim}: vim is interactive\n#   $ vim notes.txt\n" in text
+    message = skipped_message(result, "snakemake")
+    assert message is not None and "\n" not in message
+    assert f"{c_vim} (vim notes.txt): vim is interactive" in message
+    # A root that leaves out an input: that command is named too.
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), root=str(j.root))
+    reasons = {s.command_ids[0]: s.reason for s in result.skipped}
+    assert reasons[c_out] == f"reads {j.root.parent / 'other' / 'o'}, outside the root {j.root}"
+    assert "# Not expressed: command" in Path(result.path).read_text()
+    # An existing file is not replaced without force.
+    from shournal.provenance.export import ExportError
+
+    with pytest.raises(ExportError, match="exists"):
+        export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), root=str(j.root))
+
+
+def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
+    j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    script_v1 = b"print(1)\n"
+    script_path = j.root / "run.py"
+    ev = j.v("run.py", script_v1, 5)
+    ev.content = script_v1  # archived
+    j.cmd("python3 run.py > out", 10, reads=[ev], writes=[j.v("out", b"1\n", 10)])
+    j.disk("run.py", b"print(2)\n", 50)  # edited since
+    target = j.disk("out", b"1\n", 10)
+    lin = j.lineage(DiskTarget(str(target)))
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "a"))
+    assert (tmp_path / "a" / "scripts" / "run.py").read_bytes() == script_v1
+    (rule,) = result.rules
+    assert "python3 $(SCRIPTS)/run.py > out" in Path(result.path).read_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    assert _run("make", tmp_path / "a", copy).returncode == 0
+    assert (copy / "out").read_bytes() == b"1\n"
+    result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), current_scripts=True)
+    (rule,) = result.rules
+    assert rule.inputs == ["run.py"] and not result.scripts
+    assert "python3 run.py > out" in Path(result.path).read_text()
+    assert os.path.exists(script_path)
+
+
+def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> None:  # noqa: F811
+    data = b"payload\n" * 12
+    text = f"cat {j.root}/in > '{j.root}/out'"
+    j.cmd(text, 10, reads=[j.v("in", data, 1)], writes=[j.v("out", data, 10)])
+    j.disk("in", data, 1)
+    target = j.disk("out", data, 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "make", str(tmp_path / "wf")
+    )
+    assert "\tcat ./in > './out'\n" in Path(result.path).read_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.move(j.root / "in", copy / "in")  # the original tree must not be used
+    (j.root / "out").unlink()
+    run = _run("make", tmp_path / "wf", copy)
+    assert run.returncode == 0, run.stderr
+    assert (copy / "out").read_bytes() == data and not (j.root / "out").exists()
+
+
+def test_html_lineage_in_chromium(j: J, tmp_path: Path, browser: Page) -> None:  # noqa: F811
+    """The page works offline under its CSP: a click on a command shows it."""
+    from shournal.provenance.render import render_html
+
+    raw, mid = b"<script>alert(1)</script>\n" * 4, b"m" * 50
+    j.cmd("gen </script> raw", 5, writes=[j.v("raw", raw, 5)])
+    c_mid = j.cmd("sort raw > mid", 10, reads=[j.v("raw", raw, 5)], writes=[j.v("mid", mid, 10)])
+    target = j.disk("mid", mid, 10)
+    page = tmp_path / "lineage.html"
+    page.write_text(render_html(j.lineage(DiskTarget(str(target)))))
+    assert page.read_text().isascii() and "<script>alert" not in page.read_text()
+    browser.call("Page.navigate", url=page.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.querySelectorAll('#graph .node').length") == 4
+    x, y = browser.center(f'#graph .node.cmd[data-id="{c_mid}"]')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == "sort raw > mid"
+    x, y = browser.center('#graph .node.file.target')
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details pre').textContent") == str(target)
+    assert browser.problems() == []
+    assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()
+
+
+def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from shournal.provenance.export import unnamed_message
+
+    main, helpers = j.v("main.py", b"import helpers\n", 5), j.v("helpers.py", b"X = 1\n", 5)
+    main.content, helpers.content = b"import helpers\n", b"X = 1\n"
+    cid = j.cmd("python3 main.py > out", 10, reads=[main, helpers], writes=[j.v("out", b"1\n", 10)])
+    target = j.disk("out", b"1\n", 10)
+    result = export_workflow(
+        j.lineage(DiskTarget(str(target))), j.reader(), "snakemake", str(tmp_path / "wf")
+    )
+    (rule,) = result.rules
+    unnamed = [(c, p, copy.name) for c, p, copy in rule.unnamed]
+    assert unnamed == [(cid, "helpers.py", "helpers.py")]
+    text = Path(result.path).read_text()
+    assert re.search(r"\npython3 \{input\.script_\d:q\} > out\n", text), text
+    assert "#   helpers.py (the version that ran: scripts/helpers.py)" in text
+    message = unnamed_message(result)
+    assert message is not None and f"helpers.py (command {cid})" in message
+
+
+def _analysis(j: J) -> tuple[Path, dict[str, int], bytes]:  # noqa: F811
+    """sort, a Python script (archived), a failed retry: the lineage of out."""
+    raw, clean = b"b 2\na 1\n" * 50, b"a 1\nb 2\n" * 50
+    script = b"import sys\nprint(open(sys.argv[1]).read().upper())\n"
+    sv = j.v("an.py", script, 1)
+    sv.content = script
+    ids = {
+        "sort": j.cmd("sort raw.txt > clean.txt", 10, 11, reads=[j.v("raw.txt", raw, 0)],
+                      writes=[j.v("clean.txt", clean, 11)]),
+        "py": j.cmd("python3 an.py clean.txt > out.txt", 20, 22,
+                    reads=[sv, j.v("clean.txt", clean, 11)],
+                    writes=[j.v("out.txt", clean.upper(), 22)]),
+    }  # fmt: skip
+    j.disk("raw.txt", raw, 0)
+    return j.disk("out.txt", clean.upper(), 22), ids, script
+
+
+def test_rocrate_is_a_valid_process_run_crate(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    target, ids, script = _analysis(j)
+    lin = j.lineage(DiskTarget(str(target)))
+    crate = tmp_path / "crate"
+    result = export_record(lin, j.reader(), "rocrate", str(crate))
+    assert result.commands == 2 and (crate / "scripts" / "an.py").read_bytes() == script
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    assert report["statistics"]["total_passed_checks"] > 0
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    by_id = {e["@id"]: e for e in doc["@graph"]}
+    py = by_id[f"#command-{ids['py']}"]
+    assert py["@type"] == "CreateAction"
+    assert py["description"] == "python3 an.py clean.txt > out.txt"
+    assert py["instrument"] == {"@id": "scripts/an.py"}
+    assert "SoftwareApplication" in by_id["scripts/an.py"]["@type"]
+    assert py["result"] == {"@id": target.as_uri()}
+    assert by_id[target.as_uri()]["contentSize"] == str(target.stat().st_size)
+    assert {o["@id"] for o in py["object"]} == {"scripts/an.py", (j.root / "clean.txt").as_uri()}
+    assert py["actionStatus"] == "http://schema.org/CompletedActionStatus"
+    sort = by_id[f"#command-{ids['sort']}"]
+    assert by_id[sort["instrument"]["@id"]] == {
+        "@id": "#program-sort", "@type": "SoftwareApplication", "name": "sort"}
+    assert sort["startTime"] < sort["endTime"] <= py["startTime"]
+    assert by_id[sort["agent"]["@id"]]["@type"] == "Person"
+
+
+def test_rocrate_validator_rejects_a_crate_without_its_required_parts(
+    j: J, tmp_path: Path  # noqa: F811
+) -> None:
+    """Positive control: the validator as the test runs it does report a
+    REQUIRED issue (here the missing licence)."""
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    target, _, _ = _analysis(j)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    meta = crate / "ro-crate-metadata.json"
+    doc = json.loads(meta.read_text())
+    del next(e for e in doc["@graph"] if e["@id"] == "./")["license"]
+    meta.write_text(json.dumps(doc))
+    found = issues(validate_crate(crate, tmp_path))
+    assert any("license" in i for i in found), found
+
+
+def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> None:  # noqa: F811
+    from prov.model import ProvActivity, ProvAgent, ProvEntity
+    from records_check import read_prov
+
+    from shournal.provenance.records import export_record
+
+    target, ids, _ = _analysis(j)
+    result = export_record(j.lineage(DiskTarget(str(target))), j.reader(), "prov",
+                           str(tmp_path / "p"))  # fmt: skip
+    doc = read_prov(Path(result.path))
+    records = doc.get_records()
+    activities = {str(r.identifier): r for r in records if isinstance(r, ProvActivity)}
+    entities = {str(r.identifier): r for r in records if isinstance(r, ProvEntity)}
+    assert set(activities) == {f"shournal:command-{i}" for i in ids.values()}
+    assert len(entities) == 4 and any(isinstance(r, ProvAgent) for r in records)
+    py = activities[f"shournal:command-{ids['py']}"]
+    assert py.get_startTime() < py.get_endTime()
+    label = {e: next(iter(r.get_attribute("prov:label"))) for e, r in entities.items()}
+    by_path = {os.path.basename(v): k for k, v in label.items()}
+    rel = {(type(r).__name__, str(r.formal_attributes[0][1]), str(r.formal_attributes[1][1]))
+           for r in records if type(r).__name__ in ("ProvUsage", "ProvGeneration")}  # fmt: skip
+    act = f"shournal:command-{ids['py']}"
+    assert ("ProvUsage", act, by_path["clean.txt"]) in rel
+    assert ("ProvUsage", act, by_path["an.py"]) in rel
+    assert ("ProvGeneration", by_path["out.txt"], act) in rel
+    assert ("ProvGeneration", by_path["clean.txt"], f"shournal:command-{ids['sort']}") in rel
+    assoc = [r for r in records if type(r).__name__ == "ProvAssociation"]
+    plans = {str(r.formal_attributes[0][1]): r.formal_attributes[2][1] for r in assoc}
+    assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
+
+
+def test_html_report_shows_the_lineage_of_a_selected_file(
+    j: J, tmp_path: Path, browser: Page  # noqa: F811
+) -> None:
+    """In the query report: a click on a file's "lineage" shows the
+    commands of the report that made that version, newest first, marks
+    them in the timeline and the list, and links back to each command."""
+    from test_lineage import _two_chains
+
+    from shournal.query.find import find_commands
+    from shournal.report.html import write_html
+
+    target, ids = _two_chains(j)
+    # a later rewrite of mid with other content: not in out's lineage
+    j.cmd("echo x > mid", 40, writes=[j.v("mid", b"x\n", 40)])
+    report = tmp_path / "report.html"
+    with open(report, "w") as fp:
+        write_html(find_commands(j.store), fp, title="lineage")
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    x, y = browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]')
+    browser.click(x, y)
+    # the version of out that `tac` wrote
+    x, y = browser.center('#details .files[data-kind="written"] button.lin-btn')
+    browser.click(x, y)
+    tree = "#details ul.lineage-tree"
+    shown = browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                       ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert shown == [ids["fin"], ids["sort"], ids["gen"]]
+    leaves = browser.js(f"[...document.querySelectorAll('{tree} li.lin-file.leaf > .path')]"
+                        ".map(e => e.textContent)")  # fmt: skip
+    assert leaves == [str(j.root / "seed")]
+    marked = browser.js("[...document.querySelectorAll('#cmdlist tr.lin')]"
+                        ".map(e => +e.dataset.cmd)")  # fmt: skip
+    assert sorted(marked) == sorted(shown)
+    assert browser.js("document.querySelectorAll('#timeline rect.cmd.lin').length") == 3
+    # the read version of mid in tac's details: sort made it, not the later echo
+    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]'))
+    assert browser.js("document.querySelectorAll('#cmdlist tr.lin').length") == 0
+    browser.click(*browser.center('#details .files[data-kind="read"] button.lin-btn'))
+    assert browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
+                      ".map(e => +e.dataset.cmd)") == [ids["sort"], ids["gen"]]  # fmt: skip
+    # a command of the lineage links to its details
+    browser.click(*browser.center(f'{tree} li.lin-cmd[data-cmd="{ids["gen"]}"] > a'))
+    assert browser.js("document.querySelector('#details [data-field=text]').textContent") \
+        == "gen > raw"  # fmt: skip
+    assert browser.problems() == []

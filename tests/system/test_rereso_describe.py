@@ -1,0 +1,293 @@
+"""`shournal describe tool|benchmark` on journals written by the real
+store writer: the bundles validate against the shipped schemas, file
+arguments become placeholders, bad input writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures_cli import run_shournal
+
+from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.rereso import schema
+from shournal.rereso.describe import (
+    UNSPECIFIED_LICENSE,
+    DescribeError,
+    Meta,
+    describe_benchmark,
+    describe_tool,
+)
+from shournal.rereso.image import RUNNER
+from shournal.rereso.invocation import analyze, placeholders
+from shournal.rereso.recombine import accepts
+from shournal.store import Store
+
+T0 = 1_700_000_000_000_000_000
+
+TOOL = b"""import json, sys
+import helper
+rows = open(sys.argv[1]).read().split()
+json.dump({"rows": len(rows), "tag": helper.TAG}, open(sys.argv[2], "w"))
+"""
+HELPER = b'TAG = "v1"\n'
+CSV1 = b"a,b,c\n1,2,3\n4,5,6\n"
+CSV2 = b"a,b,c\n7,8,9\n"
+
+
+def ev(path: Path, data: bytes | None = None, *, archive: bool = False) -> FileEvent:
+    data = path.read_bytes() if data is None else data
+    return FileEvent(os.fsencode(path), len(data), T0, 0o100644, partial_xxh64_bytes(data),
+                     content=data if archive else None)
+
+
+def add(store: Store, cwd: Path, text: str, reads: list[FileEvent],
+        writes: list[FileEvent] | None = None) -> int:
+    return store.add_command(CommandRecord(
+        text=text, return_value=0, start_ns=T0, end_ns=T0 + 1, working_dir=str(cwd),
+        username="u", hostname="h", session_uuid=None, hash_chunk_size=256, hash_max_reads=3,
+        reads=reads, writes=writes or []))
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    w = tmp_path / "work"
+    (w / "data").mkdir(parents=True)
+    (w / "tool.py").write_bytes(TOOL)
+    (w / "helper.py").write_bytes(HELPER)
+    (w / "data" / "in1.csv").write_bytes(CSV1)
+    (w / "data" / "in2.csv").write_bytes(CSV2)
+    (w / "out1.json").write_bytes(b'{"rows": 3, "tag": "v1"}')
+    (w / "out2.json").write_bytes(b'{"rows": 2, "tag": "v1"}')
+    return w
+
+
+def record_runs(store: Store, w: Path) -> list[int]:
+    tool_reads = [ev(w / "tool.py", archive=True), ev(w / "helper.py")]
+    return [
+        add(store, w, f"python3 tool.py data/in{n}.csv out{n}.json",
+            [*tool_reads, ev(w / "data" / f"in{n}.csv")], [ev(w / f"out{n}.json")])
+        for n in (1, 2)
+    ]
+
+
+def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: Path):
+    ids = record_runs(store, work)
+    dest = work.parent / "bundle"
+    res = describe_tool(store, ids, dest, Meta())
+    doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
+    assert schema.errors(doc, schema.TOOL_SCHEMA) == []
+    assert doc["rereso-tool-version"] == "0.3"
+    assert doc["metadata"]["name"] == "tool.py"
+    assert doc["license"] == {"custom": UNSPECIFIED_LICENSE}
+    assert doc["container"] == "tool.py.sif"
+    assert doc["commands"] == [{
+        "name": "tool.py <input.csv> <output.json>",
+        "input-formats": [{"media-type": "text/csv"}],
+        "output-formats": [{"media-type": "application/json"}],
+    }]
+    assert any("no --license" in n for n in res.notes)
+    assert any("tool.py.sif is not built" in n for n in res.notes)
+    definition = (dest / "tool.py.def").read_text()
+    assert "%runscript\n    exec /opt/rereso/rereso-run \"$@\"" in definition
+    assert f"    {work / 'tool.py'}\n" in definition and f"    {work / 'helper.py'}\n" in definition
+    assert str(work / "data") not in definition  # inputs are not the tool's
+    # The wrapper runs the recorded script (absolute path) on a new input.
+    new = work.parent / "new.csv"
+    new.write_bytes(b"x\ny\nz\nw\n")
+    out = work.parent / "new.json"
+    env = dict(os.environ, PYTHONPATH=str(work))
+    subprocess.run([str(dest / RUNNER), "1", str(new), str(out)], check=True, env=env)
+    assert yaml.safe_load(out.read_text()) == {"rows": 4, "tag": "v1"}
+    bad = subprocess.run([str(dest / RUNNER), "1", str(new)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "tool.py <input.csv> <output.json>" in bad.stderr
+
+
+def test_metadata_options_and_licence(store: Store, work: Path):
+    ids = record_runs(store, work)
+    dest = work.parent / "b"
+    res = describe_tool(store, ids, dest, Meta(name="Row counter", description="Counts rows.",
+                                                references=("https://example.org/rc",),
+                                                license="MIT"))
+    doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
+    assert doc["metadata"] == {"name": "Row counter", "description": "Counts rows.",
+                               "references": ["https://example.org/rc"]}
+    assert doc["license"] == {"spdx": "MIT"}
+    assert doc["container"] == "Row-counter.sif" and (dest / "Row-counter.def").exists()
+    assert not any("license" in n for n in res.notes)
+
+
+def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, work: Path):
+    sub = work / "sub"
+    sub.mkdir()
+    cid = add(store, sub,
+              "python3 ../tool.py -v ../data/in1.csv --second=../data/in2.csv --out=r.json name",
+              [ev(work / "tool.py"), ev(work / "data" / "in1.csv"), ev(work / "data" / "in2.csv")],
+              [ev(sub / "r.json", b"{}")])
+    from shournal.query.find import find_commands
+
+    inv = analyze(find_commands(store, command_id=cid)[0])
+    assert inv.tool == ("python3", str(work / "tool.py"))
+    name = inv.pattern()
+    assert name == "tool.py -v <input1.csv> --second=<input2.csv> --out=<output.json> name"
+    assert placeholders(name) == [("input", ".csv"), ("input", ".csv"), ("output", ".json")]
+    assert [os.path.basename(v.path) for v in inv.tool_reads] == [b"tool.py"]
+
+
+def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
+    ids = record_runs(store, work)
+    ids.append(add(store, work, "LC_ALL=C python3 tool.py --fast data/in1.csv out1.json",
+                   [ev(work / "tool.py"), ev(work / "data" / "in1.csv")],
+                   [ev(work / "out1.json")]))
+    dest = work.parent / "b"
+    describe_tool(store, ids, dest, Meta(license="MIT"))
+    doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
+    assert [c["name"] for c in doc["commands"]] == [
+        "tool.py <input.csv> <output.json>", "tool.py --fast <input.csv> <output.json>"]
+    runner = (dest / RUNNER).read_text()
+    assert f"exec python3 {work / 'tool.py'} \"${{1}}\" \"${{2}}\"\n" in runner
+    assert f"exec env LC_ALL=C python3 {work / 'tool.py'} --fast \"${{1}}\" \"${{2}}\"" in runner
+
+
+def test_unknown_media_type_falls_back_with_a_notice(store: Store, work: Path):
+    blob = work / "input.zzq"
+    blob.write_bytes(b"\x00\x01\x02\xfe\xff")
+    cid = add(store, work, "python3 tool.py input.zzq", [ev(work / "tool.py"), ev(blob)])
+    dest = work.parent / "b"
+    res = describe_tool(store, [cid], dest, Meta(license="MIT"))
+    doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
+    assert doc["commands"][0]["input-formats"] == [{"media-type": "application/octet-stream"}]
+    assert f"{blob}: media type unknown, using application/octet-stream" in res.notes
+
+
+def _nothing_written(parent: Path, dest: Path) -> None:
+    assert not dest.exists()
+    assert not [p for p in parent.iterdir() if p.name.startswith(f".{dest.name}.")]
+
+
+def test_bad_input_writes_nothing(store: Store, work: Path):
+    ids = record_runs(store, work)
+    no_reads = add(store, work, "python3 tool.py", [])
+    other = add(store, work, "python3 other.py data/in1.csv",
+                [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
+    piped = add(store, work, "python3 tool.py data/in1.csv | sort > out.txt",
+                [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
+    dest = work.parent / "b"
+    cases = [
+        ([no_reads], "read no recorded files"),
+        ([piped], r"is not one program run \(it uses the shell's \| >\)"),
+        ([ids[0], other], "runs of different programs"),
+        ([ids[0], 999], "no command with id 999"),
+    ]
+    for command_ids, message in cases:
+        with pytest.raises(DescribeError, match=message):
+            describe_tool(store, command_ids, dest, Meta())
+        _nothing_written(work.parent, dest)
+    dest.mkdir()
+    (dest / "keep").write_text("x")
+    with pytest.raises(DescribeError, match="exists and is not empty"):
+        describe_tool(store, ids, dest, Meta())
+    assert [p.name for p in dest.iterdir()] == ["keep"]
+
+
+def test_benchmark_from_commands_copies_recorded_versions(store: Store, work: Path):
+    """An archived version is copied as it was read, not as it is today."""
+    ids = record_runs(store, work)
+    archived = add(store, work, "python3 tool.py data/in3.csv out3.json",
+                   [ev(work / "tool.py"), ev(work / "data" / "in3.csv", CSV2 + b"3,3,3\n",
+                                             archive=True)])
+    (work / "data" / "in3.csv").write_bytes(b"today\n")
+    dest = work.parent / "bench"
+    res = describe_benchmark(store, dest, Meta(license="CC0-1.0"), command_ids=[*ids, archived])
+    assert res.bundles == [dest] and res.notes == []
+    doc = yaml.safe_load((dest / schema.BENCHMARK_DESCRIPTOR).read_text())
+    assert schema.errors(doc, schema.BENCHMARK_SCHEMA) == []
+    assert doc["format"] == {"media-type": "text/csv"}
+    assert doc["license"] == {"spdx": "CC0-1.0"}
+    assert doc["benchmarks"] == [{"path": "in1.csv"}, {"path": "in2.csv"}, {"path": "in3.csv"}]
+    assert (dest / "in1.csv").read_bytes() == CSV1
+    assert (dest / "in3.csv").read_bytes() == CSV2 + b"3,3,3\n"
+
+
+def test_benchmark_refuses_content_that_is_neither_archived_nor_unchanged(store: Store,
+                                                                         work: Path):
+    ids = record_runs(store, work)
+    (work / "data" / "in1.csv").write_bytes(CSV1.replace(b"6", b"0"))
+    (work / "data" / "in2.csv").unlink()
+    dest = work.parent / "bench"
+    with pytest.raises(DescribeError) as exc:
+        describe_benchmark(store, dest, Meta(), command_ids=ids)
+    msg = str(exc.value)
+    assert f"{work}/data/in1.csv (changed since it was recorded: hash differs)" in msg
+    assert f"{work}/data/in2.csv (missing)" in msg
+    _nothing_written(work.parent, dest)
+
+
+def test_benchmark_from_rfile_needs_a_recorded_read(store: Store, work: Path):
+    record_runs(store, work)
+    dest = work.parent / "bench"
+    res = describe_benchmark(store, dest, Meta(license="MIT"), rfiles=[work / "data" / "in2.csv"])
+    doc = yaml.safe_load((dest / schema.BENCHMARK_DESCRIPTOR).read_text())
+    assert doc["benchmarks"] == [{"path": "in2.csv"}] and res.notes == []
+    assert (dest / "in2.csv").read_bytes() == CSV2
+    never = work / "never.csv"
+    never.write_bytes(b"x,y\n1,2\n")
+    other = work.parent / "other"
+    with pytest.raises(DescribeError, match="no recorded command read this file's content"):
+        describe_benchmark(store, other, Meta(), rfiles=[never])
+    _nothing_written(work.parent, other)
+
+
+def test_benchmark_of_mixed_types_is_one_bundle_per_type(tmp_path: Path):
+    (tmp_path / "a.csv").write_bytes(CSV1)
+    (tmp_path / "b.csv").write_bytes(CSV2)
+    (tmp_path / "c.json").write_bytes(b'{"x": 1}\n')
+    dest = tmp_path / "mixed"
+    res = describe_benchmark(None, dest, Meta(name="Mixed"),
+                             paths=[tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.json"])
+    assert res.bundles == [dest / "text-csv", dest / "application-json"]
+    assert any("2 media types: one bundle per type" in n for n in res.notes)
+    for bundle, media, files in ((dest / "text-csv", "text/csv", ["a.csv", "b.csv"]),
+                                 (dest / "application-json", "application/json", ["c.json"])):
+        doc = yaml.safe_load((bundle / schema.BENCHMARK_DESCRIPTOR).read_text())
+        assert schema.errors(doc, schema.BENCHMARK_SCHEMA) == []
+        assert doc["format"]["media-type"] == media
+        assert [b["path"] for b in doc["benchmarks"]] == files
+        assert doc["license"] == {"custom": UNSPECIFIED_LICENSE}
+
+
+def test_accepts_says_why_not():
+    cmd = {"name": "tool.py <input.csv> <output.json>",
+           "input-formats": [{"media-type": "text/csv", "schemas": ["https://s/x.json"]}]}
+    assert accepts(cmd, {"media-type": "text/csv", "schemas": ["https://s/x.json"]}) is None
+    assert accepts(cmd, {"media-type": "application/json"}) == (
+        "it accepts text/csv; the set is application/json")
+    assert accepts(cmd, {"media-type": "text/csv"}) == (
+        "the set does not declare the schemas https://s/x.json")
+    two = {"name": "t <input1.csv> <input2.csv>", "input-formats": [{"media-type": "text/csv"}]}
+    assert accepts(two, {"media-type": "text/csv"}) == (
+        "it takes 2 input files; a benchmark is one file")
+
+
+def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Path):
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        cid = add(store, tmp_path, "true", [])
+    dest = tmp_path / "b"
+    for args, message in (
+        (["describe", "tool", str(cid), "-o", str(dest)], "read no recorded files"),
+        (["describe", "tool", "77", "-o", str(dest)], "no command with id 77"),
+        (["describe", "benchmark", "-o", str(dest)], "give --command-id ID"),
+        (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest)],
+         "rereso-tool.yml: No such file"),
+        (["recombine", "--host", str(tmp_path), str(tmp_path), "-o", str(dest)],
+         "rereso-tool.yml: No such file"),
+    ):
+        res = run_shournal(args, cli_env)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.startswith("shournal: ") and res.stderr.count("\n") == 1, res.stderr
+        assert message in res.stderr and "Traceback" not in res.stderr
+        assert not dest.exists()

@@ -1,0 +1,129 @@
+"""Unit tests of the apparatus recorder: the secret filter, the helper
+options, the manifest's table and its migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from shournal.capture.record import CommandRecord
+from shournal.config import ApparatusConfig, Config, ConfigError, helper_options, parse_config
+from shournal.reproduce.recording import (
+    REDACTED,
+    decode_manifest,
+    encode_manifest,
+    is_secret,
+    redact_env,
+)
+from shournal.store import Store
+from shournal.store import models as m
+
+DEFAULT = ApparatusConfig().secret_env_names
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["GITHUB_TOKEN", "token", "MY_TOKEN_FILE", "AWS_SECRET_ACCESS_KEY", "client_secret",
+     "PGPASSWORD", "db_password", "API_KEY", "ssh_key", "OPENAI_API_KEY"],
+)
+def test_secret_looking_names_are_redacted(name: str) -> None:
+    env = {name: "s3cr3t", "HOME": "/home/u"}
+    out = redact_env(env, DEFAULT)
+    assert out == {name: REDACTED, "HOME": "/home/u"}
+    assert "s3cr3t" not in repr(out)
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "KEYBOARD", "LANG", "MONKEY", "TOKENIZERS"])
+def test_ordinary_names_are_kept(name: str) -> None:
+    # TOKENIZERS matches *TOKEN*: patterns are globs, not words.
+    assert is_secret(name, DEFAULT) == (name == "TOKENIZERS")
+
+
+def test_secret_patterns_are_configurable() -> None:
+    cfg = parse_config('[apparatus]\nsecret_env_names = ["MY_*", "*_PIN"]\n')
+    assert cfg.apparatus.secret_env_names == ("MY_*", "*_PIN")
+    env = {"MY_VAR": "a", "CARD_PIN": "1234", "GITHUB_TOKEN": "kept now"}
+    assert redact_env(env, cfg.apparatus.secret_env_names) == {
+        "MY_VAR": REDACTED, "CARD_PIN": REDACTED, "GITHUB_TOKEN": "kept now"}
+    with pytest.raises(ConfigError, match="secret_env_names"):
+        parse_config("[apparatus]\nsecret_env_names = 3\n")
+
+
+def test_apparatus_helper_options_ask_for_every_read_with_its_fd() -> None:
+    cfg = parse_config('[apparatus]\nmax_file_size = "1MiB"\n')
+    plain = helper_options(cfg)
+    assert "--writable-reads" in plain and "--archive-ext" in plain
+    opts = helper_options(cfg, apparatus=True)
+    assert "--writable-reads" not in opts and "--no-read" not in opts
+    assert "--archive-ext" not in opts and "--no-archive" not in opts
+    assert opts[opts.index("--archive-max-size") + 1] == str(1024**2)
+    off = parse_config("[read_events]\nenable = false\n[script_archive]\nenable = false\n")
+    assert "--no-read" in helper_options(off)
+    assert "--no-read" not in helper_options(off, apparatus=True)
+
+
+def _record(apparatus: bytes | None) -> CommandRecord:
+    return CommandRecord(text="python3 a.py", return_value=0, start_ns=10**18, end_ns=10**18 + 1,
+                         working_dir="/w", username="u", hostname="h", session_uuid=None,
+                         hash_chunk_size=256, hash_max_reads=3, apparatus=apparatus)
+
+
+def test_manifest_is_stored_with_its_command_and_deleted_with_it(tmp_path: Path) -> None:
+    from shournal.reproduce.experiment import load_manifest
+
+    man = {"format": 1, "reads": [["/w/\udcff", 1, 2, 3, None, None, "too_large"]]}
+    with Store(f"sqlite:///{tmp_path}/j.sqlite") as s:
+        plain = s.add_command(_record(None))
+        cid = s.add_command(_record(encode_manifest(man)))
+        assert load_manifest(s, cid) == man == decode_manifest(encode_manifest(man))
+        assert load_manifest(s, plain) is None
+        with s.writing() as conn:
+            conn.execute(text(f"DELETE FROM command WHERE id = {cid}"))
+        with s.reading() as conn:
+            assert conn.execute(text("SELECT count(*) FROM apparatus")).scalar_one() == 0
+
+
+def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/j.sqlite"
+    with Store(url) as s:
+        cid = s.add_command(_record(None))
+        with s.writing() as conn:
+            conn.execute(text("DROP TABLE apparatus"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=3))
+    with Store(url) as s:
+        assert "apparatus" in inspect(s.engine).get_table_names()
+        with s.reading() as conn:
+            version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
+            assert version == m.SCHEMA_VERSION
+        s.add_command(_record(encode_manifest({"format": 1})))
+        assert cid == 1
+
+
+def test_default_config_has_the_apparatus_defaults() -> None:
+    assert Config().apparatus == ApparatusConfig()
+    assert ApparatusConfig().max_file_size == 64 * 1024**2
+
+
+def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from shournal.query.find import find_commands
+    from shournal.reproduce.experiment import load_manifest
+
+    url = f"sqlite:///{tmp_path}/j.sqlite"
+    man = {"format": 1}
+    with Store(url) as s:
+        old = s.add_command(_record(encode_manifest(man)))
+        with s.writing() as conn:
+            conn.execute(text("ALTER TABLE apparatus DROP COLUMN derived_from"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=4))
+    with Store(url) as s:
+        cols = {c["name"] for c in inspect(s.engine).get_columns("apparatus")}
+        assert "derived_from" in cols
+        assert load_manifest(s, old) == man
+        new = s.add_command(replace(_record(encode_manifest(man)), derived_from=old))
+        plain = s.add_command(_record(None))
+        views = {v.id: v.derived_from for v in find_commands(s)}
+        assert views == {old: None, new: old, plain: None}
