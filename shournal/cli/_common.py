@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -19,8 +20,6 @@ from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
 from shournal.data import INT64_MAX
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from shournal.journal import Journal
 
 
@@ -178,3 +177,24 @@ CommandText = Annotated[
         "TEXT",
     ),
 ]
+LineageOf = Annotated[
+    Path | None,
+    typer.Option(
+        "--lineage-of",
+        metavar="FILE",
+        help="Commands in the lineage of FILE's version on disk (as `shournal lineage` "
+        "walks it: its writer, the writers of what that read, ...).",
+        show_default=False,
+    ),
+]
+
+
+def check_files(*paths: Path | None) -> None:
+    """Fail (a usage error, inside :func:`errors_to_status`) before the
+    journal is opened when a file given to --wfile, --rfile or
+    --lineage-of cannot be read."""
+    from shournal.query import check_file
+
+    for path in paths:
+        if path is not None:
+            check_file(path)

@@ -20,8 +20,10 @@ from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from shournal.cli._common import (
     CommandText,
     Cwd,
+    LineageOf,
     SessionId,
     Until,
+    check_files,
     errors_to_status,
     fail,
     int_option,
@@ -86,6 +88,7 @@ def delete(
         ),
     ] = None,
     until: Until = None,
+    lineage_of: LineageOf = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Only list what would be deleted."),
@@ -113,8 +116,10 @@ def delete(
             command_text=command_text,
             older_than=older_than,
             until=until,
+            lineage_of=lineage_of,
             now=datetime.now().astimezone(),
         )
+        check_files(lineage_of)
         if criteria.is_empty():
             raise DeleteError(NO_CRITERIA)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()

@@ -18,10 +18,12 @@ from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
 from shournal.cli._common import (
     Cwd,
     Host,
+    LineageOf,
     SessionId,
     Since,
     Until,
     User,
+    check_files,
     errors_to_status,
     int_option,
     open_journal,
@@ -42,6 +44,7 @@ def stats(
     session_id: SessionId = None,
     host: Host = None,
     user: User = None,
+    lineage_of: LineageOf = None,
     output_format: Annotated[
         StatsFormat, typer.Option("--output-format", help="human or json.")
     ] = StatsFormat.human,
@@ -54,8 +57,10 @@ def stats(
 
     with errors_to_status():
         criteria = parse_criteria(
-            since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user
-        )
+            since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user,
+            lineage_of=lineage_of,
+        )  # fmt: skip
+        check_files(lineage_of)
         try:
             journal = open_journal()
         except StoreMissing:
