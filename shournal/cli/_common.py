@@ -198,3 +198,29 @@ def check_files(*paths: Path | None) -> None:
     for path in paths:
         if path is not None:
             check_file(path)
+
+
+# -- the sandbox of replay and rerun (shournal.reproduce) ---------------------------------
+
+LocalAll = Annotated[
+    bool,
+    typer.Option("--local-all", help="Programs and libraries from the host, not from the archive."),
+]
+Local = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--local",
+        help="This program or library from the host (repeatable; a path or a file name).",
+        show_default=False,
+        metavar="PROGRAM",
+    ),
+]
+Archived = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--archived",
+        help="This program or library from the archive, even with --local-all (repeatable).",
+        show_default=False,
+        metavar="PROGRAM",
+    ),
+]

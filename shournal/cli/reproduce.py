@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from shournal.cli import EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import Archived, Local, LocalAll
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 
@@ -154,19 +155,25 @@ def replay(
     share_net: Annotated[
         bool, typer.Option("--share-net", help="Let the replay use the network.")
     ] = False,
+    local_all: LocalAll = False,
+    local: Local = None,
+    archived: Archived = None,
     output_format: Annotated[
         ReportFormat, typer.Option("--output-format", help="human or json.")
     ] = ReportFormat.human,
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
-    from the archive, and compare each output with the recorded one."""
-    from shournal.reproduce.replay import ReplayError, render_human
+    from the archive, and compare each output with the recorded one
+    (--local-all, --local: with the host's programs and libraries)."""
+    from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
     cid = _command_id(command_id)
     exp = _load_experiment(cid)
+    changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
+                      archived=_programs(exp, archived or [], "--archived"))
     try:
-        report = run_replay(exp, output, share_net)
+        report = run_replay(exp, output, share_net, changes)
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
     if output_format is ReportFormat.json:
@@ -255,20 +262,9 @@ def rerun(
         typer.Option("--env", help="Set an environment variable (repeatable).",
                      show_default=False, metavar="NAME=VALUE"),
     ] = None,
-    local_all: Annotated[
-        bool, typer.Option("--local-all", help="Programs and libraries from the host, "
-                           "not from the archive.")
-    ] = False,
-    local: Annotated[
-        list[str] | None,
-        typer.Option("--local", help="This program or library from the host (repeatable; "
-                     "a path or a file name).", show_default=False, metavar="PROGRAM"),
-    ] = None,
-    archived: Annotated[
-        list[str] | None,
-        typer.Option("--archived", help="This program or library from the archive, even "
-                     "with --local-all (repeatable).", show_default=False, metavar="PROGRAM"),
-    ] = None,
+    local_all: LocalAll = False,
+    local: Local = None,
+    archived: Archived = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Run in the real tree, not sandboxed, recorded "
                            "with its apparatus as any command.")
