@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -200,7 +201,29 @@ def check_files(*paths: Path | None) -> None:
             check_file(path)
 
 
+class HumanOrJson(StrEnum):
+    human = "human"
+    json = "json"
+
+
+HumanOrJsonFormat = Annotated[
+    HumanOrJson, typer.Option("--output-format", help="human or json.")
+]
+
+
 # -- the sandbox of replay and rerun (shournal.reproduce) ---------------------------------
+
+SandboxOutputDir = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output-dir",
+        help="Where its writes go (new or empty; default: a new directory under $TMPDIR).",
+        show_default=False,
+        metavar="OUTDIR",
+    ),
+]
+ShareNet = Annotated[bool, typer.Option("--share-net", help="Let the command use the network.")]
 
 LocalAll = Annotated[
     bool,

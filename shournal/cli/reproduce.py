@@ -15,14 +15,17 @@ from typing import Annotated, Any
 import typer
 
 from shournal.cli import EXIT_STORE, EXIT_USAGE
-from shournal.cli._common import Archived, Local, LocalAll
+from shournal.cli._common import (
+    Archived,
+    HumanOrJson,
+    HumanOrJsonFormat,
+    Local,
+    LocalAll,
+    SandboxOutputDir,
+    ShareNet,
+)
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
-
-
-class ReportFormat(StrEnum):
-    human = "human"
-    json = "json"
 
 
 def _command_id(value: str) -> int:
@@ -82,9 +85,7 @@ def diff(
         typer.Option("--lineage", help="Why do these two files differ: the first steps "
                      "where their lineages diverge.", show_default=False, metavar="F1 F2"),
     ] = None,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Every difference between two recorded commands (Rex's expdiff)."""
     from shournal.reproduce.diff import compare, render_human
@@ -114,14 +115,14 @@ def diff(
         _fail(str(e), EXIT_STORE)
     finally:
         store.close()
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
     raise typer.Exit(1 if report["differs"] else 0)
 
 
-def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
+def _diff_lineage(files: tuple[str, str], output_format: HumanOrJson) -> None:
     """`diff --lineage F1 F2` (shournal.reproduce.lineage_diff); exits."""
     from shournal.cli.provenance import _check_files, _reader, _run
     from shournal.provenance.graph import DiskTarget, build_lineage
@@ -137,7 +138,7 @@ def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
             _fail(f"{f}: no recorded command made this version of it", EXIT_USAGE)
     report = align(*lins)
     report["files"] = list(files)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report, *files))
@@ -146,21 +147,12 @@ def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
 
 def replay(
     command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty; "
-                     "default: a new directory under $TMPDIR).", show_default=False,
-                     metavar="OUTDIR"),
-    ] = None,
-    share_net: Annotated[
-        bool, typer.Option("--share-net", help="Let the replay use the network.")
-    ] = False,
+    output: SandboxOutputDir = None,
+    share_net: ShareNet = False,
     local_all: LocalAll = False,
     local: Local = None,
     archived: Archived = None,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
     from the archive, and compare each output with the recorded one
@@ -176,7 +168,7 @@ def replay(
         report = run_replay(exp, output, share_net, changes)
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
@@ -269,17 +261,9 @@ def rerun(
         bool, typer.Option("--in-place", help="Run in the real tree, not sandboxed, recorded "
                            "with its apparatus as any command.")
     ] = False,
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty).",
-                     show_default=False, metavar="OUTDIR"),
-    ] = None,
-    share_net: Annotated[
-        bool, typer.Option("--share-net", help="Let the run use the network.")
-    ] = False,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output: SandboxOutputDir = None,
+    share_net: ShareNet = False,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a new experiment derived from a command recorded with its
     apparatus (Rex's runnew), sandboxed as replay (its outputs compared with
@@ -345,7 +329,7 @@ def rerun(
         _fail(str(e), EXIT_USAGE)
     report["derivedFrom"] = cid
     report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))

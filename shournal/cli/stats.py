@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +17,8 @@ from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
 from shournal.cli._common import (
     Cwd,
     Host,
+    HumanOrJson,
+    HumanOrJsonFormat,
     LineageOf,
     SessionId,
     Since,
@@ -31,11 +32,6 @@ from shournal.cli._common import (
 )
 
 
-class StatsFormat(StrEnum):
-    human = "human"
-    json = "json"
-
-
 def stats(
     top: Annotated[int, int_option("--top", low=1, help="Entries per section.")] = 10,
     since: Since = None,
@@ -45,9 +41,7 @@ def stats(
     host: Host = None,
     user: User = None,
     lineage_of: LineageOf = None,
-    output_format: Annotated[
-        StatsFormat, typer.Option("--output-format", help="human or json.")
-    ] = StatsFormat.human,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
@@ -68,7 +62,7 @@ def stats(
         else:
             with journal:
                 result = journal.stats(criteria, top=top)
-    if output_format is StatsFormat.json:
+    if output_format is HumanOrJson.json:
         write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
     else:
         from shournal.render.human import render_stats, use_color
