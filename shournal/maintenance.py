@@ -183,9 +183,15 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
             for t in (m.WriteEvent, m.ReadEvent)
         )
         doomed = {r[0] for r in rows}
+        app = m.Apparatus
+        named = conn.execute(
+            select(app.command_id).where(app.command_id.in_(select(ids.c.id))).limit(1)
+        ).first()
         found = _unreferenced_blobs(
             (manifest, cid in doomed)
-            for cid, manifest in conn.execute(select(m.Apparatus.command_id, m.Apparatus.manifest))
+            for cid, manifest in (
+                conn.execute(select(app.command_id, app.manifest)) if named else ()
+            )
         )
     return DeletePlan(
         [CommandSummary(*r) for r in rows], int(events), len(found.blobs), found.size
@@ -341,14 +347,22 @@ def delete_commands(
             )
             created.append(name)
 
-        # Before the manifests go: the blobs only the doomed ones name.
+        # Before the manifests go: the blobs only the doomed ones name
+        # (every manifest is read only when a doomed command has one).
+        named = conn.execute(
+            text(f"SELECT 1 FROM apparatus WHERE command_id IN ({doomed}) LIMIT 1")
+        ).first()
         blobs = _unreferenced_blobs(
             (manifest, bool(is_doomed))
-            for manifest, is_doomed in conn.execute(
-                text(
-                    f"SELECT a.manifest, d.id IS NOT NULL FROM apparatus a "
-                    f"LEFT JOIN {_DOOMED} d ON d.id = a.command_id"
+            for manifest, is_doomed in (
+                conn.execute(
+                    text(
+                        f"SELECT a.manifest, d.id IS NOT NULL FROM apparatus a "
+                        f"LEFT JOIN {_DOOMED} d ON d.id = a.command_id"
+                    )
                 )
+                if named
+                else ()
             )
         )
         # (Foreign-key actions are off here: the cascade would not run.)

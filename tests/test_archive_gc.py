@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fixtures_cli import cli_env, run_shournal  # noqa: F401 -- fixture
+import pytest
+from fixtures_cli import run_shournal
 
 from shournal.record import CommandRecord
 from shournal.reproduce.archive import Archive
@@ -55,7 +56,17 @@ def _setup(env: dict[str, str]) -> tuple[Archive, dict[str, str], dict[str, int]
     return arc, digest, ids
 
 
-def test_delete_collects_the_blobs_no_remaining_command_names(cli_env):  # noqa: F811
+@pytest.fixture(params=["sqlite", "postgresql"])
+def journal_env(request, cli_env: dict[str, str]) -> dict[str, str]:
+    """The CLI's environment on a SQLite file or on PostgreSQL (whose
+    deletion skips the foreign-key triggers, the cascade with them)."""
+    if request.param == "sqlite":
+        return cli_env
+    return {**cli_env, "SHOURNAL_DB_URL": request.getfixturevalue("pg_fresh_url")}
+
+
+def test_delete_collects_the_blobs_no_remaining_command_names(journal_env):
+    cli_env = journal_env
     arc, digest, ids = _setup(cli_env)
     orphan_bytes = arc.path_of(digest["orphan"]).stat().st_size
 
@@ -85,7 +96,7 @@ def test_delete_collects_the_blobs_no_remaining_command_names(cli_env):  # noqa:
     assert arc.stored_bytes() == 0
 
 
-def test_blobs_stay_while_a_command_is_being_recorded_with_its_apparatus(cli_env):  # noqa: F811
+def test_blobs_stay_while_a_command_is_being_recorded_with_its_apparatus(cli_env):
     """A recorder may be about to store a manifest naming a blob it found
     archived already: while one holds the archive, delete removes the
     commands but no blob, and says so."""
