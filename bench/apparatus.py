@@ -39,11 +39,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHOURNAL, ensure_user, write_results  # noqa: E402
+from common import SHOURNAL, as_user, ensure_user, timed, write_results  # noqa: E402
 
 ANALYSIS = """\
 import configparser, csv, json, statistics, sys
@@ -56,16 +55,6 @@ with open("results.json", "w") as out:
     json.dump({"n": len(values), "mean": statistics.fmean(values)}, out)
 """
 COMMAND = ["python3", "analysis.py", "data.csv", "config.ini"]
-_PASS = ("SHOURNAL_SUID_PATH", "SHOURNAL_LISTENER", "PYTHONPATH", "SHOURNAL_PRELOAD_LIB")
-
-
-def _env(home: Path, user: str) -> list[str]:
-    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
-           "PATH": "/usr/local/bin:/usr/bin:/bin", "XDG_RUNTIME_DIR": str(home / "run")}
-    env.update({k: os.environ[k] for k in _PASS if k in os.environ})
-    return [f"{k}={v}" for k, v in env.items()]
-
-
 _CPU: list[float] = []  # CPU seconds (user + sys) of each run, descendants included
 
 
@@ -78,25 +67,9 @@ def _run(cli: str, home: Path, user: str, *opts: str) -> float:
     """Wall seconds of one `shournal run`; its CPU seconds (the command,
     helper, holder and listener: each is waited for by its parent) go to
     _CPU.  CPU is the steadier figure on a loaded machine."""
-    argv = ["runuser", "-u", user, "--", "env", "-i", *_env(home, user), cli, "run", *opts,
-            "--", *COMMAND]
     cpu = _children_cpu()
-    start = time.perf_counter()
-    res = subprocess.run(argv, cwd=home / "work", capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
+    elapsed, _ = timed([*as_user(user, home), cli, "run", *opts, "--", *COMMAND], home / "work")
     _CPU.append(_children_cpu() - cpu)
-    if res.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stderr.strip()}")
-    return elapsed
-
-
-def _timed(argv: list[str], home: Path) -> float:
-    start = time.perf_counter()
-    res = subprocess.run(argv, cwd=home / "work", capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if res.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stdout.strip()} "
-                         f"{res.stderr.strip()}")
     return elapsed
 
 
@@ -104,12 +77,12 @@ def _replay_figures(cli: str, home: Path, user: str, reps: int) -> dict[str, flo
     db = home / ".local/share/shournal/journal.sqlite"
     with sqlite3.connect(db) as conn:
         cid = int(conn.execute("SELECT max(command_id) FROM apparatus").fetchone()[0])
-    base = ["runuser", "-u", user, "--", "env", "-i", *_env(home, user)]
+    base = as_user(user, home)
     replay, bare = [], []
     for i in range(reps):
         out = home / f"replay-{i}"
-        replay.append(_timed([*base, cli, "replay", str(cid), "-o", str(out)], home))
-        bare.append(_timed([*base, *COMMAND], home))
+        replay.append(timed([*base, cli, "replay", str(cid), "-o", str(out)], home / "work")[0])
+        bare.append(timed([*base, *COMMAND], home / "work")[0])
     r, b = statistics.median(replay), statistics.median(bare)
     return {"median_replay_s": r, "median_bare_command_s": b, "replay_startup_s": r - b,
             "replay_reps": reps}

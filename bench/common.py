@@ -70,6 +70,36 @@ def sh(cmd: Sequence[str] | str, check: bool = True, **kw) -> subprocess.Complet
     return subprocess.run(list(cmd), check=check, **kw)
 
 
+# Passed on to a benchmark user's commands run with as_user() when set: a
+# development build (a setuid copy of the helper, the work tree's listener).
+USER_ENV_PASS = ("SHOURNAL_SUID_PATH", "SHOURNAL_LISTENER", "PYTHONPATH", "SHOURNAL_PRELOAD_LIB")
+
+
+def user_env(home: Path, user: str) -> list[str]:
+    """NAME=VALUE of the clean environment a benchmark user's commands get."""
+    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+           "PATH": "/usr/local/bin:/usr/bin:/bin", "XDG_RUNTIME_DIR": str(home / "run")}
+    env.update({k: os.environ[k] for k in USER_ENV_PASS if k in os.environ})
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def as_user(user: str, home: Path) -> list[str]:
+    """The argv prefix running a command as ``user`` with only :func:`user_env`."""
+    return ["runuser", "-u", user, "--", "env", "-i", *user_env(home, user)]
+
+
+def timed(argv: Sequence[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """(wall seconds, result) of running ``argv`` in ``cwd`` to its end; a
+    failure ends the benchmark with the command's output."""
+    start = time.perf_counter()
+    res = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if res.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stdout.strip()} "
+                         f"{res.stderr.strip()}")
+    return elapsed, res
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         sys.exit("the benchmarks need root (drop_caches, loop mount, runuser, apt-get)")

@@ -30,12 +30,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apparatus import _env  # noqa: E402
-from common import SHOURNAL, ensure_user, write_results  # noqa: E402
+from common import SHOURNAL, as_user, ensure_user, timed, write_results  # noqa: E402
 
 PY_TOOL = """\
 import configparser, json, os, sys
@@ -81,11 +79,7 @@ TOOLS = {
 
 
 def _as(user: str, home: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(["runuser", "-u", user, "--", "env", "-i", *_env(home, user), *argv],
-                         cwd=cwd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(argv)}: {res.stderr.strip()}")
-    return res
+    return timed([*as_user(user, home), *argv], cwd)[1]
 
 
 def _last_ids(home: Path, n: int) -> list[str]:
@@ -109,10 +103,8 @@ def _measure(cli: str, user: str, home: Path, name: str, reps: int) -> dict:
     ids = _last_ids(home, 2)
     times = []
     for i in range(reps):
-        start = time.perf_counter()
-        _as(user, home, work, cli, "describe", "tool", *ids, "-o", f"bundle{i}", "--name", name,
-            "--license", "MIT")
-        times.append(time.perf_counter() - start)
+        times.append(timed([*as_user(user, home), cli, "describe", "tool", *ids, "-o",
+                            f"bundle{i}", "--name", name, "--license", "MIT"], work)[0])
     bundle = work / "bundle0"
     sif = bundle / f"{name}.sif"
     total = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())

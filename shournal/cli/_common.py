@@ -11,6 +11,8 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -19,8 +21,6 @@ from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
 from shournal.data import INT64_MAX
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from shournal.journal import Journal
 
 
@@ -176,5 +176,74 @@ CommandText = Annotated[
         "Command line matches this (LIKE, case-insensitive, % is the wildcard, e.g. "
         "'%make%'; eq:TEXT for exact).",
         "TEXT",
+    ),
+]
+LineageOf = Annotated[
+    Path | None,
+    typer.Option(
+        "--lineage-of",
+        metavar="FILE",
+        help="Commands in the lineage of FILE's version on disk (as `shournal lineage` "
+        "walks it: its writer, the writers of what that read, ...).",
+        show_default=False,
+    ),
+]
+
+
+def check_files(*paths: Path | None) -> None:
+    """Fail (a usage error, inside :func:`errors_to_status`) before the
+    journal is opened when a file given to --wfile, --rfile or
+    --lineage-of cannot be read."""
+    from shournal.query.find import check_file
+
+    for path in paths:
+        if path is not None:
+            check_file(path)
+
+
+class HumanOrJson(StrEnum):
+    human = "human"
+    json = "json"
+
+
+HumanOrJsonFormat = Annotated[
+    HumanOrJson, typer.Option("--output-format", help="human or json.")
+]
+
+
+# -- the sandbox of replay and rerun (shournal.reproduce) ---------------------------------
+
+SandboxOutputDir = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output-dir",
+        help="Where its writes go (new or empty; default: a new directory under $TMPDIR).",
+        show_default=False,
+        metavar="OUTDIR",
+    ),
+]
+ShareNet = Annotated[bool, typer.Option("--share-net", help="Let the command use the network.")]
+
+LocalAll = Annotated[
+    bool,
+    typer.Option("--local-all", help="Programs and libraries from the host, not from the archive."),
+]
+Local = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--local",
+        help="This program or library from the host (repeatable; a path or a file name).",
+        show_default=False,
+        metavar="PROGRAM",
+    ),
+]
+Archived = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--archived",
+        help="This program or library from the archive, even with --local-all (repeatable).",
+        show_default=False,
+        metavar="PROGRAM",
     ),
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -20,11 +20,14 @@ from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from shournal.cli._common import (
     CommandText,
     Cwd,
+    LineageOf,
     SessionId,
     Until,
+    check_files,
     errors_to_status,
     fail,
     int_option,
+    note,
     open_journal,
     option,
 )
@@ -64,7 +67,13 @@ def _summary(result: DeleteResult) -> str:
     ]
     if collected:
         line += f" Removed {', '.join(collected)} no longer referenced."
+    if result.archive_blobs:
+        line += " Freed " + _archive_bytes(result.archive_bytes, result.archive_blobs) + "."
     return line
+
+
+def _archive_bytes(size: int, blobs: int) -> str:
+    return f"{size} bytes of the apparatus archive ({_plural(blobs, 'archived blob')})"
 
 
 def delete(
@@ -86,6 +95,7 @@ def delete(
         ),
     ] = None,
     until: Until = None,
+    lineage_of: LineageOf = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Only list what would be deleted."),
@@ -113,8 +123,10 @@ def delete(
             command_text=command_text,
             older_than=older_than,
             until=until,
+            lineage_of=lineage_of,
             now=datetime.now().astimezone(),
         )
+        check_files(lineage_of)
         if criteria.is_empty():
             raise DeleteError(NO_CRITERIA)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
@@ -129,14 +141,15 @@ def delete(
             result = journal.delete(criteria)
             if result.commands == 0:
                 fail("no commands match the criteria; nothing deleted", EXIT_NOT_FOUND)
-            typer.echo(_summary(result))
-            raise typer.Exit(EXIT_OK)
+            _report(result)
         plan = journal.plan_delete(criteria)
         if not plan.commands:
             fail("no commands match the criteria; nothing deleted", EXIT_NOT_FOUND)
         totals = f"{_plural(len(plan.commands), 'command')} and " + _plural(
             plan.event_count, "file event"
         )
+        if plan.archive_blobs:
+            totals += ", and free " + _archive_bytes(plan.archive_bytes, plan.archive_blobs)
         if dry_run:
             for cmd in plan.commands:
                 typer.echo(_command_line(cmd))
@@ -155,5 +168,11 @@ def delete(
             fail("nothing deleted", EXIT_NOT_FOUND)
         # Exactly what was shown: commands stored meanwhile are kept.
         result = journal.delete(criteria, only_ids=plan.command_ids)
+    _report(result)
+
+
+def _report(result: DeleteResult) -> NoReturn:
     typer.echo(_summary(result))
+    if result.archive_kept:
+        note(result.archive_kept)
     raise typer.Exit(EXIT_OK)

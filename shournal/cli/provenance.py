@@ -24,7 +24,13 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
-from shournal.cli._common import errors_to_status, note, write_to
+from shournal.cli._common import (
+    HumanOrJson,
+    HumanOrJsonFormat,
+    errors_to_status,
+    note,
+    write_to,
+)
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 
@@ -36,11 +42,6 @@ class LineageFormat(StrEnum):
     json = "json"
     dot = "dot"
     html = "html"
-
-
-class StatusFormat(StrEnum):
-    human = "human"
-    json = "json"
 
 
 class ExportFormat(StrEnum):
@@ -165,9 +166,7 @@ def status(
                        help="Files, or directories (every recorded output under them); "
                        "default: the current directory."),
     ] = None,  # fmt: skip
-    output_format: Annotated[
-        StatusFormat, typer.Option("--output-format", help="human or json.")
-    ] = StatusFormat.human,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Is each file still what its recorded lineage would make?"""
     from shournal.provenance.status import (
@@ -187,7 +186,7 @@ def status(
             result = _run(lambda: check_status(reader, names))
     if not result:
         note(f"no recorded command wrote a file under {', '.join(names)}")
-    if output_format is StatusFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps([status_object(s) for s in result], ensure_ascii=True, indent=1) + "\n")
     else:
         _write("".join(status_line(s) + "\n" for s in result))

@@ -24,10 +24,12 @@ from shournal.cli._common import (
     CommandText,
     Cwd,
     Host,
+    LineageOf,
     SessionId,
     Since,
     Until,
     User,
+    check_files,
     errors_to_status,
     int_option,
     open_journal,
@@ -69,16 +71,7 @@ def query(
             show_default=False,
         ),
     ] = None,
-    lineage_of: Annotated[
-        Path | None,
-        typer.Option(
-            "--lineage-of",
-            metavar="FILE",
-            help="Commands in the lineage of FILE's version on disk (as `shournal lineage` "
-            "walks it: its writer, the writers of what that read, ...).",
-            show_default=False,
-        ),
-    ] = None,
+    lineage_of: LineageOf = None,
     wname: Annotated[
         str | None, option("--wname", "Wrote a file with this name (% wildcard, ne:NAME).", "NAME")
     ] = None,
@@ -195,7 +188,7 @@ def query(
     session, time, exit status or id.  All criteria must hold."""
     from shournal.data import QueryError
     from shournal.query.criteria import parse_criteria
-    from shournal.query.find import check_file, wait_for_pending
+    from shournal.query.find import wait_for_pending
     from shournal.store import StoreMissing
 
     # Usage errors first: a failing query must not touch the journal.
@@ -208,9 +201,7 @@ def query(
         )  # fmt: skip
         if history is None and wfile is None and rfile is None and criteria.is_empty():
             raise QueryError("empty query: give a filter (e.g. --wfile FILE) or --history N")
-        for path in (wfile, rfile, lineage_of):
-            if path is not None:
-                check_file(path)
+        check_files(wfile, rfile, lineage_of)
         min_stats, max_stats = _stat_counts(stat_counts)
         if output_format is OutputFormat.html and output is None:
             raise QueryError("--output-format html needs -o FILE")

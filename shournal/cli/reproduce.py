@@ -15,13 +15,17 @@ from typing import Annotated, Any
 import typer
 
 from shournal.cli import EXIT_STORE, EXIT_USAGE
+from shournal.cli._common import (
+    Archived,
+    HumanOrJson,
+    HumanOrJsonFormat,
+    Local,
+    LocalAll,
+    SandboxOutputDir,
+    ShareNet,
+)
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
-
-
-class ReportFormat(StrEnum):
-    human = "human"
-    json = "json"
 
 
 def _command_id(value: str) -> int:
@@ -81,9 +85,7 @@ def diff(
         typer.Option("--lineage", help="Why do these two files differ: the first steps "
                      "where their lineages diverge.", show_default=False, metavar="F1 F2"),
     ] = None,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Every difference between two recorded commands (Rex's expdiff)."""
     from shournal.reproduce.diff import compare, render_human
@@ -113,14 +115,14 @@ def diff(
         _fail(str(e), EXIT_STORE)
     finally:
         store.close()
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
     raise typer.Exit(1 if report["differs"] else 0)
 
 
-def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
+def _diff_lineage(files: tuple[str, str], output_format: HumanOrJson) -> None:
     """`diff --lineage F1 F2` (shournal.reproduce.lineage_diff); exits."""
     from shournal.cli.provenance import _check_files, _reader, _run
     from shournal.provenance.graph import DiskTarget, build_lineage
@@ -136,7 +138,7 @@ def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
             _fail(f"{f}: no recorded command made this version of it", EXIT_USAGE)
     report = align(*lins)
     report["files"] = list(files)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report, *files))
@@ -145,31 +147,28 @@ def _diff_lineage(files: tuple[str, str], output_format: ReportFormat) -> None:
 
 def replay(
     command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty; "
-                     "default: a new directory under $TMPDIR).", show_default=False,
-                     metavar="OUTDIR"),
-    ] = None,
-    share_net: Annotated[
-        bool, typer.Option("--share-net", help="Let the replay use the network.")
-    ] = False,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output: SandboxOutputDir = None,
+    share_net: ShareNet = False,
+    local_all: LocalAll = False,
+    local: Local = None,
+    archived: Archived = None,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
-    from the archive, and compare each output with the recorded one."""
-    from shournal.reproduce.replay import ReplayError, render_human
+    from the archive, and compare each output with the recorded one
+    (--local-all, --local: with the host's programs and libraries)."""
+    from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
     cid = _command_id(command_id)
     exp = _load_experiment(cid)
+    changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
+                      archived=_programs(exp, archived or [], "--archived"))
     try:
-        report = run_replay(exp, output, share_net)
+        report = run_replay(exp, output, share_net, changes)
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))
@@ -255,35 +254,16 @@ def rerun(
         typer.Option("--env", help="Set an environment variable (repeatable).",
                      show_default=False, metavar="NAME=VALUE"),
     ] = None,
-    local_all: Annotated[
-        bool, typer.Option("--local-all", help="Programs and libraries from the host, "
-                           "not from the archive.")
-    ] = False,
-    local: Annotated[
-        list[str] | None,
-        typer.Option("--local", help="This program or library from the host (repeatable; "
-                     "a path or a file name).", show_default=False, metavar="PROGRAM"),
-    ] = None,
-    archived: Annotated[
-        list[str] | None,
-        typer.Option("--archived", help="This program or library from the archive, even "
-                     "with --local-all (repeatable).", show_default=False, metavar="PROGRAM"),
-    ] = None,
+    local_all: LocalAll = False,
+    local: Local = None,
+    archived: Archived = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Run in the real tree, not sandboxed, recorded "
                            "with its apparatus as any command.")
     ] = False,
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output-dir", help="Where its writes go (new or empty).",
-                     show_default=False, metavar="OUTDIR"),
-    ] = None,
-    share_net: Annotated[
-        bool, typer.Option("--share-net", help="Let the run use the network.")
-    ] = False,
-    output_format: Annotated[
-        ReportFormat, typer.Option("--output-format", help="human or json.")
-    ] = ReportFormat.human,
+    output: SandboxOutputDir = None,
+    share_net: ShareNet = False,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a new experiment derived from a command recorded with its
     apparatus (Rex's runnew), sandboxed as replay (its outputs compared with
@@ -349,7 +329,7 @@ def rerun(
         _fail(str(e), EXIT_USAGE)
     report["derivedFrom"] = cid
     report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
-    if output_format is ReportFormat.json:
+    if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
         _write(render_human(report))

@@ -1,7 +1,8 @@
 """``shournal describe tool|benchmark`` and ``shournal recombine``: ReReSo
 bundles from recorded work, and running tools on matching benchmarks.
 
-Exit statuses: 0 done; 1 recombine: no pair matched or a run failed;
+Exit statuses: 0 done; 1 describe: no journal yet (as every command
+reading the journal), recombine: no pair matched or a run failed;
 2 bad input (unknown id, a command that read no files, runs of different
 programs, content neither archived nor on disk, an invalid or missing
 descriptor, an unusable output directory): one line, nothing written;
@@ -16,9 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from shournal.cli import EXIT_STORE, EXIT_USAGE
+from shournal.cli import EXIT_USAGE
+from shournal.cli._common import errors_to_status, note, open_journal
 from shournal.cli._common import fail as _fail
-from shournal.cli._common import note
+
+_NO_JOURNAL = "no journal: "
 
 if TYPE_CHECKING:
     from shournal.rereso.describe import Meta
@@ -84,21 +87,15 @@ def describe_tool_cmd(
     ref: Refs = None,
     license_: License = None,
 ) -> None:
-    from shournal.journal import resolve_url
     from shournal.rereso.describe import DescribeError, describe_tool
     from shournal.rereso.schema import DescriptorInvalid
-    from shournal.store import Store, StoreError, StoreMissing
 
     meta = _meta(name, description, ref, license_)
     try:
-        with Store(resolve_url(), create=False) as store:
-            result = describe_tool(store, command_ids, output, meta)
+        with errors_to_status(missing=_NO_JOURNAL), open_journal() as journal:
+            result = describe_tool(journal.store, command_ids, output, meta)
     except (DescribeError, DescriptorInvalid) as e:
         _fail(str(e), EXIT_USAGE)
-    except StoreMissing as e:
-        _fail(f"no journal: {e}", EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
     _notes(result.notes)
     typer.echo(f"Wrote the tool bundle {result.bundles[0]}")
 
@@ -132,27 +129,23 @@ def describe_benchmark_cmd(
 ) -> None:
     from contextlib import nullcontext
 
-    from shournal.journal import resolve_url
     from shournal.rereso.describe import DescribeError, describe_benchmark
     from shournal.rereso.schema import DescriptorInvalid
-    from shournal.store import Store, StoreError, StoreMissing
 
     meta = _meta(name, description, ref, license_)
     if not (paths or command_id or rfile):
         _fail("give --command-id ID, --rfile F or PATH...", EXIT_USAGE)
     try:
         needs_store = bool(command_id or rfile)
-        with Store(resolve_url(), create=False) if needs_store else nullcontext() as store:
+        with errors_to_status(missing=_NO_JOURNAL), (
+            open_journal() if needs_store else nullcontext()
+        ) as journal:
             result = describe_benchmark(
-                store, output, meta,
+                journal.store if journal is not None else None, output, meta,
                 command_ids=command_id or (), rfiles=rfile or (), paths=paths or (),
-            )
+            )  # fmt: skip
     except (DescribeError, DescriptorInvalid) as e:
         _fail(str(e), EXIT_USAGE)
-    except StoreMissing as e:
-        _fail(f"no journal: {e}", EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
     _notes(result.notes)
     for bundle in result.bundles:
         typer.echo(f"Wrote the benchmark bundle {bundle}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -18,20 +17,19 @@ from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
 from shournal.cli._common import (
     Cwd,
     Host,
+    HumanOrJson,
+    HumanOrJsonFormat,
+    LineageOf,
     SessionId,
     Since,
     Until,
     User,
+    check_files,
     errors_to_status,
     int_option,
     open_journal,
     write,
 )
-
-
-class StatsFormat(StrEnum):
-    human = "human"
-    json = "json"
 
 
 def stats(
@@ -42,9 +40,8 @@ def stats(
     session_id: SessionId = None,
     host: Host = None,
     user: User = None,
-    output_format: Annotated[
-        StatsFormat, typer.Option("--output-format", help="human or json.")
-    ] = StatsFormat.human,
+    lineage_of: LineageOf = None,
+    output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
@@ -54,8 +51,10 @@ def stats(
 
     with errors_to_status():
         criteria = parse_criteria(
-            since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user
-        )
+            since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user,
+            lineage_of=lineage_of,
+        )  # fmt: skip
+        check_files(lineage_of)
         try:
             journal = open_journal()
         except StoreMissing:
@@ -63,7 +62,7 @@ def stats(
         else:
             with journal:
                 result = journal.stats(criteria, top=top)
-    if output_format is StatsFormat.json:
+    if output_format is HumanOrJson.json:
         write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
     else:
         from shournal.report.human import render_stats, use_color

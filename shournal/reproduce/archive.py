@@ -15,6 +15,13 @@ whole blob or none, and ``get`` checks the digest of what it returns
 anyway (a disk error, a hand-edited file), so archived content is never
 silently wrong.
 
+Garbage collection (``shournal delete``, :mod:`shournal.reproduce.archive_gc`)
+removes blobs no manifest in the journal names any more.  A recorder
+finds a blob archived already and names it in a manifest it stores only
+later, so it holds ``lock`` shared (:meth:`Archive.hold_for_recording`)
+until its listener exits; the collector removes blobs only while it holds
+it exclusively.
+
 Blob format: one tag byte, ``Z`` (zlib) or ``R`` (raw: content that zlib
 does not shrink, e.g. already compressed data), then the data.
 """
@@ -22,8 +29,10 @@ does not shrink, e.g. already compressed data), then the data.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 
 from shournal import _paths
@@ -58,6 +67,64 @@ class Archive:
     def path_of(self, digest: str) -> Path:
         check_digest(digest)
         return self.blobs / digest[:2] / digest[2:]
+
+    def hold_for_recording(self) -> int | None:
+        """Hold the archive shared while a command is recorded with its
+        apparatus (released when the fd is closed, at the latest when the
+        listener exits, after its record was stored or spooled): the
+        open fd, or None when the lock cannot be had (recording goes on;
+        a collection then waits for the next deletion)."""
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def try_exclusive(self) -> int | None:
+        """The archive held exclusively (no recording under way): the open
+        fd to close when done, or None when a recorder holds it."""
+        try:
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ArchiveError(f"cannot lock the archive {self.root}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def blob_sizes(self, digests: Iterable[str]) -> dict[str, int]:
+        """The stored size of each of ``digests`` that is in the archive."""
+        sizes = {}
+        for digest in digests:
+            try:
+                sizes[digest] = self.path_of(digest).stat().st_size
+            except (FileNotFoundError, ArchiveError):
+                continue
+            except OSError as exc:
+                raise ArchiveError(f"cannot stat {self.path_of(digest)}: "
+                                   f"{exc.strerror}") from None
+        return sizes
+
+    def remove(self, digest: str) -> None:
+        """Remove the blob of ``digest`` (gone already: nothing to do)."""
+        try:
+            self.path_of(digest).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ArchiveError(f"cannot remove {self.path_of(digest)}: {exc.strerror}") from None
 
     def has(self, digest: str) -> bool:
         return self.path_of(digest).exists()

@@ -44,12 +44,17 @@ _MAX_DIFF_BYTES = 1 << 20
 
 def classify_read(path: str, mode: int) -> str:
     """inputs, scripts or programs_libraries (by where and what a file
-    is; Rex's apparatus is the programs and libraries)."""
-    base = path.rsplit("/", 1)[-1]
+    is; Rex's apparatus is the programs and libraries).  A program is
+    also what lies in any bin directory (~/.local/bin, a venv's or a
+    conda environment's bin, a project's bin): the tools a command runs
+    from PATH, unless named as a script."""
+    parent, _, base = path.rpartition("/")
     ext = os.path.splitext(base)[1].lower()
     if ".so" in base and (base.endswith(".so") or ".so." in base):
         return "programs_libraries"
     if path.startswith(_SYSTEM_DIRS):
+        return "programs_libraries"
+    if parent.rpartition("/")[2] in ("bin", "sbin") and ext not in _SCRIPT_EXTS:
         return "programs_libraries"
     if ext in _SCRIPT_EXTS or mode & 0o111:
         return "scripts"

@@ -104,6 +104,7 @@ class ApparatusCollector(Collector):
         self.content_bytes = 0  # bytes of content archived or found archived
         self.not_archived: dict[str, int] = {}
         self._manifest: bytes | None = None
+        self._hold: int | None = None  # the archive's lock, held shared
 
     # -- while events arrive -------------------------------------------------
 
@@ -135,6 +136,10 @@ class ApparatusCollector(Collector):
         """Archive ``data`` within the command's cap: (digest, reason it
         was not archived)."""
         digest = content_digest(data).hex()
+        if self._hold is None:
+            # Until this listener exits (its record stored or spooled), no
+            # collection removes a blob this manifest is about to name.
+            self._hold = self.archive.hold_for_recording()
         try:
             if not self.archive.has(digest):
                 if self.added + len(data) > self.app_cfg.max_command_size:

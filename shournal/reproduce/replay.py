@@ -138,7 +138,14 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
         program = classify_read(path, f["mode"]) == "programs_libraries"
         if program and changes.host_program(path):
             notes["local"].append(path)
-            continue  # the host's file shows
+            # Outside the mirrors the host's file shows anyway; inside,
+            # the mirror hides it: bind it over its stub.
+            if inside and os.path.isfile(path):
+                _stub(outdir, path, notes)
+                args += ["--ro-bind", path, path]
+            elif inside:
+                notes["not_shown"].append(path)
+            continue
         if program:
             notes["archived_programs"].append(path)
         digest = f["digest"]

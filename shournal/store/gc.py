@@ -7,14 +7,16 @@ with a handful of statements, and the rows only they referenced (read file
 versions no other command read, then directories, archived contents,
 sessions, env and hash-setting rows) are
 removed after one scan proves nothing else points at them.  A failure
-anywhere rolls back everything.
+anywhere rolls back everything.  The deleted commands' apparatus
+manifests go with them; the archived blobs only they named are removed
+once the transaction has committed (:mod:`shournal.reproduce.archive_gc`).
 
 SQLAlchemy is imported only when a deletion actually runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +27,7 @@ from shournal.data import Criteria, QueryError
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Select
 
+    from shournal.reproduce.archive_gc import Collection as BlobCollection
     from shournal.store.db import Store
 
 
@@ -47,6 +50,9 @@ class DeletePlan:
 
     commands: list[CommandSummary]
     event_count: int
+    # Apparatus archive blobs only these commands name, and their bytes.
+    archive_blobs: int = 0
+    archive_bytes: int = 0
 
     @property
     def command_ids(self) -> list[int]:
@@ -59,6 +65,11 @@ class DeleteResult:
     events: int = 0
     # Rows removed because nothing referenced them any more, by table.
     collected: dict[str, int] = field(default_factory=dict)
+    # Apparatus archive blobs removed (nothing names them any more).
+    archive_blobs: int = 0
+    archive_bytes: int = 0
+    # Why unreferenced blobs were kept (one line), or None.
+    archive_kept: str | None = None
 
 
 NO_CRITERIA = (
@@ -171,7 +182,27 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
             ).scalar_one()
             for t in (m.WriteEvent, m.ReadEvent)
         )
-    return DeletePlan([CommandSummary(*r) for r in rows], int(events))
+        doomed = {r[0] for r in rows}
+        app = m.Apparatus
+        named = conn.execute(
+            select(app.command_id).where(app.command_id.in_(select(ids.c.id))).limit(1)
+        ).first()
+        found = _unreferenced_blobs(
+            (manifest, cid in doomed)
+            for cid, manifest in (
+                conn.execute(select(app.command_id, app.manifest)) if named else ()
+            )
+        )
+    return DeletePlan(
+        [CommandSummary(*r) for r in rows], int(events), len(found.blobs), found.size
+    )
+
+
+def _unreferenced_blobs(rows: Iterable[tuple[bytes, bool]]) -> BlobCollection:
+    from shournal.reproduce.archive import Archive
+    from shournal.reproduce.archive_gc import unreferenced
+
+    return unreferenced(rows, Archive())
 
 
 @contextmanager
@@ -316,6 +347,26 @@ def delete_commands(
             )
             created.append(name)
 
+        # Before the manifests go: the blobs only the doomed ones name
+        # (every manifest is read only when a doomed command has one).
+        named = conn.execute(
+            text(f"SELECT 1 FROM apparatus WHERE command_id IN ({doomed}) LIMIT 1")
+        ).first()
+        blobs = _unreferenced_blobs(
+            (manifest, bool(is_doomed))
+            for manifest, is_doomed in (
+                conn.execute(
+                    text(
+                        f"SELECT a.manifest, d.id IS NOT NULL FROM apparatus a "
+                        f"LEFT JOIN {_DOOMED} d ON d.id = a.command_id"
+                    )
+                )
+                if named
+                else ()
+            )
+        )
+        # (Foreign-key actions are off here: the cascade would not run.)
+        conn.execute(text(f"DELETE FROM apparatus WHERE command_id IN ({doomed})"))
         result.events = sum(
             conn.execute(text(f"DELETE FROM {t} WHERE command_id IN ({doomed})")).rowcount
             for t in ("write_event", "read_event")
@@ -357,7 +408,26 @@ def delete_commands(
             conn.execute(text(f"DROP TABLE {name}"))
         for name in indexes:
             conn.execute(text(f"DROP INDEX {name}"))
+    if blobs.blobs or blobs.kept_because:
+        _collect_blobs(store, blobs, result)
     return result
+
+
+def _collect_blobs(store: Store, found: BlobCollection, result: DeleteResult) -> None:
+    """Remove the blobs the deletion left unreferenced (it has committed:
+    a failure here is reported in ``result``, never undoes it)."""
+    from shournal.reproduce.archive import Archive, ArchiveError
+    from shournal.reproduce.archive_gc import collect
+
+    try:
+        done = collect(store, found, Archive())
+    except ArchiveError as exc:
+        result.archive_kept = str(exc)
+        return
+    result.archive_blobs, result.archive_bytes = len(done.blobs), done.size
+    if done.kept_because:
+        result.archive_kept = (f"{len(found.blobs)} archived blobs ({found.size} bytes) kept: "
+                               f"{done.kept_because}")
 
 
 __all__ = [

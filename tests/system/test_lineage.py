@@ -457,3 +457,41 @@ def test_query_lineage_of_in_every_output_format(cli_env, tmp_path):
     missing = run_shournal(["query", "--lineage-of", str(tmp_path / "nope")], cli_env)
     assert missing.returncode == 2 and missing.stderr.startswith("shournal: ")
     assert missing.stderr.count("\n") == 1
+
+
+def test_stats_and_delete_take_lineage_of_as_query_does(cli_env, tmp_path):
+    """--lineage-of is one of the shared criteria: stats counts the
+    lineage, delete --dry-run lists exactly its commands, delete removes
+    them and keeps the unrelated reader of the same input."""
+    from fixtures_cli import run_shournal
+
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        target, ids = _two_chains(J(store, tmp_path))
+    lineage = [ids["gen"], ids["sort"], ids["fin"]]
+    res = run_shournal(["stats", "--lineage-of", str(target), "--output-format", "json"],
+                       cli_env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["commands"] == len(lineage)
+    res = run_shournal(["stats", "--lineage-of", str(target), "--cwd", "/nonexistent"], cli_env)
+    assert res.returncode == 1, res.stderr
+
+    res = run_shournal(["delete", "--lineage-of", str(target), "--dry-run"], cli_env)
+    assert res.returncode == 0, res.stderr
+    listed = [int(line.split()[1]) for line in res.stdout.splitlines()
+              if line.startswith("cmd-id ")]  # fmt: skip
+    assert listed == lineage
+    assert "Would delete 3 commands" in res.stdout
+    res = run_shournal(["delete", "--lineage-of", str(target), "--command-text", "%sort%",
+                        "--dry-run"], cli_env)  # fmt: skip
+    assert [int(line.split()[1]) for line in res.stdout.splitlines()
+            if line.startswith("cmd-id ")] == [ids["sort"]]  # fmt: skip
+    # a file that cannot be read: one line, status 2, nothing deleted
+    missing = run_shournal(["delete", "--lineage-of", str(tmp_path / "nope"), "--yes"], cli_env)
+    assert missing.returncode == 2 and missing.stderr.startswith("shournal: ")
+    assert missing.stderr.count("\n") == 1
+
+    res = run_shournal(["delete", "--lineage-of", str(target), "--yes"], cli_env)
+    assert res.returncode == 0, res.stderr
+    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
+        left = [c.id for c in Journal(store).find(command_id=">0")]
+    assert left == [ids["other"]]

@@ -214,6 +214,55 @@ def test_replay_reproduces_after_inputs_and_script_changed(install, user_home, a
     assert sorted(p.name for p in replayed.parent.iterdir()) == ["results.txt"]
 
 
+# The analysis with a helper program it runs from the user's bin directory
+# (a program of the apparatus, as a tool installed in ~/.local/bin is).
+HELPER = "#!/bin/sh\necho 10\n"
+ANALYSIS_WITH_HELPER = ANALYSIS.replace(
+    "total = ",
+    "import subprocess\n"
+    "offset = float(subprocess.run(['bin/offset'], capture_output=True, text=True,"
+    " check=True).stdout)\n"
+    "total = offset + ",
+)
+
+
+def test_replay_local_all_does_not_reproduce_after_a_helper_program_changed(
+    install, user_home, analysis
+) -> None:
+    """Input, script and helper program all changed on disk: replay shows
+    the archived ones (identical); --local-all takes the host's programs,
+    so the changed helper gives another result (differs, status 1); the
+    archived script and input still show.  Neither writes outside OUTDIR."""
+    helper = analysis / "bin" / "offset"
+    helper.parent.mkdir()
+    _as_user(install, user_home, helper, HELPER)
+    helper.chmod(0o755)
+    _as_user(install, user_home, analysis / "analysis.py", ANALYSIS_WITH_HELPER)
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    assert (analysis / "results.txt").read_text() == "rows=3 total=26.000\n"
+    cid = _last_id(user_home)
+    _as_user(install, user_home, analysis / "data.csv", "name,value\nz,100\n")
+    _as_user(install, user_home, analysis / "analysis.py", "print('something else')\n")
+    _as_user(install, user_home, helper, "#!/bin/sh\necho 1000\n")
+    (analysis / "results.txt").unlink()
+    before = _snapshot(user_home)
+    out = user_home / "replay-out"
+    res = run_as_user(install, user_home, "replay", str(cid), "-o", str(out / "archived"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    mirror = str(analysis).lstrip("/")
+    assert (out / "archived" / mirror / "results.txt").read_text() == "rows=3 total=26.000\n"
+    res = run_as_user(install, user_home, "replay", str(cid), "--local-all", "-o",
+                      str(out / "local"), "--output-format", "json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    verdict = json.loads(res.stdout)
+    assert [(o["path"], o["verdict"]) for o in verdict["outputs"]] == [
+        (str(analysis / "results.txt"), "differs")]
+    # the host's helper, the archived script and data
+    assert (out / "local" / mirror / "results.txt").read_text() == "rows=3 total=1016.000\n"
+    assert _snapshot(user_home) == before
+    assert not (analysis / "results.txt").exists()
+
+
 def test_replay_of_a_time_dependent_output_differs(install, user_home, analysis) -> None:
     script = "import time; open('stamp.txt', 'w').write(str(time.time_ns()))"
     assert _record(install, user_home, "python3", "-c", script).returncode == 0
