@@ -41,7 +41,7 @@
 #endif
 
 /* A Python daemon needs ~0.2 s to bind its socket (more with a cold
- * cache); the shell starts one again at most once a second. */
+ * cache, seconds on a busy machine). */
 #define CONNECT_TIMEOUT_MS 10000
 #define BACKOFF_MIN_MS 2
 #define BACKOFF_MAX_MS 50

@@ -51,7 +51,6 @@ from shournal.record import CommandRecord
 from shournal.spool import inbox_count as spool_inbox_count
 from shournal.spool import take_inbox
 
-LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
 # per batch).
 _BATCH = 64
@@ -418,9 +417,11 @@ class _Waiter:
 
 def take_lock(rundir: Path) -> int | None:
     """The per-user daemon lock (held until exit), or None if another
-    daemon holds it."""
+    daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
+    in libshournal_preload.c) sees from that that its start of a daemon is
+    over."""
     fd = os.open(
-        rundir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        rundir / protocol.DAEMON_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
     )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

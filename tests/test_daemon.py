@@ -12,7 +12,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fixtures_shell import REPO, Shell, journal_url, wait_for, wait_stored, write_config
+from fixtures_shell import (
+    REPO,
+    Shell,
+    build_native,
+    journal_url,
+    wait_for,
+    wait_stored,
+    write_config,
+)
 
 from shournal import spool as sp
 from shournal.record import CommandRecord, FileEvent
@@ -176,13 +184,29 @@ def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home
     assert "shournal: the journal is locked" in out, out
 
 
-# Known bug, not yet understood: in about one run of three, no new daemon is
-# running after the kill (the spool keeps its 3 commands, nothing is lost,
-# but nothing drains it within the wait).  Kept visible, not hidden.
-@pytest.mark.xfail(strict=False, reason="a killed daemon is sometimes not restarted by the "
-                   "next command lines (spool kept, not drained); under investigation")
-def test_daemon_killed_between_spool_and_journal_replays_once(install, home):
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+@pytest.fixture(scope="module")
+def long_backoff_preload(install) -> Path:
+    """The preload library with a start-up back-off (DAEMON_RESPAWN_MS in
+    native/libshournal_preload.c) of ten minutes instead of a second: a
+    killed daemon must be started again by the next command line however
+    soon after its own start it died; with the real second, whether a test
+    hits the back-off depends on the machine's speed."""
+    dest = install.root / "long-backoff"
+    build_native(dest, "CFLAGS=-O2 -DDAEMON_RESPAWN_MS=600000",
+                 str(dest / "libshournal_preload.so"))
+    dest.chmod(0o755)
+    (dest / "libshournal_preload.so").chmod(0o644)
+    return dest / "libshournal_preload.so"
+
+
+@pytest.mark.parametrize("backoff", ["default", "long"])
+def test_daemon_killed_between_spool_and_journal_replays_once(
+    backoff, install, home, request
+):
+    env = daemon_env(install)
+    if backoff == "long":
+        env["SHOURNAL_PRELOAD_LIB"] = str(request.getfixturevalue("long_backoff_preload"))
+    sh = Shell("bash", install, home, extra_env=env)
     sh.run("echo before > before")
     wait_drained(home)
     lock = JournalLock(install, home)
@@ -198,10 +222,33 @@ def test_daemon_killed_between_spool_and_journal_replays_once(install, home):
     lock.release()
     sh.run("echo after > after")  # starts a new daemon, which replays
     sh.exit()
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
     wait_drained(home)
-    assert daemon_pid(home) not in (None, pid)
     texts = stored_texts(home)
     assert all(texts[line] == 1 for line in [*lines, "echo after > after"]), texts
+
+
+def test_daemon_killed_right_after_its_start_is_started_again(
+    install, home, long_backoff_preload
+):
+    """Killed before any other command line of the shell saw it: the next
+    command line starts a new one although the back-off since the start
+    has not passed (the dead daemon had taken the lock)."""
+    env = {**daemon_env(install), "SHOURNAL_PRELOAD_LIB": str(long_backoff_preload)}
+    sh = Shell("bash", install, home, extra_env=env)
+    sh.run("echo first > first")  # starts the daemon
+    wait_for(lambda: daemon_pid(home) is not None, "the daemon")
+    wait_stored(home)  # spooled (or stored): nothing in flight
+    pid = daemon_pid(home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    sh.run("echo after > after")
+    sh.exit()
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert texts["echo first > first"] == 1 and texts["echo after > after"] == 1, texts
 
 
 def _record(i: int) -> CommandRecord:
