@@ -251,6 +251,54 @@ def test_daemon_killed_right_after_its_start_is_started_again(
     assert texts["echo first > first"] == 1 and texts["echo after > after"] == 1, texts
 
 
+MANY = 20_000
+
+
+def test_daemon_killed_while_it_reads_a_20000_file_command_line(install, home):
+    """SIGKILL while the daemon reads a command line's events: the
+    forwarder hands the command line to the next daemon, which finds the
+    control message the killed one took (shournal.spool.keep_started); the
+    events the killed one had are counted as lost on the way and said;
+    every command is stored once.  A background process keeps the command
+    line open after its prompt, so that the kill comes while it is read."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    pid = daemon_pid(home)
+    assert pid is not None
+    line = (f"mkdir many && (cd many && seq {MANY} | xargs touch) && "
+            "(sleep 300 >/dev/null 2>&1 & echo $! > sleeper)")
+    sh.run(line)
+    started = home / ".local" / "share" / "shournal" / "spool" / "started"
+    wait_for(lambda: started.is_dir() and any(started.iterdir()),
+             "the daemon to take the command line's control message")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    out = sh.run("echo after > after")  # starts a new daemon
+    os.kill(int((home / "work" / "sleeper").read_text()), signal.SIGTERM)
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
+    wait_drained(home)
+    out += sh.run("true")
+    sh.exit()
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert all(texts[t] == 1 for t in ("echo before > before", line, "echo after > after")), texts
+    store = Store(journal_url(home), create=False)
+    with store.reading() as conn:
+        cid, lost, relay = conn.exec_driver_sql(
+            "SELECT id, lost_events, lost_relay FROM command WHERE text = ?", (line,)
+        ).one()
+        writes = conn.exec_driver_sql(
+            "SELECT count(*) FROM write_event WHERE command_id = ?", (cid,)
+        ).scalar()
+    store.close()
+    # what was not stored is counted, with its reason
+    assert lost > 0 and relay == lost, (lost, relay)
+    assert writes + lost >= MANY, (writes, lost)
+    assert "killed while it read this command line" in out + warnings_text(home), out
+    assert not any(started.iterdir())
+
+
 def _record(i: int) -> CommandRecord:
     return CommandRecord(
         text=f"cmd {i}", return_value=i, start_ns=1_700_000_000_000_000_000 + i * 1000,
