@@ -472,6 +472,25 @@ def test_query_waits_for_spooled_commands(install, home):
     assert "echo q > qfile" in out, out
 
 
+def test_query_says_when_spooled_commands_are_not_in_its_result(install, home):
+    """The journal stays locked past the query's bounded wait: the query
+    shows what the journal has and says, in one line, how many finished
+    commands are not in it yet."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo q > qfile")
+    wait_stored(home)
+    assert spool_backlog(home) == 1
+    out = sh.run("shournal query --history 5")
+    lock.release()
+    sh.exit()
+    assert "echo before > before" in out and "echo q > qfile" not in out, out
+    notes = [line for line in out.splitlines() if line.startswith("shournal: ")]
+    assert len(notes) == 1 and "1 finished command(s) not in the journal yet" in notes[0], out
+
+
 def test_doctor_shows_the_daemon_and_its_backlog(install, home):
     sh = Shell("bash", install, home, extra_env=daemon_env(install))
     sh.run("echo before > before")
