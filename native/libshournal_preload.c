@@ -485,10 +485,17 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
  * line), so the shell starts it, from its own namespace, when none answers
  * on <rundir>/daemon.sock -- through `shournal-forward --start-daemon`,
  * which detaches it (it is not our child) and exits.  A failed connect
- * costs microseconds; a start is tried at most once per DAEMON_RESPAWN_NS.
- * The forwarder waits (bounded) for the daemon to come up. */
+ * costs microseconds.  While a start of ours is under way (a Python
+ * daemon needs ~0.2 s, seconds on a busy machine) the next command lines
+ * do not start more, for at most DAEMON_RESPAWN_MS; it is over as soon as
+ * a daemon has taken the lock (it rewrites the lock file): one that died
+ * since then (killed, crashed, idle) is started again at once, whatever
+ * the time since the last start.  The forwarder waits (bounded) for the
+ * daemon to come up. */
 #define FORWARDER_NAME "shournal-forward"
-#define DAEMON_RESPAWN_NS (1000 * 1000000LL)
+#ifndef DAEMON_RESPAWN_MS /* a test builds a variant with a longer one */
+#define DAEMON_RESPAWN_MS 1000
+#endif
 
 static int uses_daemon(void)
 {
@@ -496,9 +503,29 @@ static int uses_daemon(void)
     return base && strcmp(base + 1, FORWARDER_NAME) == 0;
 }
 
+/* What identifies a write of the daemon lock (zero if there is none). */
+static void daemon_lock_state(struct stat *st)
+{
+    char path[PATH_MAX + 32];
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) >=
+            sizeof path ||
+        stat(path, st) != 0)
+        memset(st, 0, sizeof *st);
+}
+
+static int same_write(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
 static void ensure_daemon(void)
 {
     static int64_t last_start;
+    static struct stat lock_at_start;
+    struct stat lock_now;
     struct sockaddr_un addr;
     char *args[] = {g_listener_path, "--start-daemon", NULL};
     int s, rc, up;
@@ -515,9 +542,14 @@ static void ensure_daemon(void)
         return;
     up = connect(s, (struct sockaddr *)&addr, sizeof addr) == 0;
     close(s);
-    if (up || (last_start && now_ns() - last_start < DAEMON_RESPAWN_NS))
+    if (up)
+        return;
+    daemon_lock_state(&lock_now);
+    if (last_start && now_ns() - last_start < (int64_t)DAEMON_RESPAWN_MS * 1000000 &&
+        same_write(&lock_now, &lock_at_start))
         return;
     last_start = now_ns();
+    lock_at_start = lock_now;
     rc = spawn_detached(g_listener_path, args, environ, -1);
     if (rc != 0)
         warn_once("cannot start the store daemon: %s: %s", g_listener_path, strerror(rc));

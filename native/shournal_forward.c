@@ -11,7 +11,8 @@
  *
  * If no daemon can be reached within CONNECT_TIMEOUT_MS, the Python
  * listener is exec'd with the fds as they are: the command line is still
- * recorded, the old way.
+ * recorded, the old way.  A daemon that ends before it answers (killed)
+ * is replaced the same way: we still hold both fds.
  *
  * Unprivileged code, but it runs for every command line: libc only, no
  * unbounded buffers, every return value checked. */
@@ -41,10 +42,13 @@
 #endif
 
 /* A Python daemon needs ~0.2 s to bind its socket (more with a cold
- * cache); the shell starts one again at most once a second. */
+ * cache, seconds on a busy machine). */
 #define CONNECT_TIMEOUT_MS 10000
 #define BACKOFF_MIN_MS 2
 #define BACKOFF_MAX_MS 50
+/* Daemons that may end (killed) before they spool one command line; then
+ * the Python listener takes it. */
+#define MAX_HANDOVERS 3
 
 static int64_t now_ms(void)
 {
@@ -179,8 +183,8 @@ int main(int argc, char **argv)
     struct shournal_daemon_msg answer;
     const char *fallback = env_path("SHOURNAL_PY_LISTENER", SHOURNAL_PY_LISTENER_PATH);
     int64_t start;
-    long backoff = BACKOFF_MIN_MS;
-    int s = -1;
+    long backoff;
+    int s = -1, tries;
     ssize_t n;
     struct stat st;
 
@@ -198,36 +202,44 @@ int main(int argc, char **argv)
     /* We run inside the command line's mount namespace: a daemon started
      * here would keep it (and be observed by it).  The shell starts it;
      * a daemon on its way out (idle) or still starting is waited for. */
+    /* We keep our copies of the fds until the daemon answers: a daemon
+     * killed before it spooled the command line leaves it to the next
+     * daemon (or the fallback), which goes on reading where it stopped
+     * (the control message it took it left in the spool directory, see
+     * shournal.capture.spool.keep_started). */
     if (runtime_dir(rundir, sizeof rundir) == 0) {
         memset(&addr, 0, sizeof addr);
         addr.sun_family = AF_UNIX;
         if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", rundir,
                              SHOURNAL_DAEMON_SOCKET) < sizeof addr.sun_path) {
-            start = now_ms();
-            while ((s = try_connect(&addr)) < 0 && now_ms() - start < CONNECT_TIMEOUT_MS) {
-                if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
+            for (tries = 0; tries < MAX_HANDOVERS; tries++) {
+                start = now_ms();
+                backoff = BACKOFF_MIN_MS;
+                while ((s = try_connect(&addr)) < 0 && now_ms() - start < CONNECT_TIMEOUT_MS) {
+                    if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
+                        break;
+                    sleep_ms(backoff);
+                    if (backoff < BACKOFF_MAX_MS)
+                        backoff *= 2;
+                }
+                if (s < 0)
                     break;
-                sleep_ms(backoff);
-                if (backoff < BACKOFF_MAX_MS)
-                    backoff *= 2;
+                if (send_fds(s, getenv("SHOURNAL_CWD")) != 0) {
+                    (void)close(s);
+                    break;
+                }
+                do
+                    n = recv(s, &answer, sizeof answer, 0);
+                while (n < 0 && errno == EINTR);
+                (void)close(s);
+                if (n == (ssize_t)sizeof answer && answer.type == SHOURNAL_MSG_SPOOLED)
+                    return 0;
+                /* the daemon ended without spooling it: the next one */
             }
         }
     }
-    if (s < 0 || send_fds(s, getenv("SHOURNAL_CWD")) != 0) {
-        /* No daemon: record this command line the old way. */
-        if (s >= 0)
-            (void)close(s);
-        execl(fallback, fallback, (char *)NULL);
-        fprintf(stderr, "shournal-forward: %s: %s\n", fallback, strerror(errno));
-        return 1;
-    }
-    /* The daemon has them now; our copies must not delay the command
-     * line's end (EOF on the control socket). */
-    (void)close(SHOURNAL_FD_SOCKET);
-    (void)close(SHOURNAL_FD_EVENTS);
-    do
-        n = recv(s, &answer, sizeof answer, 0);
-    while (n < 0 && errno == EINTR);
-    (void)close(s);
-    return n == (ssize_t)sizeof answer && answer.type == SHOURNAL_MSG_SPOOLED ? 0 : 1;
+    /* No daemon: record this command line the old way. */
+    execl(fallback, fallback, (char *)NULL);
+    fprintf(stderr, "shournal-forward: %s: %s\n", fallback, strerror(errno));
+    return 1;
 }

@@ -167,8 +167,10 @@ struct shournal_flush {
  * (named after `pid`).  DRAIN (`shournal query`): store every spooled
  * command, answer DRAINED within `arg` ms, `arg` of the answer = commands
  * still waiting.  STATUS (`shournal doctor`): the answer's text follows
- * the header. */
+ * the header.  The daemon holds flock on SHOURNAL_DAEMON_LOCK (same
+ * directory) and rewrites it (its pid) when it takes it. */
 #define SHOURNAL_DAEMON_SOCKET "daemon.sock"
+#define SHOURNAL_DAEMON_LOCK "daemon.lock"
 #define SHOURNAL_MSG_FORWARD 9u
 #define SHOURNAL_MSG_SPOOLED 10u
 #define SHOURNAL_MSG_DRAIN 11u

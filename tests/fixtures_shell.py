@@ -73,10 +73,11 @@ class Install:
         return env
 
 
-def build_native(dest: Path) -> None:
+def build_native(dest: Path, *make_args: str) -> None:
+    """native/ built into `dest` (`make_args`: e.g. a variable and a target)."""
     dest.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["make", "-s", "-C", str(REPO / "native"), f"BUILD={dest}"],
+        ["make", "-s", "-C", str(REPO / "native"), f"BUILD={dest}", *make_args],
         check=True,
         capture_output=True,
     )

@@ -49,11 +49,10 @@ from pathlib import Path
 from shournal import _paths
 from shournal.capture import listener, protocol
 from shournal.capture.record import CommandRecord
+from shournal.capture.spool import forget_started, started_pids, take_inbox
 from shournal.capture.spool import inbox_count as spool_inbox_count
-from shournal.capture.spool import take_inbox
 from shournal.store.errors import journal_condition
 
-LOCK_NAME = "daemon.lock"
 # Commands stored per journal batch (the committed offset is written once
 # per batch).
 _BATCH = 64
@@ -91,9 +90,32 @@ class Daemon:
                 f"the spool ended in a torn record ({self.spool.torn_bytes} bytes, "
                 "a crash while it was written): that command line was not recorded"
             )
+        self._forget_dead_started()
         self._queue: list[tuple[CommandRecord, _Waiter]] = []
         self._writing = False
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
+
+    def _forget_dead_started(self) -> None:
+        """Control messages a killed daemon left for forwarders that are
+        gone too (killed as well): nobody can resume those command lines."""
+        from shournal.capture.spool import take_started
+
+        for pid in started_pids(self.spool.dir):
+            try:
+                os.kill(pid, 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                pass  # a reused pid
+            started = take_started(pid, self.spool.dir)
+            forget_started(pid, self.spool.dir)
+            if started is not None:
+                cmd, _cwd = started
+                listener._warn_about(
+                    cmd, "the store daemon and the recorder were killed while they read "
+                    "this command line: it was not recorded"
+                )
 
     # -- config -------------------------------------------------------------
 
@@ -219,6 +241,7 @@ class Daemon:
         rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
         if rec is not None:
             self.spool_record(rec)
+        forget_started(pid)
         listener._remove_markers(pid)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
@@ -403,9 +426,11 @@ class _Waiter:
 
 def take_lock(rundir: Path) -> int | None:
     """The per-user daemon lock (held until exit), or None if another
-    daemon holds it."""
+    daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
+    in libshournal_preload.c) sees from that that its start of a daemon is
+    over."""
     fd = os.open(
-        rundir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        rundir / protocol.DAEMON_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
     )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

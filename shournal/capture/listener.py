@@ -42,6 +42,7 @@ from shournal import _paths
 from shournal.capture import protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 from shournal.capture.record import CommandRecord, FileEvent
 
@@ -473,9 +474,13 @@ def _remove_markers(pid: int | None = None) -> None:
 
 
 def listen(
-    sock: socket.socket, relay: Relay, collector: Collector
+    sock: socket.socket,
+    relay: Relay,
+    collector: Collector,
+    on_command: Callable[[protocol.CommandMessage], None] | None = None,
 ) -> protocol.CommandMessage | None:
-    """Collect events until every process of the command line has exited."""
+    """Collect events until every process of the command line has exited
+    (`on_command`: called with the control message when it comes)."""
     poller = select.poll()
     poller.register(relay.fileno(), select.POLLIN)
     poller.register(sock.fileno(), select.POLLIN)
@@ -495,6 +500,8 @@ def listen(
                 break
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
+                if on_command is not None:
+                    on_command(msg)
     # The command line has ended: what is left (the last events, settling
     # the kept ones, storing) yields to whatever the user runs next.  (A
     # listener started at the end of its command line already is at this
@@ -628,17 +635,41 @@ def collect(
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the
     # command is recorded with its apparatus).
-    from shournal import reproduce
+    from shournal import reproduce, spool
 
     collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd)
-    command = listen(sock, relay, collector)
+    forwarder = os.getpid() if pid is None else pid
+
+    def keep(cmd: protocol.CommandMessage) -> None:
+        # (the daemon only: see shournal.capture.spool.keep_started)
+        try:
+            spool.keep_started(forwarder, cmd, cwd)
+        except (OSError, spool.SpoolError):
+            pass  # only a kill of the daemon now would lose the command line
+
+    command = listen(sock, relay, collector, keep if pid is not None else None)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()
     _mark_drained(pid)
+    if command is None:
+        # A daemon killed while it read this command line took its control
+        # message; it left it for us.  The events it had are lost on the
+        # way: counted (the holder's end-to-end count) and said.
+        started = spool.take_started(forwarder)
+        if started is not None:
+            command, cwd = started
+            lost = sum(collector.lost.values())
+            _warn_about(
+                command,
+                f"the store daemon was killed while it read this command line: "
+                f"{lost} file event(s) lost",
+            )
     if command is None or not command.text.strip():
+        spool.forget_started(forwarder)
         return None
     rec = build_record(cwd, command, collector)
     if _ignored(cfg, rec.text):
+        spool.forget_started(forwarder)
         return None
     return rec
 
@@ -656,6 +687,8 @@ def run(sock: socket.socket, relay: Relay) -> int:
 
     cfg = load_listener_config()
     _write_setup_args(cfg)
+    from shournal.capture.spool import forget_started
+
     rec = collect(sock, relay, cfg, cwd)
     if rec is None:
         _remove_markers()
@@ -664,8 +697,10 @@ def run(sock: socket.socket, relay: Relay) -> int:
         store_record(rec, cfg)
     except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
         status = keep_record(rec, exc)
+        forget_started(os.getpid())
         _remove_markers()
         return status
+    forget_started(os.getpid())
     _remove_markers()
     return 0
 

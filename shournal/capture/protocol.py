@@ -118,6 +118,7 @@ GO = Layout("shournal_go", ("type", "I"), ("reserved", "I"))  # GO and GO_ACK
 
 # The store daemon (see shournal.capture.daemon)
 DAEMON_SOCKET = "daemon.sock"
+DAEMON_LOCK = "daemon.lock"
 MSG_FORWARD = 9
 MSG_SPOOLED = 10
 MSG_DRAIN = 11

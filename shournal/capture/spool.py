@@ -38,6 +38,7 @@ from dataclasses import astuple
 from pathlib import Path
 
 from shournal import _paths
+from shournal.capture.protocol import CommandMessage
 from shournal.capture.record import CommandRecord, FileEvent
 
 MAGIC = b"SHSP"
@@ -79,7 +80,10 @@ def _decode(payload: bytes) -> CommandRecord:
 
 
 def frame(rec: CommandRecord) -> bytes:
-    payload = _encode(rec)
+    return _frame_payload(_encode(rec))
+
+
+def _frame_payload(payload: bytes) -> bytes:
     head = struct.pack("=I", len(payload))
     crc = zlib.crc32(payload, zlib.crc32(head))
     return FRAME.pack(MAGIC, len(payload), crc) + payload
@@ -285,6 +289,34 @@ def inbox_dir(directory: Path | None = None) -> Path:
     return (directory or spool_dir()) / INBOX
 
 
+def _write_file(directory: Path, name: str, data: bytes, durable: bool) -> Path:
+    """`directory`/`name` with `data`, whole or not at all (a temporary name
+    renamed); `durable`: fsynced, file and directory."""
+    tmp = directory / f".{name}.tmp"
+    with suppress(FileNotFoundError):
+        os.unlink(tmp)  # a killed writer's
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, directory / name)
+    if durable:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return directory / name
+
+
 def deposit(rec: CommandRecord, directory: Path | None = None) -> Path:
     """Leave `rec` in the inbox, durably; its path.  Raises OSError or
     SpoolError."""
@@ -292,26 +324,74 @@ def deposit(rec: CommandRecord, directory: Path | None = None) -> Path:
     _open_dir(base)
     inbox = inbox_dir(base)
     _open_dir(inbox)
-    name = f"{time.time_ns()}-{os.getpid()}.rec"
-    tmp = inbox / f".{name}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return _write_file(inbox, f"{time.time_ns()}-{os.getpid()}.rec", frame(rec), durable=True)
+
+
+# -- command lines the store daemon is reading ---------------------------------
+#
+# The daemon takes a command line's control message (text, times, status)
+# off the control socket when its events start; killed before the command
+# line is spooled, it would take that message with it.  So it leaves the
+# message in `<spool>/started/<forwarder pid>` until the command line is
+# spooled: the forwarder, which still holds the control socket and the
+# relay, hands them to the next daemon (or the standalone listener, which
+# it becomes with exec, same pid), which finds the message here, reads
+# the events the holder still has, and counts the rest as lost on the way
+# (the holder's end-to-end count).  Not fsynced: it serves the forwarder,
+# which a machine crash ends as well.
+
+STARTED = "started"
+
+
+def _started_dir(directory: Path | None) -> Path:
+    return (directory or spool_dir()) / STARTED
+
+
+def keep_started(
+    pid: int, cmd: CommandMessage, cwd: str, directory: Path | None = None
+) -> None:
+    base = directory or spool_dir()
+    _open_dir(base)
+    started = _started_dir(base)
+    _open_dir(started)
+    payload = marshal.dumps(
+        (_FORMAT, cmd.return_value, cmd.start_ns, cmd.end_ns, cmd.session, cmd.text, cwd)
+    )
+    _write_file(started, str(pid), _frame_payload(payload), durable=False)
+
+
+def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessage, str] | None:
+    """The control message and working directory a killed daemon left for
+    the forwarder `pid`, if any (left in place: see forget_started)."""
     try:
-        with open(fd, "wb", closefd=False) as fh:
-            fh.write(frame(rec))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.rename(tmp, inbox / name)
-    dfd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(
+            _started_dir(directory) / str(pid), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        )
+    except OSError:
+        return None
     try:
-        os.fsync(dfd)
+        frames = [payload for _o, _e, payload in scan(fd, 0)]
     finally:
-        os.close(dfd)
-    return inbox / name
+        os.close(fd)
+    try:
+        fmt, ret, start, end, session, text, cwd = marshal.loads(frames[0])
+        if fmt != _FORMAT:
+            return None
+        return CommandMessage(ret, start, end, session, text), cwd
+    except (ValueError, TypeError, EOFError, IndexError):
+        return None
+
+
+def forget_started(pid: int, directory: Path | None = None) -> None:
+    with suppress(OSError):
+        os.unlink(_started_dir(directory) / str(pid))
+
+
+def started_pids(directory: Path | None = None) -> list[int]:
+    try:
+        return [int(p.name) for p in _started_dir(directory).iterdir() if p.name.isdigit()]
+    except OSError:
+        return []
 
 
 def inbox_count(directory: Path | None = None) -> int:

@@ -254,6 +254,13 @@ def query(
             ),
             output,
         )
+    if pending and not (human and not commands):
+        # (the no-results text says it as a hint)
+        print(
+            f"shournal: {pending} finished command(s) not in the journal yet (still being "
+            "stored), so not in this result; try again in a moment",
+            file=sys.stderr,
+        )
     if restored is not None:
         from shournal.terminal import printable
 

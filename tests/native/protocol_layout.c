@@ -74,6 +74,7 @@ int main(void)
     STRING(SHOURNAL_SETUP_ARGS_APPARATUS_FILE);
     STRING(SHOURNAL_APPARATUS_PATHS_FILE);
     STRING(SHOURNAL_DAEMON_SOCKET);
+    STRING(SHOURNAL_DAEMON_LOCK);
 
     SIZEOF(shournal_setup_done);
     MEMBER(shournal_setup_done, type);

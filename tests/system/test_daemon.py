@@ -12,7 +12,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fixtures_shell import REPO, Shell, journal_url, wait_for, wait_stored, write_config
+from fixtures_shell import (
+    PROMPT,
+    REPO,
+    Shell,
+    build_native,
+    journal_url,
+    wait_for,
+    wait_stored,
+    write_config,
+)
 
 from shournal.capture import spool as sp
 from shournal.capture.record import CommandRecord, FileEvent
@@ -176,13 +185,29 @@ def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home
     assert "shournal: the journal is locked" in out, out
 
 
-# Known bug, not yet understood: in about one run of three, no new daemon is
-# running after the kill (the spool keeps its 3 commands, nothing is lost,
-# but nothing drains it within the wait).  Kept visible, not hidden.
-@pytest.mark.xfail(strict=False, reason="a killed daemon is sometimes not restarted by the "
-                   "next command lines (spool kept, not drained); under investigation")
-def test_daemon_killed_between_spool_and_journal_replays_once(install, home):
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+@pytest.fixture(scope="module")
+def long_backoff_preload(install) -> Path:
+    """The preload library with a start-up back-off (DAEMON_RESPAWN_MS in
+    native/libshournal_preload.c) of ten minutes instead of a second: a
+    killed daemon must be started again by the next command line however
+    soon after its own start it died; with the real second, whether a test
+    hits the back-off depends on the machine's speed."""
+    dest = install.root / "long-backoff"
+    build_native(dest, "CFLAGS=-O2 -DDAEMON_RESPAWN_MS=600000",
+                 str(dest / "libshournal_preload.so"))
+    dest.chmod(0o755)
+    (dest / "libshournal_preload.so").chmod(0o644)
+    return dest / "libshournal_preload.so"
+
+
+@pytest.mark.parametrize("backoff", ["default", "long"])
+def test_daemon_killed_between_spool_and_journal_replays_once(
+    backoff, install, home, request
+):
+    env = daemon_env(install)
+    if backoff == "long":
+        env["SHOURNAL_PRELOAD_LIB"] = str(request.getfixturevalue("long_backoff_preload"))
+    sh = Shell("bash", install, home, extra_env=env)
     sh.run("echo before > before")
     wait_drained(home)
     lock = JournalLock(install, home)
@@ -198,10 +223,104 @@ def test_daemon_killed_between_spool_and_journal_replays_once(install, home):
     lock.release()
     sh.run("echo after > after")  # starts a new daemon, which replays
     sh.exit()
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
     wait_drained(home)
-    assert daemon_pid(home) not in (None, pid)
     texts = stored_texts(home)
     assert all(texts[line] == 1 for line in [*lines, "echo after > after"]), texts
+
+
+def test_daemon_killed_right_after_its_start_is_started_again(
+    install, home, long_backoff_preload
+):
+    """Killed before any other command line of the shell saw it: the next
+    command line starts a new one although the back-off since the start
+    has not passed (the dead daemon had taken the lock)."""
+    env = {**daemon_env(install), "SHOURNAL_PRELOAD_LIB": str(long_backoff_preload)}
+    sh = Shell("bash", install, home, extra_env=env)
+    sh.run("echo first > first")  # starts the daemon
+    wait_for(lambda: daemon_pid(home) is not None, "the daemon")
+    wait_stored(home)  # spooled (or stored): nothing in flight
+    pid = daemon_pid(home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    sh.run("echo after > after")
+    sh.exit()
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert texts["echo first > first"] == 1 and texts["echo after > after"] == 1, texts
+
+
+MANY = 20_000
+
+
+@pytest.mark.parametrize("phase", ["running", "reading"])
+def test_daemon_killed_during_a_20000_file_command_line(phase, install, home):
+    """SIGKILL of the daemon while a command line writes 20,000 files
+    ("running": before its forwarder hands it over) or while the daemon
+    reads its events ("reading": a background process keeps the command
+    line open after its prompt).  Reading, the forwarder hands it to the
+    next daemon, which finds the control message the killed one took
+    (shournal.capture.spool.keep_started); the events the killed one had are
+    counted as lost on the way and said.  Every command is stored once."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    pid = daemon_pid(home)
+    assert pid is not None
+    work = home / "work"
+    started = home / ".local" / "share" / "shournal" / "spool" / "started"
+    out = ""
+    if phase == "running":
+        line = (f"mkdir many && (cd many && seq {MANY} | xargs touch) && "
+                "while [ ! -e go ]; do sleep 0.05; done")
+        sh.proc.sendline(line)
+        wait_for(lambda: (work / "many").is_dir() and len(os.listdir(work / "many")) == MANY,
+                 "the files", 120)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+        (work / "go").touch()
+        sh.proc.expect(PROMPT, timeout=60)
+    else:
+        line = (f"mkdir many && (cd many && seq {MANY} | xargs touch) && "
+                "(sleep 300 >/dev/null 2>&1 & echo $! > sleeper)")
+        sh.run(line)
+        wait_for(lambda: started.is_dir() and any(started.iterdir()),
+                 "the daemon to take the command line's control message")
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    out += sh.run("echo after > after")  # starts a new daemon
+    if phase == "reading":
+        os.kill(int((work / "sleeper").read_text()), signal.SIGTERM)
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
+    wait_drained(home)
+    out += sh.run("true")
+    sh.exit()
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert all(texts[t] == 1 for t in ("echo before > before", line, "echo after > after")), texts
+    store = Store(journal_url(home), create=False)
+    with store.reading() as conn:
+        cid, dropped, lost, relay = conn.exec_driver_sql(
+            "SELECT id, dropped_writes, lost_events, lost_relay FROM command WHERE text = ?",
+            (line,),
+        ).one()
+        writes = conn.exec_driver_sql(
+            "SELECT count(*) FROM write_event WHERE command_id = ?", (cid,)
+        ).scalar()
+    store.close()
+    print(f"phase {phase}: {writes} write events stored, {dropped} dropped (cap), "
+          f"{lost} lost (relay {relay})")
+    assert not any(started.iterdir())
+    # (past the write cap, events are counted as dropped)
+    if phase == "running":
+        assert lost == 0 and writes + dropped >= MANY, (writes, dropped, lost)
+        return
+    # what was not stored is counted, with its reason
+    assert lost > 0 and relay == lost, (lost, relay)
+    assert writes + dropped + lost >= MANY, (writes, dropped, lost)
+    assert "killed while it read this command line" in out + warnings_text(home), out
 
 
 def _record(i: int) -> CommandRecord:
@@ -351,6 +470,25 @@ def test_query_waits_for_spooled_commands(install, home):
     releaser.join()
     sh.exit()
     assert "echo q > qfile" in out, out
+
+
+def test_query_says_when_spooled_commands_are_not_in_its_result(install, home):
+    """The journal stays locked past the query's bounded wait: the query
+    shows what the journal has and says, in one line, how many finished
+    commands are not in it yet."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    sh.run("echo q > qfile")
+    wait_stored(home)
+    assert spool_backlog(home) == 1
+    out = sh.run("shournal query --history 5")
+    lock.release()
+    sh.exit()
+    assert "echo before > before" in out and "echo q > qfile" not in out, out
+    notes = [line for line in out.splitlines() if line.startswith("shournal: ")]
+    assert len(notes) == 1 and "1 finished command(s) not in the journal yet" in notes[0], out
 
 
 def test_doctor_shows_the_daemon_and_its_backlog(install, home):
