@@ -1,84 +1,9 @@
 """The journal's schema: typed SQLAlchemy models that run unchanged on SQLite
 and PostgreSQL.
 
-Design notes (why it looks like this):
-
-* File events dominate the size of a journal (a build writes 10^5 files),
-  so their rows are kept narrow: the directory is deduplicated into
-  ``directory`` and only the indexes the queries need exist.
-* Writes and reads are stored differently (schema 3).  A write is nearly
-  always a new version of a file, so ``write_event`` holds one row per
-  write, indexed by ``(hash, size)`` (content lookup for --wfile) and
-  ``command_id`` (listing a command's writes, cascading deletes).  Reads
-  mostly repeat: the same headers, scripts and data are read by command
-  after command.  So each distinct read file version (directory,
-  basename, size, mtime, hash, mode) is stored once in ``read_file`` and
-  ``read_event (command_id, read_file_id)`` says which commands read it
-  (the layout of the original shournal's readFile/readFileCmd).  On the
-  synthetic 10^7-event journal of bench/query_perf.py that took the
-  journal from 117 to 96.7 bytes per event (see bench/README.md).
-* The id of a read event that users see (JSON ``id``, ``shournal restore
-  --file-id``) is the read file's id: every command that read one version
-  shows the same id.  Write ids are a separate series.  Migrating from
-  schema 2, a read file takes the smallest id of the read events it
-  replaces, so ids printed before still name the same file.
-* ``read_event`` is WITHOUT ROWID on SQLite (the key is the row: about 10
-  bytes per read) with one reverse index ``(read_file_id, command_id)``
-  (another ~10 bytes per read): the read criteria (--rfile, --rname ...)
-  and the garbage collection after ``shournal delete`` go from read files
-  to commands.
-* ``read_file`` has no unique constraint: a unique index over the whole
-  version key (basename included) cost ~20 bytes more per read file than
-  the ``(hash, size, mtime_ns)`` index that --rfile needs anyway, enough to
-  push a copy of 10^5 new files (every read a new version) past 100 bytes
-  per event.  Instead, writers never run the find-or-insert concurrently:
-  SQLite's write transaction (BEGIN IMMEDIATE) excludes other writers, and
-  on PostgreSQL the writer holds an advisory transaction lock for it (see
-  Store.add_command).  ``mtime_ns`` is in that index so that looking up an
-  empty (hashless) file is one seek, not a walk over all empty files.
-* Why ``size`` is in the content indexes: --wfile also accepts events
-  without a hash (``b""``: hashing disabled) of the same size and mtime.
-  With ``hash`` alone that branch walked every empty file in the journal.
-  Empty files themselves (size 0, no hash) are found by the small partial
-  index of hashless writes on ``mtime_ns``; putting ``mtime_ns`` into the
-  full write index instead cost ~10 bytes per write.
-* A command's working directory is deduplicated into ``working_dir``
-  (``command.cwd_id``, indexed): a session stays in a few directories,
-  and the text in every command row plus its index cost 6.9 bytes per
-  event on the synthetic journal (moving it: 96.7 -> 86.4 B/event).  It
-  is a table of its own rather than a row of ``directory``: a cwd is text
-  (SafeText, as the command line), so ``workingDir`` shows exactly what it
-  showed when it was a column (undecodable bytes as ``\\xNN`` escapes),
-  and --cwd compares, LIKEs and GLOBs text on both backends as before
-  (PostgreSQL cannot ILIKE bytea, which delete --cwd needs).  Sharing rows
-  with file directories would save only the few distinct cwds.
-* ``command`` has indexes on ``session_id`` and ``cwd_id`` for --session-id
-  and --cwd (and the garbage collection); they are per command, about a
-  tenth of the events.
-* ``directory`` has no index on ``path``: a unique index stores every
-  path a second time, which cost ~5.9 bytes per event on a copy of the
-  Linux tree into a long path (a proxy of the copy benchmark with the
-  tree's real paths: 10^4 directories, 1.6*10^5 events).  The
-  writer finds directories by ``path_hash`` (XXH64 of the path as a
-  signed BIGINT; indexed, not unique) and compares the path, so a
-  collision only means one more row to compare.  Like read files, new
-  directories are inserted only under the writers' find-or-insert lock
-  (Store._directory_ids).  Readers lose nothing: --wpath/--rpath patterns
-  never used the path index (SQLite GLOBs the path cast to text, and the
-  events have no directory_id index, so those criteria scan the events
-  anyway); an exact --wpath seeks ``path_hash``.  Dropping the index and
-  adding the hash took that proxy from 106.1 to 101.9 B/event.
-* ``mode`` is NULL for the mode of nearly every file, 0o100644 (FileMode
-  maps it both ways): SQLite stores 33188 in 3 bytes, NULL in none, so it
-  saves ~3 bytes per write and per read file (the copy proxy: 101.9 ->
-  98.9 B/event).  Raw SQL must read it as ``coalesce(mode, 33188)``.
-* Paths are raw bytes (LargeBinary): Linux file names need not be UTF-8.
-  A directory is stored with its trailing slash so that ``dir + basename``
-  restores the exact reported path, whatever it looked like.
-* The partial hash is 8 raw bytes, little-endian (as the original stores it),
-  and ``b""`` for "no hash", never NULL: a uint64 does not fit a signed
-  BIGINT, and NULLs would be distinct in unique constraints.
-* Timestamps of commands are timezone-aware UTC; mtimes are integer ns.
+Why it looks like this (narrow event rows, deduplicated reads, directories
+and working directories, the indexes, how paths, modes, hashes and times
+are stored): docs/design.md, "Schema notes".
 """
 
 from __future__ import annotations
@@ -194,8 +119,8 @@ def stored_mode(mode: int) -> int | None:
 
 
 class FileMode(TypeDecorator[int]):
-    """A file's st_mode; the common 0o100644 is stored as NULL (see the
-    notes at the top), transparently both ways."""
+    """A file's st_mode; the common 0o100644 is stored as NULL (see
+    docs/design.md, "Schema notes"), transparently both ways."""
 
     impl = Integer
     cache_ok = True
@@ -295,7 +220,7 @@ class Command(Base):
 
 
 class WorkingDir(Base):
-    """A working directory of commands, as text (see the notes at the top)."""
+    """A working directory of commands, as text (docs/design.md, "Schema notes")."""
 
     __tablename__ = "working_dir"
 
@@ -316,7 +241,7 @@ def _default_path_hash(context: Any) -> int:
 
 class Directory(Base):
     """A directory of file events, with its trailing slash.  Found by
-    ``path_hash`` (see the notes at the top); the path is not indexed."""
+    ``path_hash`` (docs/design.md, "Schema notes"); the path is not indexed."""
 
     __tablename__ = "directory"
     __table_args__ = (Index(None, "path_hash"),)
@@ -376,7 +301,7 @@ class ReadFile(Base):
     __table_args__ = (
         CheckConstraint("length(hash) IN (0, 8)", name="hash_length"),
         # The content index (--rfile) and the writer's lookup of known
-        # versions; not unique (see the notes at the top).
+        # versions; not unique (docs/design.md, "Schema notes").
         Index(None, "hash", "size", "mtime_ns"),
     )
 
