@@ -635,7 +635,8 @@ def collect(
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the
     # command is recorded with its apparatus).
-    from shournal import reproduce, spool
+    from shournal import reproduce
+    from shournal.capture import spool
 
     collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd)
     forwarder = os.getpid() if pid is None else pid

@@ -95,7 +95,7 @@ def _live(store: Store) -> set[str]:
 
 
 def _waiting_in_spool() -> bool:
-    from shournal import spool
+    from shournal.capture import spool
 
     return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0
 
