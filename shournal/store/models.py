@@ -105,6 +105,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+from shournal.store.light import COMMON_MODE as COMMON_MODE
 
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
@@ -182,10 +183,6 @@ class SafeText(TypeDecorator[str]):
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         return None if value is None else safe_text(value)
-
-
-# The mode of nearly every file event: a regular file, rw-r--r--.
-COMMON_MODE = 0o100644
 
 
 def stored_mode(mode: int) -> int | None:
