@@ -7,7 +7,6 @@ output is the same byte for byte."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -82,7 +81,11 @@ def render(
     from shournal.render.human import render_human, render_stats, use_color
 
     tty = output is None and use_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if output is None and sys.stdout.isatty() else None
+    width = None
+    if output is None and sys.stdout.isatty():
+        import shutil  # only here: with bz2 and lzma, ~5 ms of every start-up
+
+        width = shutil.get_terminal_size().columns
     text = render_human(commands, max_files=max_files, color=tty, width=width)
     if stats is not None and max_stats > 0:
         section = render_stats(

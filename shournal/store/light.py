@@ -32,7 +32,6 @@ from typing import Any
 from urllib.parse import quote
 
 from shournal.data import CommandView, FileEventView, FileProbe
-from shournal.hashing import hash_from_bytes
 from shournal.record import LOST_REASONS
 
 __all__ = [
@@ -42,12 +41,27 @@ __all__ = [
     "READS_SCHEMA",
     "LightReader",
     "Unanswered",
+    "hash_from_bytes",
+    "hash_to_bytes",
     "journal_file",
 ]
 
 # The mode of nearly every file event (a regular file, rw-r--r--), stored
 # as NULL (see the notes in shournal.store.models).
 COMMON_MODE = 0o100644
+
+
+def hash_to_bytes(value: int | None) -> bytes:
+    """A partial hash as stored: 8 bytes little-endian, ``b""`` for none."""
+    if value is None:
+        return b""
+    return value.to_bytes(8, "little")
+
+
+def hash_from_bytes(value: bytes) -> int | None:
+    """Inverse of :func:`hash_to_bytes`."""
+    return int.from_bytes(value, "little") if value else None
+
 
 # Enough for the human output's first lines of an archived script.
 PREVIEW_BYTES = 4096
@@ -188,7 +202,7 @@ class LightReader:
                 "WHERE length(hash) = 0 AND size = 0 AND mtime_ns = ?",
                 [probe.mtime_ns],
             )
-        hashes = [h.to_bytes(8, "little") for h in sorted(probe.hashes)]
+        hashes = [hash_to_bytes(h) for h in sorted(probe.hashes)]
         strict = (
             f"SELECT command_id FROM write_event WHERE hash IN ({_marks([*hashes, b''])}) "
             "AND size = ? AND mtime_ns = ?",

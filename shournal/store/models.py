@@ -106,6 +106,8 @@ from sqlalchemy.types import TypeDecorator
 
 from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
 from shournal.store.light import COMMON_MODE as COMMON_MODE
+from shournal.store.light import hash_from_bytes as hash_from_bytes
+from shournal.store.light import hash_to_bytes as hash_to_bytes
 
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
@@ -420,16 +422,6 @@ class Apparatus(Base):
     # The recorded command this one was derived from (`shournal rerun`);
     # no foreign key: the origin may be deleted, the link stays as history.
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
-
-
-def hash_to_bytes(value: int | None) -> bytes:
-    if value is None:
-        return b""
-    return value.to_bytes(8, "little")
-
-
-def hash_from_bytes(value: bytes) -> int | None:
-    return int.from_bytes(value, "little") if value else None
 
 
 def split_path(path: bytes) -> tuple[bytes, bytes]:
