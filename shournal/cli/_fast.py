@@ -90,8 +90,10 @@ def answer(argv: list[str]) -> int | None:
     fmt = OutputFormat(output_format)
     human = fmt is OutputFormat.human
     min_stats, max_stats = stat_counts(STAT_COUNTS)
-    # The order of the full path: the file is checked before the journal is
-    # opened, the journal opened after waiting for commands being stored.
+    # The order of the full path: the file is checked first; the journal is
+    # read (one transaction) only after waiting for commands still being
+    # stored.  Opening it before only reads its schema version, so that a
+    # journal for the full path is handed over before anything is waited for.
     try:
         if wfile is not None:
             check_file(wfile)

@@ -148,7 +148,7 @@ class LightReader:
         uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
         try:
             self._conn = sqlite3.connect(
-                uri, uri=True, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=False
+                uri, uri=True, isolation_level=None, timeout=BUSY_SECONDS
             )
         except sqlite3.Error as e:
             raise Unanswered(str(e)) from None
