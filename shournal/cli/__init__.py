@@ -11,7 +11,8 @@ module imports nothing heavy.  The typer application lives in
 :mod:`shournal.cli._app` and is imported on first use (``main()`` or
 ``from shournal.cli import app``); `shournal version` (`--version`) and
 `shournal init SHELL` are answered without it, and the commands import the store
-(SQLAlchemy) inside their functions.
+(SQLAlchemy) inside their functions.  `shournal query --history N` and
+`--wfile F` are answered without either (:mod:`shournal.cli._fast`).
 """
 
 from __future__ import annotations
@@ -75,8 +76,18 @@ def _one_line(exc: BaseException) -> str:
     return " ".join((fmt() if fmt else str(exc)).split())
 
 
-def main() -> None:
+def main(*, fast_query: bool = True) -> None:
+    """The console entry point.  ``fast_query`` False: `shournal query`
+    always through the full CLI (the fast path's tests compare the two)."""
     status = _fast_path(sys.argv[1:])
+    if status is None and fast_query:
+        # The common read-only queries, without typer and SQLAlchemy.
+        from shournal.cli._fast import answer
+
+        try:
+            status = answer(sys.argv[1:])
+        except KeyboardInterrupt:
+            sys.exit(130)
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)

@@ -7,8 +7,6 @@ The exit statuses themselves are documented in :mod:`shournal.cli`.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli._output import write as write
 from shournal.data import INT64_MAX
 
 if TYPE_CHECKING:
@@ -36,18 +35,6 @@ def fail(message: str, code: int) -> NoReturn:
     """:func:`note`, then exit with ``code``."""
     note(message)
     raise typer.Exit(code)
-
-
-def write(text: str) -> None:
-    """``text`` to stdout; a reader that went away (``| head``) is not an
-    error."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Exit quietly instead of failing again when Python flushes stdout
-        # at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def write_to(text: str, output: Path | None) -> None:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,21 +35,13 @@ from shournal.cli._common import (
     write_to,
 )
 from shournal.cli._common import fail as _fail
+from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, OutputFormat
+from shournal.cli._output import no_results as _no_results
+from shournal.cli._output import render as _render
+from shournal.cli._output import stat_counts as _stat_counts
 
 # files per command in an HTML report (the rest is counted, "... and N more")
 _HTML_MAX_FILES = 500
-
-HUMAN_MAX_FILES = 10
-
-
-class OutputFormat(StrEnum):
-    human = "human"
-    json = "json"
-    jsonl = "jsonl"
-    shournal_json = "shournal-json"
-    # Rendered by shournal.report.html.write_html(views, fp, stats=JournalStats).
-    html = "html"
-
 
 def query(
     wfile: Annotated[
@@ -152,7 +142,7 @@ def query(
             "0,0 hides them.",
             metavar="MIN,MAX",
         ),
-    ] = "5,5",
+    ] = STAT_COUNTS,
     output_format: Annotated[
         OutputFormat,
         typer.Option(
@@ -294,113 +284,6 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
         _fail(f"restore directory {e} (--restore-dir DIR chooses another)", EXIT_USAGE)
     except OSError as e:
         _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
-
-
-def _stat_counts(text: str) -> tuple[int, int]:
-    from shournal.data import QueryError
-
-    parts = text.split(",")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if len(values) != 2 or min(values) < 0:
-        raise QueryError(f"--stat-counts: expected MIN,MAX such as 5,5, got {text!r}")
-    return values[0], values[1]
-
-
-def _render(
-    fmt: OutputFormat,
-    commands: list[Any],
-    stats: Any,
-    max_files: int,
-    min_stats: int,
-    max_stats: int,
-    output: Path | None,
-    restored: Any = None,
-) -> str:
-    if fmt is OutputFormat.json:
-        from shournal.report.json import render_json
-
-        return render_json(commands)
-    if fmt is OutputFormat.jsonl:
-        from shournal.report.json import render_jsonl
-
-        return render_jsonl(commands)
-    if fmt is OutputFormat.shournal_json:
-        from shournal.report.shournal_json import render_shournal_json
-
-        if restored is None:
-            return render_shournal_json(commands)
-        return render_shournal_json(
-            commands, restore_path=os.fspath(restored.dest), restored_files=restored.count
-        )
-    from shournal.report.human import render_human, render_stats, use_color
-
-    tty = output is None and use_color(sys.stdout)
-    width = shutil.get_terminal_size().columns if output is None and sys.stdout.isatty() else None
-    text = render_human(commands, max_files=max_files, color=tty, width=width)
-    if stats is not None and max_stats > 0:
-        section = render_stats(
-            stats, min_count=min_stats, max_count=max_stats, color=tty, width=width
-        )
-        if section:
-            text += "\n" + section
-    return text
-
-
-def _no_results(missing: str, pending: int, wfile: Path | None, rfile: Path | None) -> str:
-    from shournal.report.human import NO_RESULTS
-
-    lines = [NO_RESULTS]
-    hints = _excluded_hints(wfile, rfile)
-    if missing:
-        hints.append(f"Nothing has been recorded yet: {missing}.")
-    if not os.environ.get("SHOURNAL_SESSION_ID"):
-        hints.append(
-            "Recording is off in this shell (no SHOURNAL_SESSION_ID): "
-            "`shournal init bash` prints the lines that enable it."
-        )
-    if pending:
-        hints.append(
-            f"{pending} finished command(s) were still being stored; try again in a moment."
-        )
-    if not hints:
-        hints.append(
-            "--wfile/--rfile match a file's content (size, hash, mtime), not its name; "
-            "--history 10 lists the latest commands."
-        )
-    lines += [f"Hint: {h}" for h in hints]
-    return "\n".join(lines) + "\n"
-
-
-def _excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
-    """Why a file given to --wfile/--rfile may never have been recorded."""
-    if wfile is None and rfile is None:
-        return []
-    from shournal.capture.filters import PathRule
-    from shournal.config import ConfigError, load_config
-
-    try:
-        config = load_config(create=False)
-    except ConfigError:
-        return []
-    hints = []
-    for path, section, flag, key in (
-        (wfile, config.write_events, "--wfile", "write_events"),
-        (rfile, config.read_events, "--rfile", "read_events"),
-    ):
-        if path is None:
-            continue
-        real = os.fsencode(os.path.realpath(path))
-        if not PathRule.from_config(section).match(real):
-            hints.append(
-                f"{os.fsdecode(real)} is not recorded by the configuration "
-                f"([{key}] include/exclude paths or hidden files), so {flag} cannot find it."
-            )
-        elif key == "read_events" and not config.read_events.enable:
-            hints.append("read events are disabled in the configuration ([read_events] enable).")
-    return hints
 
 
 def _write_html(commands: list[Any], output: Path, stats: Any) -> None:

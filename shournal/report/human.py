@@ -6,7 +6,6 @@ import base64
 import os
 import socket
 import sys
-import textwrap
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, TextIO
@@ -152,6 +151,8 @@ def _wrap(lines: list[str], width: int | None) -> list[str]:
     more than their own indent (paths break anywhere: they have no blanks)."""
     if not width or width < 20:
         return lines
+    import textwrap  # only for a terminal: `shournal query` start-up (shournal.cli._fast)
+
     out: list[str] = []
     for line in lines:
         if len(line) <= width:

@@ -38,6 +38,7 @@ from shournal.store.errors import (
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
 
 
 def _v1_content_index(conn: Connection) -> None:
@@ -239,9 +240,6 @@ _PG_FIND_OR_INSERT_LOCK = 0x73686F75726E6152
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
-
-# How long to wait for another process's lock, as the original does.
-_BUSY_SECONDS = 15
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 

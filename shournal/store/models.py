@@ -30,6 +30,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+from shournal.store.light import COMMON_MODE as COMMON_MODE
+from shournal.store.light import hash_from_bytes as hash_from_bytes
+from shournal.store.light import hash_to_bytes as hash_to_bytes
 
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
@@ -107,10 +110,6 @@ class SafeText(TypeDecorator[str]):
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         return None if value is None else safe_text(value)
-
-
-# The mode of nearly every file event: a regular file, rw-r--r--.
-COMMON_MODE = 0o100644
 
 
 def stored_mode(mode: int) -> int | None:
@@ -348,16 +347,6 @@ class Apparatus(Base):
     # The recorded command this one was derived from (`shournal rerun`);
     # no foreign key: the origin may be deleted, the link stays as history.
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
-
-
-def hash_to_bytes(value: int | None) -> bytes:
-    if value is None:
-        return b""
-    return value.to_bytes(8, "little")
-
-
-def hash_from_bytes(value: bytes) -> int | None:
-    return int.from_bytes(value, "little") if value else None
 
 
 def split_path(path: bytes) -> tuple[bytes, bytes]:

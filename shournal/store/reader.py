@@ -38,6 +38,7 @@ from shournal.data import (
 )
 from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
+from shournal.store.light import PREVIEW_BYTES
 from shournal.store.models import KIND_READ, KIND_WRITE
 
 __all__ = [
@@ -52,8 +53,6 @@ __all__ = [
     "written_versions",
 ]
 
-# Enough for the human output's first lines of an archived script.
-PREVIEW_BYTES = 4096
 
 _IN_BATCH = 500
 

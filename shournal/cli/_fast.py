@@ -1,0 +1,126 @@
+"""The fast path of `shournal query`: the questions a history tool is asked
+all day, answered without typer and SQLAlchemy (whose imports alone cost
+several times the query; bench/cli_startup.py).
+
+Only these argument lists, each option at most once and in any order::
+
+    query --history N [--wfile F] [--output-format human|json|jsonl]
+    query --wfile F [--history N] [--output-format human|json|jsonl]
+
+(``--opt=value`` too).  They are answered as :func:`shournal.cli.query.query`
+answers them, step by step, through the ORM-free reader
+:mod:`shournal.store.light` and the same renderers
+(:mod:`shournal.cli._output`).  Everything else returns None before
+anything is printed or waited for, and :func:`shournal.cli.main` runs the
+full CLI: other options, a value the full parser would reject, a journal
+that is not a plain SQLite file of the current schema, a missing journal,
+a file that cannot be probed, any error of SQLite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
+
+_FORMATS = ("human", "json", "jsonl")
+
+
+# (--history, --wfile, --output-format); a plain tuple: a NamedTuple class
+# costs a millisecond of start-up.
+_Question = tuple[int | None, Path | None, str]
+
+
+def _parse(argv: list[str]) -> _Question | None:
+    """The question, or None when ``argv`` is not one of the simple forms."""
+    if not argv or argv[0] != "query":
+        return None
+    from shournal.data import INT64_MAX
+
+    values: dict[str, str] = {}
+    rest = argv[1:]
+    while rest:
+        flag, *rest = rest
+        name, eq, value = flag.partition("=")
+        if name not in ("--history", "--wfile", "--output-format") or name in values:
+            return None
+        if not eq:
+            if not rest:
+                return None
+            value, *rest = rest
+        if not value or value.startswith("-"):
+            return None
+        values[name] = value
+    history = values.get("--history")
+    wfile = values.get("--wfile")
+    fmt = values.get("--output-format", "human")
+    if history is None and wfile is None or fmt not in _FORMATS:
+        return None
+    if history is not None and not (
+        history.isascii() and history.isdigit() and int(history) <= INT64_MAX
+    ):
+        return None
+    return (
+        None if history is None else int(history), None if wfile is None else Path(wfile), fmt
+    )
+
+
+def answer(argv: list[str]) -> int | None:
+    """Answer ``shournal ARGV`` and return the exit status, or None (nothing
+    done) when the full CLI must answer it."""
+    question = _parse(argv)
+    if question is None:
+        return None
+    history, wfile, output_format = question
+    from shournal.cli._output import (
+        HUMAN_MAX_FILES,
+        STAT_COUNTS,
+        OutputFormat,
+        no_results,
+        render,
+        stat_counts,
+        write,
+    )
+    from shournal.data import QueryError
+    from shournal.journal import resolve_url
+    from shournal.query.find import check_file, probe_file, wait_for_pending
+    from shournal.store.errors import StoreError
+    from shournal.store.light import LightReader, Unanswered, journal_file
+
+    fmt = OutputFormat(output_format)
+    human = fmt is OutputFormat.human
+    min_stats, max_stats = stat_counts(STAT_COUNTS)
+    # The order of the full path: the file is checked first; the journal is
+    # read (one transaction) only after waiting for commands still being
+    # stored.  Opening it before only reads its schema version, so that a
+    # journal for the full path is handed over before anything is waited for.
+    try:
+        if wfile is not None:
+            check_file(wfile)
+        reader = LightReader(journal_file(resolve_url()))
+    except (QueryError, StoreError, Unanswered):
+        return None
+    with reader:
+        pending = wait_for_pending()
+        try:
+            reader.begin()
+            written = None
+            if wfile is not None:
+                written = probe_file(wfile, reader.hash_settings())
+            commands = reader.find(
+                written=written,
+                history=history,
+                max_files=HUMAN_MAX_FILES if human else None,
+            )
+            stats = None
+            if commands and human and max_stats > 0:
+                from shournal.store.stats import DEFAULT_TOP
+
+                stats = reader.stats_of([c.id for c in commands], DEFAULT_TOP)
+        except (QueryError, Unanswered):
+            return None
+    if human and not commands:
+        write(no_results("", pending, wfile, None))
+    else:
+        write(render(fmt, commands, stats, HUMAN_MAX_FILES, min_stats, max_stats, None))
+    return EXIT_FOUND if commands else EXIT_NOT_FOUND

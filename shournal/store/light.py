@@ -1,0 +1,443 @@
+"""The ORM-free reader: the few reads of a SQLite journal that ``shournal
+query --history N`` and ``shournal query --wfile F`` need, with the
+standard library's sqlite3 alone.
+
+Why it exists: those two are what a history tool is asked all day, and
+importing SQLAlchemy and its models costs several times the query itself
+(bench/cli_startup.py).  :mod:`shournal.cli._fast` answers them through
+this module and falls back to the full CLI (:mod:`shournal.store.reader`
+over SQLAlchemy) for everything else.  So this module is deliberately
+narrow: read-only (``mode=ro``, nothing on disk changes), SQLite only, and
+only a journal of :data:`READS_SCHEMA`; anything it cannot open or read as
+the full path would is :class:`Unanswered`, and the caller falls back.
+
+The views it returns are those of :mod:`shournal.store.reader` (same
+columns, order, conversions: NULL mode is :data:`COMMON_MODE`, times are
+aware UTC, hashes 8 bytes little-endian), and the statistics those of
+:func:`shournal.store.stats.compute_stats` for a list of command ids;
+tests/test_cli_fast_path.py compares the two paths' output byte for byte.
+
+The constants below are facts of the journal both readers use; the
+SQLAlchemy side imports them from here.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from shournal.capture.record import LOST_REASONS
+from shournal.data import CommandView, FileEventView, FileProbe
+
+__all__ = [
+    "BUSY_SECONDS",
+    "COMMON_MODE",
+    "PREVIEW_BYTES",
+    "READS_SCHEMA",
+    "LightReader",
+    "Unanswered",
+    "hash_from_bytes",
+    "hash_to_bytes",
+    "journal_file",
+]
+
+# The mode of nearly every file event (a regular file, rw-r--r--), stored
+# as NULL (see the notes in shournal.store.models).
+COMMON_MODE = 0o100644
+
+
+def hash_to_bytes(value: int | None) -> bytes:
+    """A partial hash as stored: 8 bytes little-endian, ``b""`` for none."""
+    if value is None:
+        return b""
+    return value.to_bytes(8, "little")
+
+
+def hash_from_bytes(value: bytes) -> int | None:
+    """Inverse of :func:`hash_to_bytes`."""
+    return int.from_bytes(value, "little") if value else None
+
+
+# Enough for the human output's first lines of an archived script.
+PREVIEW_BYTES = 4096
+
+# How long to wait for another process's lock, as the original does.
+BUSY_SECONDS = 15
+
+# The schema version whose tables the SQL below reads.  A journal of any
+# other version (older: the full path upgrades it first) is Unanswered;
+# tests/test_cli_fast_path.py fails when the models' SCHEMA_VERSION moves
+# on without this module being reviewed.
+READS_SCHEMA = 6
+
+_IN_BATCH = 500
+
+_COMMAND_SELECT = (
+    "SELECT c.id, c.text, c.return_value, c.start_time, c.end_time, w.path, e.username, "
+    "e.hostname, s.uuid, h.chunk_size, h.max_reads, c.dropped_writes, c.dropped_reads, "
+    "c.lost_events, a.derived_from, "
+    + ", ".join(f"c.lost_{reason}" for reason in LOST_REASONS)
+    + " FROM command c JOIN env e ON e.id = c.env_id "
+    "JOIN working_dir w ON w.id = c.cwd_id "
+    "LEFT OUTER JOIN shell_session s ON s.id = c.session_id "
+    "LEFT OUTER JOIN hash_setting h ON h.id = c.hash_setting_id "
+    "LEFT OUTER JOIN apparatus a ON a.command_id = c.id"
+)
+
+
+class Unanswered(Exception):
+    """This journal or question is not for the light reader; use the full
+    path (which gives the answer, or the error, the user must see)."""
+
+
+def journal_file(url: str | None) -> str:
+    """The SQLite file of the journal :func:`shournal.journal.resolve_url`
+    named, as :class:`shournal.store.db.Store` would open it.
+
+    :raises Unanswered: not a plain ``sqlite:///FILE`` URL, or the default
+        journal's directory is not safe to use (the full path says why).
+    """
+    if url is None:
+        from shournal import _paths
+
+        path = _paths.default_db_path()
+        try:
+            _paths.check_own_directory(path.parent, follow_links=True, forbidden_mode=0o022)
+        except FileNotFoundError:
+            raise Unanswered("no journal directory") from None
+        except (_paths.UnsafeDirectory, OSError):
+            raise Unanswered("journal directory not usable") from None
+        return str(path)
+    prefix = "sqlite:///"
+    rest = url[len(prefix) :] if url.startswith(prefix) else ""
+    # Query strings, escapes and in-memory databases: SQLAlchemy's URL
+    # parser decides what they mean.
+    if not rest or any(ch in rest for ch in "?%#") or rest == ":memory:":
+        raise Unanswered("not a plain SQLite file URL")
+    return rest
+
+
+def _utc(value: str | None) -> datetime | None:
+    """A stored command time (SQLAlchemy's SQLite DATETIME text, UTC) as an
+    aware datetime, as models.UtcDateTime reads it."""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+class LightReader:
+    """A read-only connection to a SQLite journal of :data:`READS_SCHEMA`.
+
+    :raises Unanswered: no such file, not a database, another schema
+        version, or any error of SQLite.
+    """
+
+    def __init__(self, path: str) -> None:
+        if not os.path.exists(path):
+            raise Unanswered("no journal file")
+        uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        try:
+            self._conn = sqlite3.connect(
+                uri, uri=True, isolation_level=None, timeout=BUSY_SECONDS
+            )
+        except sqlite3.Error as e:
+            raise Unanswered(str(e)) from None
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
+            self.check_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> LightReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise Unanswered(str(e)) from None
+
+    def check_schema(self) -> None:
+        """:raises Unanswered: the journal is not of :data:`READS_SCHEMA`."""
+        rows = self._rows("SELECT version FROM schema_version WHERE id = 1")
+        if [tuple(r) for r in rows] != [(READS_SCHEMA,)]:
+            raise Unanswered("another schema version")
+
+    def begin(self) -> None:
+        """Start the read transaction the reads after it share (one
+        consistent snapshot, as Store.reading)."""
+        self._rows("BEGIN")
+        self.check_schema()
+
+    # -- commands ------------------------------------------------------------------
+
+    def hash_settings(self) -> list[tuple[int, int]]:
+        """Every (chunk size, max reads) the journal has hashed with."""
+        return [(c, r) for c, r in self._rows("SELECT chunk_size, max_reads FROM hash_setting")]
+
+    def _written_match(self, probe: FileProbe) -> tuple[str, list[Any]]:
+        """Command ids that wrote the probed content (reader._file_match for
+        writes): size, hash and mtime; without a command of that mtime, size
+        and hash alone (tools such as wget or tar set old mtimes)."""
+        if probe.size == 0:
+            return (
+                "SELECT command_id FROM write_event "
+                "WHERE length(hash) = 0 AND size = 0 AND mtime_ns = ?",
+                [probe.mtime_ns],
+            )
+        hashes = [hash_to_bytes(h) for h in sorted(probe.hashes)]
+        strict = (
+            f"SELECT command_id FROM write_event WHERE hash IN ({_marks([*hashes, b''])}) "
+            "AND size = ? AND mtime_ns = ?",
+            [*hashes, b"", probe.size, probe.mtime_ns],
+        )
+        if not hashes or self._rows(strict[0] + " LIMIT 1", strict[1]):
+            return strict
+        return (
+            f"SELECT command_id FROM write_event WHERE hash IN ({_marks(hashes)}) AND size = ?",
+            [*hashes, probe.size],
+        )
+
+    def find(
+        self, *, written: FileProbe | None, history: int | None, max_files: int | None
+    ) -> list[CommandView]:
+        """reader.select_commands for no criteria but the written content
+        and ``--history``: oldest first, with their files."""
+        sql, params = _COMMAND_SELECT, []
+        if written is not None:
+            match, params = self._written_match(written)
+            sql += f" WHERE c.id IN ({match})"
+        if history is None:
+            sql += " ORDER BY c.start_time, c.id"
+        else:
+            sql += " ORDER BY c.start_time DESC, c.id DESC LIMIT ?"
+            params.append(history)
+        rows = self._rows(sql, params)
+        if history is not None:
+            rows.reverse()
+        commands = [_command_view(r) for r in rows]
+        self._attach_events(commands, max_files)
+        return commands
+
+    def _attach_events(self, commands: list[CommandView], max_files: int | None) -> None:
+        by_id = {cmd.id: cmd for cmd in commands}
+        ids = list(by_id)
+        for start in range(0, len(ids), _IN_BATCH):
+            batch = ids[start : start + _IN_BATCH]
+            params: list[Any] = list(batch)
+            if max_files is not None:
+                # Cut lists: the totals need counting.
+                for table, attr in (("write_event", "write_count"), ("read_event", "read_count")):
+                    for cmd_id, count in self._rows(
+                        f"SELECT command_id, count(*) FROM {table} "
+                        f"WHERE command_id IN ({_marks(batch)}) GROUP BY command_id",
+                        batch,
+                    ):
+                        setattr(by_id[cmd_id], attr, count)
+                if max_files == 0:
+                    continue
+                params.append(max_files)
+            for writes in (True, False):
+                events: dict[int, list[FileEventView]] = defaultdict(list)
+                for r in self._rows(_events_sql(writes, len(batch), max_files is not None), params):
+                    events[r[1]].append(
+                        FileEventView(
+                            id=r[0],
+                            path=bytes(r[2]) + bytes(r[3]),
+                            size=r[4],
+                            mtime_ns=r[5],
+                            hash=hash_from_bytes(bytes(r[6])),
+                            mode=COMMON_MODE if r[7] is None else r[7],
+                            content_id=r[8],
+                            content_preview=None if r[9] is None else bytes(r[9]),
+                            content_size=r[10],
+                        )
+                    )
+                for cmd_id in batch:
+                    found = events.get(cmd_id, [])
+                    cmd = by_id[cmd_id]
+                    if writes:
+                        cmd.writes = found
+                    else:
+                        cmd.reads = found
+                    if max_files is None:
+                        # Everything was loaded: the totals are the lists.
+                        if writes:
+                            cmd.write_count = len(found)
+                        else:
+                            cmd.read_count = len(found)
+
+    # -- statistics ----------------------------------------------------------------
+
+    def stats_of(self, command_ids: Iterable[int], top: int) -> Any:
+        """shournal.store.stats.compute_stats(command_ids=...) without criteria:
+        totals and top-``top`` lists over these commands."""
+        from shournal.store.stats import (
+            CommandModifications,
+            DirectoryActivity,
+            JournalStats,
+            SessionCommands,
+            WorkingDirCommands,
+        )
+
+        out = JournalStats()
+        ids = sorted(set(command_ids))
+        if not ids:
+            return out
+        modifications: Counter[int] = Counter()
+        sessions: Counter[int] = Counter()
+        session_times: dict[int, tuple[datetime, datetime]] = {}
+        cwds: Counter[str] = Counter()
+        dirs_w: Counter[int] = Counter()
+        dirs_r: Counter[int] = Counter()
+        session_ids: set[int] = set()
+        for start in range(0, len(ids), _IN_BATCH):
+            batch = ids[start : start + _IN_BATCH]
+            inc = f"id IN ({_marks(batch)})"
+            inw = f"command_id IN ({_marks(batch)})"
+            ((n, first, last),) = self._rows(
+                f"SELECT count(id), min(start_time), max(start_time) FROM command WHERE {inc}",
+                batch,
+            )
+            out.commands += n
+            first, last = _utc(first), _utc(last)
+            if first is not None and last is not None:
+                out.first_start = first if out.first_start is None else min(out.first_start, first)
+                out.last_start = last if out.last_start is None else max(out.last_start, last)
+            for table, attr in (("write_event", "written_events"), ("read_event", "read_events")):
+                ((count,),) = self._rows(f"SELECT count(*) FROM {table} WHERE {inw}", batch)
+                setattr(out, attr, getattr(out, attr) + count)
+            for cid, count in self._rows(
+                f"SELECT command_id, count(*) FROM write_event WHERE {inw} GROUP BY command_id",
+                batch,
+            ):
+                modifications[cid] += count
+            for sid, count, lo, hi in self._rows(
+                "SELECT session_id, count(*), min(start_time), max(end_time) FROM command "
+                f"WHERE session_id IS NOT NULL AND {inc} GROUP BY session_id",
+                batch,
+            ):
+                session_ids.add(sid)
+                sessions[sid] += count
+                lo, hi = _utc(lo), _utc(hi)
+                old = session_times.get(sid)
+                session_times[sid] = (
+                    (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))  # type: ignore[type-var]
+                )
+            for path, count in self._rows(
+                "SELECT w.path, p.n FROM working_dir w JOIN (SELECT cwd_id, count(*) AS n "
+                f"FROM command WHERE {inc} GROUP BY cwd_id) p ON p.cwd_id = w.id",
+                batch,
+            ):
+                cwds[path] += count
+            # Every event once: writes, and reads through their read file.
+            for did, w, total in self._rows(
+                "SELECT directory_id, sum(w), count(*) FROM ("
+                f"SELECT directory_id, 1 AS w FROM write_event WHERE {inw} UNION ALL "
+                "SELECT f.directory_id, 0 AS w FROM read_event r JOIN read_file f "
+                f"ON f.id = r.read_file_id WHERE r.{inw}) GROUP BY directory_id",
+                [*batch, *batch],
+            ):
+                dirs_w[did] += int(w or 0)
+                dirs_r[did] += int(total) - int(w or 0)
+        out.sessions = len(session_ids)
+
+        def best(counter: Counter[Any]) -> list[Any]:
+            return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+        def by_id(table: str, column: str, wanted: list[Any]) -> dict[Any, Any]:
+            if not wanted:
+                return {}
+            return dict(
+                self._rows(
+                    f"SELECT id, {column} FROM {table} WHERE id IN ({_marks(wanted)})", wanted
+                )
+            )
+
+        top_mods = best(modifications)
+        texts = by_id("command", "text", [cid for cid, _ in top_mods])
+        out.most_modifications = [
+            CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
+        ]
+        top_sessions = best(sessions)
+        uuids = by_id("shell_session", "uuid", [sid for sid, _ in top_sessions])
+        out.sessions_most_commands = [
+            SessionCommands(bytes(uuids[sid]), n, *session_times[sid]) for sid, n in top_sessions
+        ]
+        out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(cwds)]
+        top_dirs = best(Counter({d: dirs_w[d] + dirs_r[d] for d in dirs_w}))
+        paths = by_id("directory", "path", [d for d, _ in top_dirs])
+        out.busiest_directories = [
+            DirectoryActivity(bytes(paths[d]), dirs_w[d], dirs_r[d]) for d, _ in top_dirs
+        ]
+        return out
+
+
+def _events_sql(writes: bool, n: int, limited: bool) -> str:
+    """A batch of ``n`` commands' written (or read) files, by command and
+    event id; ``limited``: only the first ``?`` (the last parameter) per
+    command, without fetching the rest of a command that wrote 10^5 files."""
+    table, order = ("write_event", "id") if writes else ("read_event", "read_file_id")
+    where = f"command_id IN ({', '.join('?' * n)})"
+    if limited:
+        ev = (
+            f"(SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY command_id "
+            f"ORDER BY {order}) AS rank FROM {table} WHERE {where}) WHERE rank <= ?)"
+        )
+    else:
+        ev = f"(SELECT * FROM {table} WHERE {where})"
+    if writes:
+        return (
+            "SELECT ev.id, ev.command_id, d.path, ev.basename, ev.size, ev.mtime_ns, ev.hash, "
+            f"ev.mode, NULL, NULL, NULL FROM {ev} AS ev "
+            "JOIN directory d ON d.id = ev.directory_id ORDER BY ev.command_id, ev.id"
+        )
+    return (
+        "SELECT f.id, ev.command_id, d.path, f.basename, f.size, f.mtime_ns, f.hash, f.mode, "
+        f"f.content_id, substr(c.data, 1, {PREVIEW_BYTES}), length(c.data) FROM {ev} AS ev "
+        "JOIN read_file f ON f.id = ev.read_file_id JOIN directory d ON d.id = f.directory_id "
+        "LEFT OUTER JOIN content c ON c.id = f.content_id ORDER BY ev.command_id, ev.read_file_id"
+    )
+
+
+def _command_view(r: Any) -> CommandView:
+    return CommandView(
+        id=r[0],
+        text=r[1],
+        return_value=r[2],
+        start_time=_utc(r[3]),  # type: ignore[arg-type]
+        end_time=_utc(r[4]),  # type: ignore[arg-type]
+        working_dir=r[5],
+        username=r[6],
+        hostname=r[7],
+        session_uuid=None if r[8] is None else bytes(r[8]),
+        hash_chunk_size=r[9],
+        hash_max_reads=r[10],
+        dropped_writes=r[11],
+        dropped_reads=r[12],
+        lost_events=r[13],
+        derived_from=r[14],
+        lost_reasons={
+            reason: n
+            for reason, n in zip(LOST_REASONS, r[15 : 15 + len(LOST_REASONS)], strict=True)
+            if n
+        },
+    )
+
