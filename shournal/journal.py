@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 
     from shournal.capture.record import CommandRecord
     from shournal.config import Config
+    from shournal.data import JournalStats
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
-    from shournal.store.stats import JournalStats
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -308,7 +308,8 @@ class Journal:
         modifications, sessions with most commands, busiest working
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
-        from shournal.store.stats import DEFAULT_TOP, compute_stats
+        from shournal.data import DEFAULT_TOP
+        from shournal.store.stats import compute_stats
 
         return compute_stats(
             self.store,

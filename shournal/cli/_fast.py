@@ -114,7 +114,7 @@ def answer(argv: list[str]) -> int | None:
             )
             stats = None
             if commands and human and max_stats > 0:
-                from shournal.store.stats import DEFAULT_TOP
+                from shournal.data import DEFAULT_TOP
 
                 stats = reader.stats_of([c.id for c in commands], DEFAULT_TOP)
         except (QueryError, Unanswered):

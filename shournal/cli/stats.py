@@ -45,9 +45,9 @@ def stats(
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
+    from shournal.data import JournalStats
     from shournal.query.criteria import parse_criteria
     from shournal.store import StoreMissing
-    from shournal.store.stats import JournalStats
 
     with errors_to_status():
         criteria = parse_criteria(

@@ -27,8 +27,7 @@ from importlib import resources
 from typing import Any, TextIO
 
 from shournal.capture.record import lost_reason_parts
-from shournal.data import CommandView, FileEventView
-from shournal.store.stats import JournalStats
+from shournal.data import CommandView, FileEventView, JournalStats
 
 __all__ = ["TOP_N", "commands_per_day", "render_html", "write_html"]
 

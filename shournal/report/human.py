@@ -15,7 +15,7 @@ from shournal.data import CommandView, FileEventView
 from shournal.terminal import printable
 
 if TYPE_CHECKING:
-    from shournal.store.stats import JournalStats
+    from shournal.data import JournalStats
 
 NO_RESULTS = "No results found matching the query."
 

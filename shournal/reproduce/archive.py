@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from shournal import _paths
 from shournal.capture.hashing import content_digest
@@ -205,3 +207,16 @@ class Archive:
             for blob in sub.iterdir():
                 total += blob.stat().st_size
         return total
+
+
+# A command's apparatus manifest, as the journal keeps it (command.apparatus):
+# zlib-compressed JSON; "format" in it is MANIFEST_FORMAT.
+MANIFEST_FORMAT = 1
+
+
+def encode_manifest(manifest: dict[str, Any]) -> bytes:
+    return zlib.compress(json.dumps(manifest, separators=(",", ":")).encode("ascii"))
+
+
+def decode_manifest(data: bytes) -> dict[str, Any]:
+    return json.loads(zlib.decompress(data))

@@ -45,7 +45,7 @@ def digests_of(manifest: bytes) -> set[str]:
 
     :raises ValueError: it cannot be decoded.
     """
-    from shournal.reproduce.recording import decode_manifest
+    from shournal.reproduce.archive import decode_manifest
 
     try:
         data = decode_manifest(manifest)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from shournal.reproduce.recording import decode_manifest
+from shournal.reproduce.archive import decode_manifest
 from shournal.store import models as m
 
 if TYPE_CHECKING:

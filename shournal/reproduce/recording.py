@@ -29,7 +29,6 @@ import json
 import os
 import socket
 import stat
-import zlib
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
@@ -40,10 +39,9 @@ from shournal import _paths
 from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
 from shournal.capture.listener import Collector, _read_all
 from shournal.reproduce import ENV_VAR, summary_path
-from shournal.reproduce.archive import Archive, ArchiveError
+from shournal.reproduce.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
 
 REDACTED = "<redacted by shournal>"
-MANIFEST_FORMAT = 1
 # Reasons a read or written file's content is not in the archive.
 TOO_LARGE = "too_large"  # beyond [apparatus] max_file_size
 COMMAND_CAP = "command_cap"  # beyond [apparatus] max_command_size
@@ -256,9 +254,3 @@ class ApparatusCollector(Collector):
             pass
 
 
-def encode_manifest(manifest: dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(manifest, separators=(",", ":")).encode("ascii"))
-
-
-def decode_manifest(data: bytes) -> dict[str, Any]:
-    return json.loads(zlib.decompress(data))

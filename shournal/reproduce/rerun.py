@@ -33,8 +33,9 @@ from typing import Any
 
 from shournal.capture.hashing import content_digest, partial_xxh64_bytes
 from shournal.capture.record import CommandRecord, FileEvent
+from shournal.reproduce.archive import MANIFEST_FORMAT, encode_manifest
 from shournal.reproduce.experiment import Experiment
-from shournal.reproduce.recording import MANIFEST_FORMAT, encode_manifest, redact_env
+from shournal.reproduce.recording import redact_env
 from shournal.reproduce.replay import META, Changes
 
 

@@ -289,7 +289,7 @@ class LightReader:
     def stats_of(self, command_ids: Iterable[int], top: int) -> Any:
         """shournal.store.stats.compute_stats(command_ids=...) without criteria:
         totals and top-``top`` lists over these commands."""
-        from shournal.store.stats import (
+        from shournal.data import (
             CommandModifications,
             DirectoryActivity,
             JournalStats,

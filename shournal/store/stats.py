@@ -15,75 +15,26 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from shournal.data import INT64_MAX, Criteria
+from shournal.data import (
+    DEFAULT_TOP,
+    INT64_MAX,
+    CommandModifications,
+    Criteria,
+    DirectoryActivity,
+    JournalStats,
+    SessionCommands,
+    WorkingDirCommands,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from shournal.store.db import Store
 
-DEFAULT_TOP = 5
 _IN_BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class CommandModifications:
-    """A command and how many files it wrote."""
-
-    command_id: int
-    text: str
-    written: int
-
-
-@dataclass(frozen=True, slots=True)
-class SessionCommands:
-    """A shell session and how many commands ran in it."""
-
-    session_uuid: bytes
-    commands: int
-    first_start: datetime
-    last_end: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class WorkingDirCommands:
-    """A working directory and how many commands ran in it."""
-
-    path: str
-    commands: int
-
-
-@dataclass(frozen=True, slots=True)
-class DirectoryActivity:
-    """A directory and how many file events (written + read) happened in it."""
-
-    path: bytes  # with its trailing slash, as stored
-    written: int
-    read: int
-
-    @property
-    def total(self) -> int:
-        return self.written + self.read
-
-
-@dataclass(slots=True)
-class JournalStats:
-    """Totals and the four top-N lists, each sorted by count descending."""
-
-    commands: int = 0
-    sessions: int = 0
-    written_events: int = 0
-    read_events: int = 0
-    first_start: datetime | None = None
-    last_start: datetime | None = None
-    most_modifications: list[CommandModifications] = field(default_factory=list)
-    sessions_most_commands: list[SessionCommands] = field(default_factory=list)
-    busiest_working_dirs: list[WorkingDirCommands] = field(default_factory=list)
-    busiest_directories: list[DirectoryActivity] = field(default_factory=list)
 
 
 def compute_stats(

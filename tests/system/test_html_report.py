@@ -173,7 +173,7 @@ def test_commands_per_day() -> None:
 
 
 def test_charts_drawn_from_given_stats() -> None:
-    from shournal.store.stats import (
+    from shournal.data import (
         CommandModifications,
         DirectoryActivity,
         JournalStats,

@@ -185,8 +185,8 @@ def test_human_multi_line_command_keeps_its_lines() -> None:
 
 
 def test_stats_command_text_is_escaped() -> None:
+    from shournal.data import CommandModifications, JournalStats
     from shournal.report.human import render_stats
-    from shournal.store.stats import CommandModifications, JournalStats
 
     stats = JournalStats(
         most_modifications=[CommandModifications(command_id=1, text=f"x{OSC52}", written=2)]

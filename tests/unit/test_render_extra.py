@@ -10,15 +10,15 @@ from datetime import UTC, datetime
 import pytest
 from test_render import SESSION, human, many_files, readme_command
 
-from shournal.report.human import render_stats, use_color
-from shournal.report.shournal_json import render_shournal_json
-from shournal.store.stats import (
+from shournal.data import (
     CommandModifications,
     DirectoryActivity,
     JournalStats,
     SessionCommands,
     WorkingDirCommands,
 )
+from shournal.report.human import render_stats, use_color
+from shournal.report.shournal_json import render_shournal_json
 
 
 def test_color_only_when_asked() -> None:

@@ -10,13 +10,8 @@ from sqlalchemy import inspect, text
 
 from shournal.capture.record import CommandRecord
 from shournal.config import ApparatusConfig, Config, ConfigError, helper_options, parse_config
-from shournal.reproduce.recording import (
-    REDACTED,
-    decode_manifest,
-    encode_manifest,
-    is_secret,
-    redact_env,
-)
+from shournal.reproduce.archive import decode_manifest, encode_manifest
+from shournal.reproduce.recording import REDACTED, is_secret, redact_env
 from shournal.store import Store
 from shournal.store import models as m
 

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_query import MINUTE, T0, file_event, record
+from synthetic import MINUTE, T0, file_event, record
 
 from shournal.capture.record import LOST_REASONS, FileEvent
 from shournal.store import Store, light
