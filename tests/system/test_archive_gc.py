@@ -12,9 +12,8 @@ import pytest
 from fixtures_cli import run_shournal
 
 from shournal.capture.record import CommandRecord
-from shournal.reproduce.archive import Archive
+from shournal.reproduce.archive import Archive, encode_manifest
 from shournal.reproduce.experiment import load_manifest
-from shournal.reproduce.archive import encode_manifest
 from shournal.store import Store
 
 T0 = 1_767_600_000 * 1_000_000_000
