@@ -993,7 +993,9 @@ static void do_cleanup(const char *text, int retval)
         memcpy(buf, &m, sizeof m);
         if (text && len)
             memcpy(buf + sizeof m, text, len);
-        rc = text ? (int)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+        /* No text (a dropped line, shournal disabled within it): an empty
+         * one, so that the listener does not store the line's START. */
+        rc = (int)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (text && rc < 0 &&
         (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED)) {

@@ -118,3 +118,18 @@ def test_terminal_closed_while_a_command_runs(kind, listener, install, user_home
         _assert_incomplete(cmd, user_home, "before_hup")
     finally:
         _kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_space_prefixed_line_ending_in_exec_stays_unrecorded(kind, install, user_home):
+    """A line the user keeps out of history (ignorespace, histignorespace)
+    is not sent at its start either: ending it with `exec` does not
+    journal it."""
+    rc = "HISTCONTROL=ignorespace" if kind == "bash" else "setopt histignorespace"
+    sh = Shell(kind, install, user_home, rc_extra=rc)
+    sh.run(f" echo secret > hidden; exec {kind}")
+    sh.run("echo shown > visible")
+    sh.exit()
+    # `exit`, which no prompt follows either, is stored from its start
+    texts = [c.text for c in _stored(user_home, "python")]
+    assert texts == ["echo shown > visible", "exit 123"], texts

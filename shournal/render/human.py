@@ -220,7 +220,7 @@ def render_command(
 
 # What an incomplete command (shournal.record.CommandRecord.incomplete) is.
 INCOMPLETE_TEXT = (
-    "Incomplete: no prompt reported its end (exec or hangup); exit status unknown, "
+    "Incomplete: no prompt reported its end (exec, exit or hangup); exit status unknown, "
     "ended when its last process did"
 )
 
