@@ -1170,21 +1170,12 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
         batching = 0;
         if ((p[0].revents & POLLOUT) && queue_pump(r, 0) != 0)
             _exit(0); /* the listener is gone */
-        if (p[0].revents & ~POLLOUT) {
-            struct shournal_flush req;
-            ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-                _exit(0); /* the listener is done (or gone) */
-            if (n == (ssize_t)sizeof req && req.type == SHOURNAL_MSG_FLUSH) {
-                if (relay_drain(r) < 0 || relay_send(r, SHOURNAL_MSG_FLUSHED, req.seq) != 0)
-                    _exit(0);
-            }
-            continue;
-        }
         if (p[1].revents) {
             /* One byte: the shell is about to start its next command line.
              * START: this command line has started.  Longer messages are
-             * cut by recv (SOCK_SEQPACKET) and fail the length check. */
+             * cut by recv (SOCK_SEQPACKET) and fail the length check.
+             * Before a FLUSH: a START the shell sent before the line
+             * ended must reach the listener before FLUSHED. */
             ssize_t n = recv(sync, r->from_shell, sizeof r->from_shell, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
                 (void)close(sync); /* the shell is done with us: fine */
@@ -1200,6 +1191,17 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
                        ((struct shournal_command *)(void *)r->from_shell)->type ==
                            SHOURNAL_MSG_START) {
                 if (relay_start(r, (size_t)n) != 0)
+                    _exit(0);
+            }
+            continue;
+        }
+        if (p[0].revents & ~POLLOUT) {
+            struct shournal_flush req;
+            ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                _exit(0); /* the listener is done (or gone) */
+            if (n == (ssize_t)sizeof req && req.type == SHOURNAL_MSG_FLUSH) {
+                if (relay_drain(r) < 0 || relay_send(r, SHOURNAL_MSG_FLUSHED, req.seq) != 0)
                     _exit(0);
             }
             continue;
