@@ -302,8 +302,10 @@ _shournal_start() {
         return 0
     fi
     (( _SHOURNAL_IGNORESPACE )) && _shournal_flags=/s
+    # the answer is "ok" and no warning: not read (less work on the path
+    # the line waits for)
     HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null &&
-        _shournal_trigger "start$_shournal_flags"
+        { : < "$_SHOURNAL_MAGIC/start$_shournal_flags"; } 2>/dev/null
     return 0
 }
 
