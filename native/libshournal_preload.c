@@ -845,6 +845,36 @@ static int take_next(struct shournal_setup_done *done, int *rootfd, int *nsfd, i
     return -1;
 }
 
+static char *take_text(void);
+
+/* The command line's start (see SHOURNAL_MSG_START): to the holder, which
+ * keeps it for the listener, before any of the line's programs runs.  One
+ * non-blocking send of the text the hook gave us; nothing is sent without
+ * one (a line the user keeps out of history, or no hook for it).  A
+ * failure costs only the record of a line whose end never comes. */
+static void send_start(const char *text)
+{
+    struct shournal_command m;
+    size_t len = strlen(text);
+    struct iovec iov[2];
+    struct msghdr mh = {0};
+
+    if (g_syncfd < 0 || text[0] == '\0')
+        return;
+    memset(&m, 0, sizeof m);
+    m.type = SHOURNAL_MSG_START;
+    m.return_value = SHOURNAL_RETURN_VALUE_UNKNOWN;
+    m.start_ns = g_start_ns;
+    memcpy(m.session, g_session, sizeof m.session);
+    iov[0].iov_base = &m;
+    iov[0].iov_len = sizeof m;
+    iov[1].iov_base = (void *)text;
+    iov[1].iov_len = len > SHOURNAL_MAX_START_TEXT ? SHOURNAL_MAX_START_TEXT + 1 : len;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
+    (void)sendmsg(g_syncfd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 static void do_prepare(void)
 {
     struct shournal_setup_done done;
@@ -880,6 +910,14 @@ static void do_prepare(void)
         fd = real_open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd >= 0)
             close(fd);
+    }
+    /* zsh's preexec hands the text in before this (text-raw); bash's
+     * PS0 sends it from its command substitution ("start") */
+    if (g_textfd >= 0) {
+        char *text = take_text();
+        if (text)
+            send_start(text);
+        free(text);
     }
 }
 
@@ -1061,7 +1099,9 @@ static void do_cleanup(const char *text, int retval)
         memcpy(buf, &m, sizeof m);
         if (text && len)
             memcpy(buf + sizeof m, text, len);
-        rc = text ? (int)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+        /* No text (a dropped line, shournal disabled within it): an empty
+         * one, so that the listener does not store the line's START. */
+        rc = (int)send(g_sock, buf, sizeof m + len, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (text && rc < 0 &&
         (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED)) {
@@ -1179,8 +1219,23 @@ static int handle_trigger_in(const char *action)
         snprintf(resp, sizeof resp, "ok %s", names[g_state]);
         return respond(resp);
     }
-    if (strcmp(action, "enable") != 0 && !is_shell())
+    /* bash's PS0 forks its command substitution when the command line
+     * has started (see fork()): that child hands in the line's text
+     * (text-history, then start), to the line's holder it inherited. */
+    if (!is_shell() && g_state == ST_WITHIN &&
+        (strcmp(action, "text-history") == 0 || strncmp(action, "start", 5) == 0)) {
+        if (action[0] == 's') {
+            /* start[/s]: s = drop a space-prefixed line (see cleanup) */
+            const char *flags = strchr(action, '/');
+            char *text = take_text();
+            if (text && !(flags && strchr(flags, 's') && text[0] == ' '))
+                send_start(text);
+            free(text);
+            return respond("ok");
+        }
+    } else if (strcmp(action, "enable") != 0 && !is_shell()) {
         return respond("err not the shell that enabled shournal");
+    }
     if (strcmp(action, "enable") == 0) {
         char sid[32];
         do_enable();
@@ -1389,6 +1444,20 @@ EXPORT int execve(const char *filename, char *const argv[], char *const envp[])
 {
     struct stat st;
     resolve();
+    if (g_state == ST_WITHIN && is_shell() && g_sock >= 0) {
+        /* `exec PROGRAM` ends the command line for the shell: no prompt
+         * follows to report it.  Its end of the control socket must not
+         * live on in the program (a new shell would keep the line open
+         * for its whole session); the listener stores the line from its
+         * START once the line's other processes are gone too. */
+        int rc, saved;
+        (void)fcntl(g_sock, F_SETFD, FD_CLOEXEC);
+        rc = real_execve(filename, argv, envp);
+        saved = errno;
+        (void)fcntl(g_sock, F_SETFD, 0);
+        errno = saved;
+        return rc;
+    }
     if (g_state != ST_WITHIN || is_shell() || filename == NULL)
         return real_execve(filename, argv, envp);
     if (stat(filename, &st) != 0 || (st.st_mode & (S_ISUID | S_ISGID))) {

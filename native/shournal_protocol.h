@@ -75,6 +75,21 @@ struct shournal_command {
     uint8_t session[16];
 };
 
+/* shell -> holder over the sync socket (below), once the command line has
+ * its namespace and before any of its programs runs: the line's start, so
+ * that a line whose end the shell never reports (it execs a program, it is
+ * hung up, it dies) is still stored, marked incomplete.  A struct
+ * shournal_command of type START (return_value unknown, end_ns 0) and the
+ * command text: at most SHOURNAL_MAX_START_TEXT bytes, one byte more marks
+ * a longer text as cut (COMMAND at the end carries it whole).  The holder
+ * relays it to the listener unchanged, in order with the events: a relay
+ * message of type START, no records, this after the header, padded with
+ * zeros to a multiple of 8 (the text has no NUL).  Not on the control
+ * socket: the helper waiting there (--lazy-listener) would take it for
+ * the end of the command line and start the listener next to it. */
+#define SHOURNAL_MSG_START 14u
+#define SHOURNAL_MAX_START_TEXT (SHOURNAL_MAX_EVENTS_MSG - 64)
+
 /* The relay, holder <-> listener over the socket on SHOURNAL_FD_EVENTS.
  * The fanotify group was made with CAP_SYS_ADMIN, so the kernel opens its
  * event fds without any permission check: they never leave the holder,
@@ -149,7 +164,8 @@ struct shournal_flush {
  * the next command line starts, the shell sends one byte; the holder reads
  * and hashes every event queued so far and answers with one byte.  So a
  * command line never overwrites a file before the previous one's event
- * for it has been taken (no Python on this path). */
+ * for it has been taken (no Python on this path).  The shell also sends
+ * START on it (see there). */
 #define SHOURNAL_SYNC_TIMEOUT_MS 250
 
 #define SHOURNAL_MAX_COMMAND_LEN (96 * 1024)

@@ -588,7 +588,13 @@ struct relay {
     uint8_t *hashbuf;
     int fds[SHOURNAL_MAX_FDS_PER_MSG];
     uint8_t msg[SHOURNAL_MAX_EVENTS_MSG] __attribute__((aligned(8)));
+    /* what the shell sends on the sync socket: one byte, or START */
+    uint8_t from_shell[sizeof(struct shournal_command) + SHOURNAL_MAX_START_TEXT + 1]
+        __attribute__((aligned(8)));
 };
+_Static_assert(sizeof(struct shournal_command) + SHOURNAL_MAX_START_TEXT + 1 + 7 <=
+                   SHOURNAL_MAX_EVENTS_MSG,
+               "a START fits one relay message");
 
 static void relay_sleep_ms(long ms)
 {
@@ -733,6 +739,21 @@ sent:
     r->lost_overflow = r->lost_unreadable = r->lost_path = 0;
     r->used = 0;
     return 0;
+}
+
+/* The shell's START (`len` bytes in r->from_shell, checked by the caller):
+ * relayed unchanged after the records read so far, padded to a multiple of
+ * 8 like records.  -1: the listener is gone. */
+static int relay_start(struct relay *r, size_t len)
+{
+    size_t padded = (len + 7) & ~(size_t)7;
+
+    if (r->used && relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
+        return -1;
+    memcpy(r->msg, r->from_shell, len);
+    memset(r->msg + len, 0, padded - len);
+    r->used = padded;
+    return relay_send(r, SHOURNAL_MSG_START, 0);
 }
 
 /* May the user read (write) what fd refers to?  faccessat2 checks with our
@@ -1149,6 +1170,31 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
         batching = 0;
         if ((p[0].revents & POLLOUT) && queue_pump(r, 0) != 0)
             _exit(0); /* the listener is gone */
+        if (p[1].revents) {
+            /* One byte: the shell is about to start its next command line.
+             * START: this command line has started.  Longer messages are
+             * cut by recv (SOCK_SEQPACKET) and fail the length check.
+             * Before a FLUSH: a START the shell sent before the line
+             * ended must reach the listener before FLUSHED. */
+            ssize_t n = recv(sync, r->from_shell, sizeof r->from_shell, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                (void)close(sync); /* the shell is done with us: fine */
+                sync = -1;
+                continue;
+            }
+            if (n == 1) {
+                c = (char)r->from_shell[0];
+                if (relay_drain(r) < 0)
+                    _exit(0);
+                (void)send(sync, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            } else if (n >= (ssize_t)sizeof(struct shournal_command) &&
+                       ((struct shournal_command *)(void *)r->from_shell)->type ==
+                           SHOURNAL_MSG_START) {
+                if (relay_start(r, (size_t)n) != 0)
+                    _exit(0);
+            }
+            continue;
+        }
         if (p[0].revents & ~POLLOUT) {
             struct shournal_flush req;
             ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
@@ -1157,21 +1203,6 @@ static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, 
             if (n == (ssize_t)sizeof req && req.type == SHOURNAL_MSG_FLUSH) {
                 if (relay_drain(r) < 0 || relay_send(r, SHOURNAL_MSG_FLUSHED, req.seq) != 0)
                     _exit(0);
-            }
-            continue;
-        }
-        if (p[1].revents) {
-            /* The shell is about to start its next command line. */
-            ssize_t n = recv(sync, &c, 1, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-                (void)close(sync); /* the shell is done with us: fine */
-                sync = -1;
-                continue;
-            }
-            if (n == 1) {
-                if (relay_drain(r) < 0)
-                    _exit(0);
-                (void)send(sync, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             }
             continue;
         }

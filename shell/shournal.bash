@@ -3,7 +3,8 @@
 #     SHOURNAL_ENABLE
 # Everything here is cheap and silent on success; a broken recorder prints
 # one line and the shell goes on.  No fork happens on the per-command path
-# except bash's own `$(:)` in PS0, which starts the command line.
+# except the command substitution in PS0 (see _shournal_start), which starts
+# the command line.
 # shellcheck disable=SC2034  # variables are read by the preload library
 
 [ -n "${BASH_VERSION-}" ] || return 0
@@ -288,7 +289,28 @@ _shournal_note_restart() {
     export _SHOURNAL_RESTARTED="$count:$n:$f"
 }
 
-_shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1)):0}$(:)'
+# Run by PS0 in its command substitution: a child of the shell, forked
+# once the command line has its namespace (the library starts it in fork()
+# when _SHOURNAL_SEQ changed).  It hands the line's text to the line's
+# recorder before the line runs, so that a line whose end no prompt
+# reports (`exec bash`, the terminal closed) is still stored.  Lines kept
+# out of history by the emulated HISTIGNORE or ignorespace are not sent.
+# What it changes (history, variables) dies with it; it prints nothing.
+_shournal_start() {
+    local _shournal_flags=
+    if (( ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) && _shournal_histignore_check; then
+        return 0
+    fi
+    (( _SHOURNAL_IGNORESPACE )) && _shournal_flags=/s
+    # the answer is "ok" and no warning: not read (less work on the path
+    # the line waits for)
+    HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null &&
+        { : < "$_SHOURNAL_MAGIC/start$_shournal_flags"; } 2>/dev/null
+    return 0
+}
+
+# `&& :` as in _SHOURNAL_PC: no errexit, no ERR trap for the hook's body
+_shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1)):0}$(_shournal_start && :)'
 
 SHOURNAL_ENABLE() {
     [[ $- == *i* ]] || { echo "shournal: SHOURNAL_ENABLE is for interactive shells; use 'shournal run' in scripts" >&2; return 1; }

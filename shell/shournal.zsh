@@ -35,6 +35,11 @@ _shournal_preexec() {
     # $1 is the line as typed, even when history discards it.
     _shournal_cmd=$1
     _shournal_ran=
+    # The text goes to the line's recorder as soon as the line has its
+    # namespace (the library sends it in `prepare`), so that a line whose
+    # end no prompt reports (`exec zsh`, the terminal closed) is stored.
+    [[ -o histignorespace && $1 == ' '* ]] ||
+        print -rn -- "$1" >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null || :
     _shournal_trigger prepare || :
     # Not reached when Ctrl-C comes during the set-up: zsh then drops the
     # line unrun and leaves $? at the previous line's status.

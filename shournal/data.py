@@ -117,6 +117,9 @@ class CommandView:
     # lost_events by reason (shournal.capture.record.LOST_REASONS), those with a
     # count; empty when the journal did not record reasons (schema <= 4)
     lost_reasons: dict[str, int] = field(default_factory=dict)
+    # stored from its start: the shell never reported the end (it exec'd a
+    # program, was hung up or died); the exit status is unknown
+    incomplete: bool = False
     writes: list[FileEventView] = field(default_factory=list)
     reads: list[FileEventView] = field(default_factory=list)
     # Stored totals; larger than len(writes)/len(reads) when max_files cut

@@ -101,6 +101,9 @@ class Collector:
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
+        # The shell's START (through the holder): what is stored when the
+        # shell never reports the line's end.
+        self.start: protocol.CommandMessage | None = None
 
     def lose(self, reason: str, n: int = 1) -> None:
         if n > 0:
@@ -311,6 +314,8 @@ class Relay:
         self.forwarded = forwarded
         if mtype == protocol.MSG_FLUSHED:
             self.flushed = seq
+        if mtype == protocol.MSG_START:
+            collector.start = protocol.start_message(data[protocol.EVENTS.size :])
         if mtype != protocol.MSG_EVENTS:
             for fd in fds:
                 os.close(fd)
@@ -521,10 +526,15 @@ def listen(
         _warn_about(command, "event relay ended early: file events of this command may be missing")
     else:
         collector.lose("relay", relay.missing(collector))
+    eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
-        eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
         command.end_ns = max(command.end_ns, eof_ns)
+    if command is None and collector.start is not None:
+        # No prompt reported the end (`exec`, a hangup): the line ended
+        # when its last process did, with an unknown status.
+        command = collector.start
+        command.end_ns = max(eof_ns, command.start_ns)
     return command
 
 
@@ -555,6 +565,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         apparatus=getattr(collector, "manifest", None),
         derived_from=getattr(collector, "derived_from", None),
         lost_reasons=dict(collector.lost),
+        incomplete=cmd.incomplete,
     )
 
 

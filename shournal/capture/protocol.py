@@ -19,6 +19,8 @@ MSG_FLUSHED = 6
 MSG_GO = 7
 MSG_GO_ACK = 8
 MSG_COMMAND_FD = 9
+# shell -> holder -> listener: the command line's start (see the header)
+MSG_START = 14
 
 FD_SOCKET = 3
 FD_EVENTS = 4
@@ -38,6 +40,7 @@ SETUP_FD_ERROR = 1
 
 MAX_COMMAND_LEN = 96 * 1024
 MAX_COMMAND_TEXT = 16 * 1024 * 1024
+MAX_START_TEXT = MAX_EVENTS_MSG - 64
 MAX_FAIL_LEN = 512
 
 # The runtime directory (see the header): marker suffixes and file names.
@@ -151,6 +154,10 @@ class CommandMessage:
     end_ns: int
     session: bytes
     text: bytes
+    # From START only: the shell never reported the line's end (it exec'd
+    # a program, was hung up or died); the end is when its last process
+    # exited, the exit status is unknown.
+    incomplete: bool = False
 
 
 def recv_setup(sock: socket.socket) -> SetupDone:
@@ -187,8 +194,12 @@ def send_command(sock: socket.socket, msg: CommandMessage) -> None:
         os.close(fd)
 
 
-# What a text cut at MAX_COMMAND_TEXT bytes ends with.
-CUT_MARK = f"\n[shournal: command line cut at {MAX_COMMAND_TEXT} bytes]"
+def cut_mark(limit: int) -> str:
+    """What a command text cut at `limit` bytes ends with."""
+    return f"\n[shournal: command line cut at {limit} bytes]"
+
+
+CUT_MARK = cut_mark(MAX_COMMAND_TEXT)
 
 
 def _text_from_fd(fd: int) -> bytes:
@@ -208,6 +219,21 @@ def _text_from_fd(fd: int) -> bytes:
     if len(text) > MAX_COMMAND_TEXT:
         text = text[:MAX_COMMAND_TEXT] + CUT_MARK.encode()
     return text
+
+
+def start_message(payload: bytes) -> CommandMessage | None:
+    """The shell's START as the holder relays it (after the relay header):
+    the command line's start, its text cut visibly beyond MAX_START_TEXT
+    bytes; None if it is not one."""
+    if len(payload) < COMMAND.size:
+        return None
+    mtype, ret, start, _end, session = COMMAND.unpack_from(payload)
+    if mtype != MSG_START:
+        return None
+    text = payload[COMMAND.size :].rstrip(b"\0")  # padding: the text has no NUL
+    if len(text) > MAX_START_TEXT:
+        text = text[:MAX_START_TEXT] + cut_mark(MAX_START_TEXT).encode()
+    return CommandMessage(ret, start, 0, session, text, incomplete=True)
 
 
 def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:

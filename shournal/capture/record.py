@@ -78,3 +78,8 @@ class CommandRecord:
     # With the apparatus: the command it derives from (`shournal rerun`).
     derived_from: int | None = None
     lost_reasons: dict[str, int] = field(default_factory=dict)
+    # The shell never reported the line's end (it exec'd a program, was
+    # hung up or died): stored from its start, the exit status unknown
+    # (return_value RETURN_VALUE_UNKNOWN), the end when its last process
+    # exited.
+    incomplete: bool = False

@@ -222,6 +222,7 @@ def build_payload(
                 "id": cmd.id,
                 "text": clean_text(cmd.text),
                 "rv": cmd.return_value if cmd.return_value_known else None,
+                "inc": cmd.incomplete,
                 "s": _ms(cmd.start_time),
                 "e": _ms(cmd.end_time),
                 "cwd": clean_text(cmd.working_dir),

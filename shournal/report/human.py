@@ -195,6 +195,8 @@ def render_command(
     if cmd.return_value_known:
         status = f"$?={cmd.return_value}"
         head += _paint(status, "ok" if cmd.return_value == 0 else "fail", color) + " "
+    if cmd.incomplete:
+        head += _paint("incomplete", "fail", color) + " "
     # The command line is shown as typed (on its lines), never wrapped.
     text = printable(cmd.text, newlines=True)
     lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {text}"]
@@ -203,6 +205,13 @@ def render_command(
     if color:
         body = [_colorize(line) for line in body]
     return lines + body
+
+
+# What an incomplete command (shournal.capture.record.CommandRecord.incomplete) is.
+INCOMPLETE_TEXT = (
+    "Incomplete: no prompt reported its end (exec, exit or hangup); exit status unknown, "
+    "ended when its last process did"
+)
 
 
 def _command_body(
@@ -214,6 +223,8 @@ def _command_body(
 ) -> list[str]:
     lines: list[str] = []
     lines.append(f"Working directory: {printable(cmd.working_dir)}")
+    if cmd.incomplete:
+        lines.append(INCOMPLETE_TEXT)
     if cmd.session_uuid is not None:
         lines.append(f"session-uuid {base64.b64encode(cmd.session_uuid).decode('ascii')}")
     if cmd.hostname != (local_hostname if local_hostname is not None else socket.gethostname()):

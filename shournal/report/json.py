@@ -49,6 +49,8 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
     obj = _command_fields(cmd)
     if cmd.derived_from is not None:  # only then: the original's format otherwise
         obj["derivedFrom"] = cmd.derived_from
+    if cmd.incomplete:  # likewise
+        obj["incomplete"] = True
     return obj
 
 

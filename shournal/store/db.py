@@ -222,6 +222,15 @@ def _v5_lost_reasons(conn: Connection) -> None:
             )
 
 
+def _v6_incomplete(conn: Connection) -> None:
+    """command.incomplete (false in older rows: they were all complete)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    if "incomplete" not in columns:
+        conn.execute(
+            text("ALTER TABLE command ADD COLUMN incomplete BOOLEAN NOT NULL DEFAULT false")
+        )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -230,6 +239,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_apparatus,
     4: _v4_derived_from,
     5: _v5_lost_reasons,
+    6: _v6_incomplete,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -600,6 +610,7 @@ class Store:
                     "dropped_reads": rec.dropped_reads,
                     "lost_events": rec.lost_events,
                     **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
+                    "incomplete": rec.incomplete,
                 },
             )
             command_id = int(result.inserted_primary_key[0])

@@ -73,7 +73,7 @@ BUSY_SECONDS = 15
 # other version (older: the full path upgrades it first) is Unanswered;
 # tests/test_cli_fast_path.py fails when the models' SCHEMA_VERSION moves
 # on without this module being reviewed.
-READS_SCHEMA = 6
+READS_SCHEMA = 7
 
 _IN_BATCH = 500
 
@@ -82,7 +82,7 @@ _COMMAND_SELECT = (
     "e.hostname, s.uuid, h.chunk_size, h.max_reads, c.dropped_writes, c.dropped_reads, "
     "c.lost_events, a.derived_from, "
     + ", ".join(f"c.lost_{reason}" for reason in LOST_REASONS)
-    + " FROM command c JOIN env e ON e.id = c.env_id "
+    + ", c.incomplete FROM command c JOIN env e ON e.id = c.env_id "
     "JOIN working_dir w ON w.id = c.cwd_id "
     "LEFT OUTER JOIN shell_session s ON s.id = c.session_id "
     "LEFT OUTER JOIN hash_setting h ON h.id = c.hash_setting_id "
@@ -439,5 +439,6 @@ def _command_view(r: Any) -> CommandView:
             for reason, n in zip(LOST_REASONS, r[15 : 15 + len(LOST_REASONS)], strict=True)
             if n
         },
+        incomplete=bool(r[15 + len(LOST_REASONS)]),
     )
 

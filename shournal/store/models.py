@@ -14,6 +14,7 @@ from typing import Any
 import xxhash
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     MetaData,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -48,7 +50,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 # 5: apparatus.derived_from (the command a `shournal rerun` derives from).
 # 6: command.lost_overflow, lost_unreadable, lost_path, lost_relay (the
 #    lost events by reason).
-SCHEMA_VERSION = 6
+# 7: command.incomplete (stored from its start: the shell never reported
+#    the end).
+SCHEMA_VERSION = 7
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -216,6 +220,8 @@ class Command(Base):
     lost_unreadable: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_path: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_relay: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # shournal.capture.record.CommandRecord.incomplete
+    incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class WorkingDir(Base):

@@ -271,6 +271,7 @@ def _command_select() -> Select:
             c.lost_events,
             m.Apparatus.derived_from,
             *(getattr(c, f"lost_{reason}") for reason in LOST_REASONS),
+            c.incomplete,
         )
         .join(m.Env, m.Env.id == c.env_id)
         .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
@@ -302,6 +303,7 @@ def _command_view(r: Any) -> CommandView:
             for reason, n in zip(LOST_REASONS, r[15 : 15 + len(LOST_REASONS)], strict=True)
             if n
         },
+        incomplete=bool(r[15 + len(LOST_REASONS)]),
     )
 
 

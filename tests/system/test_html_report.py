@@ -434,9 +434,9 @@ def build_journal(store: Store) -> None:
     store.add_command(rec(XSS, T0 + timedelta(seconds=90), 12, SESSION_C,
                           working_dir="/tmp/" + XSS, hostname='other"host',
                           writes=[wev(NON_UTF8), wev(b"/tmp/" + XSS.encode())]))  # fmt: skip
-    # No session (shournal run from cron).
+    # No session (shournal run from cron); its end never reported.
     store.add_command(rec("backup.sh", T0 + timedelta(seconds=200), 30, None,
-                          return_value=2**31 - 1))  # fmt: skip
+                          return_value=2**31 - 1, incomplete=True))  # fmt: skip
 
 
 def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
@@ -534,6 +534,12 @@ def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
     cp0 = by_text["cp in0 out0"]
     browser.click(*browser.center(f'#cmdlist tr[data-cmd="{cp0}"]'))
     assert browser.js("document.querySelector('#details [data-field=cwd]').textContent") == "/data"
+    assert browser.js("document.querySelector('#details [data-field=rv]').textContent") == "0"
+    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{by_text["backup.sh"]}"]'))
+    assert browser.js("document.querySelector('#details [data-field=rv]').textContent") == (
+        "unknown (incomplete: no prompt reported its end: exec, exit or hangup)"
+    )
+    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{cp0}"]'))
 
     # Wheel zooms around the pointer, dragging pans.
     def visible() -> tuple[float, float, float, float]:

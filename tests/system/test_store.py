@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import Connection, func, select, text
 
 from shournal.capture.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.query.find import find_commands, parse_criteria
 from shournal.store import (
     SchemaTooNew,
@@ -669,9 +670,11 @@ def _directory_back_to_unique_path(conn: Connection, sqlite: bool) -> None:
 def _cwd_back_to_text(conn: Connection, sqlite: bool) -> None:
     """command.cwd_id -> the working_dir text column of schemas 1 and 2."""
     if not sqlite:
-        # schema 6's lost events by reason (the SQLite rebuild below drops them)
+        # schema 6's lost events by reason and schema 7's incomplete (the
+        # SQLite rebuild below drops them)
         for reason in LOST_REASONS:
             conn.execute(text(f"ALTER TABLE command DROP COLUMN lost_{reason}"))
+        conn.execute(text("ALTER TABLE command DROP COLUMN incomplete"))
         conn.execute(text("ALTER TABLE command ADD COLUMN working_dir TEXT"))
         conn.execute(
             text(
@@ -756,11 +759,13 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 6
+            assert version == m.SCHEMA_VERSION == 7
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
             assert all(c.lost_reasons == {} for c in find_commands(s))
+            assert "incomplete" in columns
+            assert not any(c.incomplete for c in find_commands(s))
             assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
             assert _indexes(s, "directory") == {"ix_directory_path_hash": ["path_hash"]}
             assert _unique_constraints(s, "directory") == []
@@ -785,6 +790,26 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
         [cmd] = find_commands(s, command_id=cid)
         assert cmd.writes[0].id > max(w[0] for c in before for w in c[2])
         assert cmd.reads[0].id > max(read_ids)
+
+
+def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:
+    """Schema 7's command.incomplete: old rows complete, new ones as
+    recorded."""
+    with Store(db_url) as s:
+        old = s.add_command(record(text="old"))
+        with s.writing() as conn:
+            conn.execute(text("ALTER TABLE command DROP COLUMN incomplete"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=6))
+    with Store(db_url, create=False) as s:
+        rec = record(text="exec bash", return_value=RETURN_VALUE_UNKNOWN)
+        rec.incomplete = True
+        new = s.add_command(rec)
+        got = {c.id: c for c in find_commands(s)}
+        with s.reading() as conn:
+            version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
+    assert version == 7
+    assert not got[old].incomplete
+    assert got[new].incomplete and not got[new].return_value_known
 
 
 def test_migrations_are_idempotent(db_url: str) -> None:

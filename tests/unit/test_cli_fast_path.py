@@ -19,6 +19,7 @@ import pytest
 from synthetic import MINUTE, T0, file_event, record
 
 from shournal.capture.record import LOST_REASONS, FileEvent
+from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.store import Store, light
 from shournal.store import models as m
 
@@ -107,7 +108,8 @@ def work(env: dict[str, str], tmp_path: Path) -> Path:
         s.add_command(
             record("make all", start_ns=T0 + 2 * MINUTE, working_dir=str(work / "sub"),
                    writes=many, reads=[file_event(foo)], dropped_writes=5,
-                   session_uuid=b"\x22" * 16, hostname="elsewhere")
+                   session_uuid=b"\x22" * 16, hostname="elsewhere",
+                   incomplete=True, return_value=RETURN_VALUE_UNKNOWN)
         )  # fmt: skip
         for i in range(4):  # enough sessions and directories for statistics sections
             d = work / f"d{i}"

@@ -173,3 +173,30 @@ def test_kept_fds_are_bounded(pair, collector, monkeypatch):
             os.close(fd)
     assert collector.received == 3  # the third fd crossed the bound
     assert collector._pending == [] and collector._pending_fds == 0
+
+
+def start(text: bytes) -> bytes:
+    """A START as the holder relays it: the shell's message, padded to 8."""
+    body = protocol.COMMAND.pack(protocol.MSG_START, 2**31 - 1, 10**18, 0, b"s" * 16) + text
+    return events([], forwarded=0, mtype=protocol.MSG_START) + body + b"\0" * (-len(body) % 8)
+
+
+def test_start_is_kept_for_a_line_whose_end_never_comes(pair, collector):
+    relay, holder = pair
+    holder.send(start(b"echo one > f; exec bash"))
+    holder.send(events([record(b"/tmp/f", FAN_CLOSE_WRITE, 4)], forwarded=1))
+    relay.pump(collector)
+    got = collector.start
+    assert got is not None and got.incomplete
+    assert (got.text, got.start_ns, got.session) == (b"echo one > f; exec bash", 10**18, b"s" * 16)
+    assert got.return_value == 2**31 - 1
+    assert relay.missing(collector) == 0  # a START is no record
+
+
+def test_start_beyond_its_limit_is_marked_cut(pair, collector):
+    relay, holder = pair
+    holder.send(start(b"x" * (protocol.MAX_START_TEXT + 1)))
+    relay.pump(collector)
+    assert collector.start is not None
+    mark = protocol.cut_mark(protocol.MAX_START_TEXT).encode()
+    assert collector.start.text == b"x" * protocol.MAX_START_TEXT + mark

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shournal.query.find import CommandView, FileEventView
-from shournal.report.human import NO_RESULTS, format_size, render_human
+from shournal.report.human import INCOMPLETE_TEXT, NO_RESULTS, format_size, render_human
 from shournal.report.json import render_json
 from shournal.terminal import printable
 
@@ -85,6 +85,19 @@ def test_human_header_variants() -> None:
     )
     berlin = human(readme_command(), tz=__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
     assert berlin.startswith("cmd-id 2 $?=0 2022-11-08 09:46 $")
+
+
+def test_incomplete_command_is_shown_as_such() -> None:
+    """A line stored from its start (no prompt reported its end): status
+    unknown and marked, in human and json output."""
+    cmd = readme_command(return_value=2**31 - 1, incomplete=True)
+    lines = human(cmd).splitlines()
+    assert lines[0] == "cmd-id 2 incomplete 2022-11-08 08:46 $ ./demo.sh"
+    assert lines[2] == INCOMPLETE_TEXT
+    [obj] = json.loads(render_json([cmd]))
+    assert obj["returnValue"] is None and obj["incomplete"] is True
+    [complete] = json.loads(render_json([readme_command()]))
+    assert "incomplete" not in complete  # the original's format otherwise
 
 
 def many_files(n: int, start_id: int = 100) -> list[FileEventView]:

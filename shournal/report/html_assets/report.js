@@ -563,7 +563,8 @@
     prop("start", fmtTime(c.s, true), "start");
     prop("end", fmtTime(c.e, true), "end");
     prop("duration", fmtDur(c.e - c.s), "duration");
-    prop("exit status", c.rv === null ? "unknown" : String(c.rv), "rv",
+    prop("exit status", c.rv === null ? (c.inc ? "unknown (incomplete: no prompt " +
+      "reported its end: exec, exit or hangup)" : "unknown") : String(c.rv), "rv",
       c.rv ? "rv-fail" : "");
     prop("working directory", c.cwd, "cwd", "mono");
     prop("session", sess.id === null ? "(none)" : sess.id, "session", "mono");
