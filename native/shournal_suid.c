@@ -60,6 +60,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -611,8 +612,8 @@ static int hand_over_cwd(void)
 /* --lazy-listener: exec the listener (a Python start-up: CPU and, with a
  * cold cache, disk reads) only when the command line has ended (its
  * message or EOF on the control socket), when the holder's queue passes
- * QUEUE_PRESSURE, or when the holder is gone -- not while a short command
- * runs. */
+ * QUEUE_PRESSURE (shournal_holder.c), or when the holder is gone -- not
+ * while a short command runs. */
 static void wait_for_listener_start(int pressure)
 {
     struct pollfd p[2] = {{SHOURNAL_FD_SOCKET, POLLIN, 0}, {pressure, POLLIN, 0}};
@@ -669,81 +670,152 @@ static int wait_for_go(long idle_s)
     return send(SHOURNAL_FD_SOCKET, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
 }
 
+/* setup's options, from argv alone (getopt would consult the environment:
+ * POSIXLY_CORRECT).  Without options (no config seen yet: the first
+ * command line of a fresh installation) the defaults are the config's; for
+ * archiving, any extension (the listener filters, with the fd it gets). */
+struct setup_args {
+    struct holder_opts o;
+    int no_read;
+    int lazy;
+    long prepared; /* idle seconds, 0: not prepared */
+    int nexcl;
+    char *excludes[SHOURNAL_MAX_EXCLUDES];
+};
+
+static int take_hash(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    return parse_hash(text, &a->o.chunk, &a->o.reads);
+}
+
+static int take_archive_max(struct setup_args *a, char *text, long n)
+{
+    (void)text;
+    a->o.archive_on = 1;
+    a->o.archive_max = (uint64_t)n;
+    return 0;
+}
+
+static int take_archive_ext(struct setup_args *a, char *text, long n)
+{
+    size_t el = strnlen(text, SHOURNAL_MAX_EXT_LEN + 1);
+    (void)n;
+    if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(text, '/') || strchr(text, '.') ||
+        a->o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
+        return -1;
+    a->o.ext[a->o.next++] = text;
+    return 0;
+}
+
+static int take_exclude(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    if (text[0] != '/' || strnlen(text, PATH_MAX) >= PATH_MAX || a->nexcl >= SHOURNAL_MAX_EXCLUDES)
+        return -1;
+    a->excludes[a->nexcl++] = text;
+    return 0;
+}
+
+/* OPT_FLAG stores `flag` in the int at `field`.  OPT_NUMBER takes a decimal
+ * in [min, max] and stores it in the long at `field`, or hands it to
+ * `take`.  OPT_TEXT hands the value to `take`, which validates it.  `take`
+ * returns 0, or -1 for the usage message. */
+enum setup_opt_kind { OPT_FLAG, OPT_NUMBER, OPT_TEXT };
+
+struct setup_opt {
+    const char *name;
+    enum setup_opt_kind kind;
+    size_t field;
+    int flag;
+    long min, max;
+    int (*take)(struct setup_args *a, char *text, long n);
+};
+
+#define SETUP_FIELD(m) offsetof(struct setup_args, m)
+static const struct setup_opt setup_opts[] = {
+    {.name = "--no-read", .kind = OPT_FLAG, .field = SETUP_FIELD(no_read), .flag = 1},
+    /* the config wants read events only of files the user may write (the
+     * default): most reads (/usr) end here, in C */
+    {.name = "--writable-reads", .kind = OPT_FLAG, .field = SETUP_FIELD(o.reads_need_write),
+     .flag = 1},
+    {.name = "--no-hash", .kind = OPT_FLAG, .field = SETUP_FIELD(o.hash_on), .flag = 0},
+    {.name = "--hash", .kind = OPT_TEXT, .take = take_hash},
+    {.name = "--archive-max-size", .kind = OPT_NUMBER, .min = 0, .max = LONG_MAX,
+     .take = take_archive_max},
+    {.name = "--archive-ext", .kind = OPT_TEXT, .take = take_archive_ext},
+    {.name = "--no-archive", .kind = OPT_FLAG, .field = SETUP_FIELD(o.archive_on), .flag = 0},
+    {.name = "--discard-events", .kind = OPT_FLAG, .field = SETUP_FIELD(o.discard), .flag = 1},
+    {.name = "--lazy-listener", .kind = OPT_FLAG, .field = SETUP_FIELD(lazy), .flag = 1},
+    {.name = "--prepared", .kind = OPT_NUMBER, .field = SETUP_FIELD(prepared), .min = 1,
+     .max = MAX_PREPARED_IDLE_S},
+    {.name = "--exclude-mount", .kind = OPT_TEXT, .take = take_exclude},
+};
+
+/* argv[first..]: [opts] -- LISTENER [ARG]...; returns the index of
+ * LISTENER (argc if it is missing).  Anything else: the usage message. */
+static int parse_setup_args(int argc, char **argv, int first, struct setup_args *a)
+{
+    int i;
+
+    for (i = first; i < argc; i++) {
+        const struct setup_opt *opt = NULL;
+        char *text = NULL;
+        long n = 0;
+
+        if (strcmp(argv[i], "--") == 0)
+            return i + 1;
+        for (size_t k = 0; k < sizeof setup_opts / sizeof setup_opts[0]; k++)
+            if (strcmp(argv[i], setup_opts[k].name) == 0)
+                opt = &setup_opts[k];
+        if (opt == NULL)
+            usage();
+        if (opt->kind == OPT_FLAG) {
+            *(int *)(void *)((char *)a + opt->field) = opt->flag;
+            continue;
+        }
+        if (i + 1 >= argc)
+            usage();
+        text = argv[++i];
+        if (opt->kind == OPT_NUMBER) {
+            if (parse_count(text, opt->max, &n) != 0 || n < opt->min)
+                usage();
+            if (opt->take == NULL) {
+                *(long *)(void *)((char *)a + opt->field) = n;
+                continue;
+            }
+        }
+        if (opt->take(a, text, n) != 0)
+            usage();
+    }
+    return i;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
-    char *excludes[SHOURNAL_MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
-        root_marked = 0, lazy = 0, member;
-    long prepared = 0; /* idle seconds, 0: not prepared */
-    /* Without options (no config seen yet: the first command line of a
-     * fresh installation) the defaults are the config's; for archiving,
-     * any extension (the listener filters, with the fd it gets). */
-    static struct holder_opts o = {
-        .hash_on = 1,
-        .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
-        .reads = SHOURNAL_DEFAULT_HASH_READS,
-        .archive_on = 1,
-        .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX};
+    int i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2], root_marked = 0,
+        member;
+    static struct setup_args a = {.o = {.hash_on = 1,
+                                        .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
+                                        .reads = SHOURNAL_DEFAULT_HASH_READS,
+                                        .archive_on = 1,
+                                        .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX}};
     char ready = 0;
     ssize_t got;
-    uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
+    uint64_t mask;
     uint32_t flags = 0;
     gid_t grp;
     pid_t holder, listener;
 
     /* argv: setup [opts] -- LISTENER [ARG]... */
-    for (i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        } else if (strcmp(argv[i], "--no-read") == 0) {
-            mask = FAN_CLOSE_WRITE;
-        } else if (strcmp(argv[i], "--writable-reads") == 0) {
-            /* the config wants read events only of files the user may
-             * write (the default): most reads (/usr) end here, in C */
-            o.reads_need_write = 1;
-        } else if (strcmp(argv[i], "--no-hash") == 0) {
-            o.hash_on = 0;
-        } else if (strcmp(argv[i], "--hash") == 0 && i + 1 < argc) {
-            if (parse_hash(argv[++i], &o.chunk, &o.reads) != 0)
-                usage();
-        } else if (strcmp(argv[i], "--archive-max-size") == 0 && i + 1 < argc) {
-            long v;
-            if (parse_count(argv[++i], LONG_MAX, &v) != 0)
-                usage();
-            o.archive_on = 1;
-            o.archive_max = (uint64_t)v;
-        } else if (strcmp(argv[i], "--archive-ext") == 0 && i + 1 < argc) {
-            const char *e = argv[++i];
-            size_t el = strnlen(e, SHOURNAL_MAX_EXT_LEN + 1);
-            if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(e, '/') || strchr(e, '.') ||
-                o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
-                usage();
-            o.ext[o.next++] = e;
-        } else if (strcmp(argv[i], "--no-archive") == 0) {
-            o.archive_on = 0;
-        } else if (strcmp(argv[i], "--discard-events") == 0) {
-            o.discard = 1;
-        } else if (strcmp(argv[i], "--lazy-listener") == 0) {
-            lazy = 1;
-        } else if (strcmp(argv[i], "--prepared") == 0 && i + 1 < argc) {
-            if (parse_count(argv[++i], MAX_PREPARED_IDLE_S, &prepared) != 0 || prepared < 1)
-                usage();
-        } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
-            const char *p = argv[++i];
-            if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= SHOURNAL_MAX_EXCLUDES)
-                usage();
-            excludes[nexcl++] = argv[i];
-        } else {
-            usage();
-        }
-    }
+    i = parse_setup_args(argc, argv, 2, &a);
+    mask = a.no_read ? FAN_CLOSE_WRITE : FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX ||
-        (prepared && !lazy))
+        (a.prepared && !a.lazy))
         usage();
     if (check_socket(SHOURNAL_FD_SOCKET) != 0)
         usage();
-    if (prepared) {
+    if (a.prepared) {
         /* Nothing waits for this set-up (the shell shows its prompt): it
          * must not take the CPU from the shell.  SCHED_BATCH never
          * preempts on wakeup (the holder goes back to SCHED_OTHER). */
@@ -771,7 +843,7 @@ static int cmd_setup(int argc, char **argv)
     fan = fanotify_group(&flags);
     if (fan < 0)
         die_setup("fanotify_init: %s", strerror(errno));
-    if (mark_mounts(fan, mask, excludes, nexcl, &root_marked) < 0)
+    if (mark_mounts(fan, mask, a.excludes, a.nexcl, &root_marked) < 0)
         die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
     if (!root_marked)
         die_setup("fanotify_mark on /: %s", strerror(errno));
@@ -795,7 +867,7 @@ static int cmd_setup(int argc, char **argv)
         (void)close(sync[1]);
         (void)close(readyfd[0]);
         (void)close(pressure[0]);
-        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &o);
+        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &a.o);
     }
     /* the group must never reach the listener: it is the user's code */
     (void)close(fan);
@@ -835,13 +907,13 @@ static int cmd_setup(int argc, char **argv)
      * SIG_IGN survives the exec, so this covers the interpreter start too. */
     signal(SIGHUP, SIG_IGN);
     /* a failure leaves the listener to find its directory itself */
-    if (hand_over_cwd() == 0 && lazy) {
+    if (hand_over_cwd() == 0 && a.lazy) {
         /* Not taken: nothing ran in the namespace; the holder follows us
          * out when the relay closes, and with it the fanotify group. */
-        if (prepared && wait_for_go(prepared) != 0)
+        if (a.prepared && wait_for_go(a.prepared) != 0)
             _exit(0);
         wait_for_listener_start(pressure[0]);
-    } else if (prepared) {
+    } else if (a.prepared) {
         _exit(0); /* the shell sets up without us */
     }
     (void)close(pressure[0]);
