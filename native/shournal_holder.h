@@ -36,9 +36,10 @@ static inline void set_policy(int policy)
 /* Called in the child right after setup's fork, still with setup's ids:
  * takes the holder's ids (real uid, shournal gid, the user's groups),
  * writes one byte to `ready_wr` once /proc/<pid> shows them, and relays
- * the fanotify group `fan` to the listener (`listener`'s end of `sock`)
- * until it is done.  `sync`: the shell's barrier before its next command
- * line; `pressure`: written once when the queue passes QUEUE_PRESSURE. */
+ * the fanotify group `fan` to the listener on `sock` until it is done
+ * (`listener`: its pid, whose own file events are skipped).  `sync`: the
+ * shell's barrier before its next command line; `pressure`: written once
+ * when the queue passes QUEUE_PRESSURE. */
 void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
                 pid_t listener, const struct holder_opts *o) __attribute__((noreturn));
 

@@ -46,6 +46,8 @@
  *   - never dumpable while privileged (fs.suid_dumpable=1 would write
  *     root's core into the caller's directory);
  *   - every descriptor not handed on is closed.
+ *
+ * The holder's code is in shournal_holder.c (the same binary).
  */
 #define _GNU_SOURCE
 #include <errno.h>
