@@ -41,6 +41,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 
+#include "shournal_fdpass.h"
 #include "shournal_protocol.h"
 
 /* Callers may pass NULL where glibc declares nonnull (Linux accepts a NULL
@@ -578,13 +579,6 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, i
 {
     int fds[3] = {-1, -1, -1};
     char buf[sizeof(struct shournal_setup_fail) + SHOURNAL_MAX_FAIL_LEN + 1];
-    union {
-        char b[CMSG_SPACE(sizeof fds)];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {buf, sizeof buf - 1};
-    struct msghdr mh = {0};
-    struct cmsghdr *c;
     ssize_t n;
     int rc;
 
@@ -598,17 +592,7 @@ static int recv_setup(int sock, struct shournal_setup_done *done, int *rootfd, i
         snprintf(why, whylen, "helper did not answer");
         return -1;
     }
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = u.b;
-    mh.msg_controllen = sizeof u.b;
-    do
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof fds))
-            memcpy(fds, CMSG_DATA(c), sizeof fds);
+    n = shournal_recv_fds(sock, buf, sizeof buf - 1, fds, 3, MSG_CMSG_CLOEXEC);
     *rootfd = fds[0];
     *nsfd = fds[1];
     *syncfd = fds[2];
@@ -1030,13 +1014,7 @@ static char *take_text(void)
  * 0 sent, -1 (errno) failed. */
 static int send_command_fd(struct shournal_command *m, const char *text, size_t len)
 {
-    union {
-        char b[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
     struct iovec iov = {m, sizeof *m};
-    struct msghdr mh = {0};
-    struct cmsghdr *c;
     size_t done = 0;
     int fd = memfd_create("shournal-command", MFD_CLOEXEC), rc, saved;
 
@@ -1055,17 +1033,7 @@ static int send_command_fd(struct shournal_command *m, const char *text, size_t 
         done += (size_t)w;
     }
     m->type = SHOURNAL_MSG_COMMAND_FD;
-    memset(&u, 0, sizeof u);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = u.b;
-    mh.msg_controllen = sizeof u.b;
-    c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    rc = sendmsg(g_sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
+    rc = shournal_send_fds(g_sock, &iov, 1, &fd, 1, MSG_DONTWAIT) < 0 ? -1 : 0;
     saved = errno;
     close(fd);
     errno = saved;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shournal_fdpass.h"
 #include "shournal_protocol.h"
 
 #ifndef SHOURNAL_DAEMON_PATH
@@ -142,13 +143,7 @@ static int send_fds(int s, const char *cwd)
     struct shournal_daemon_msg m = {SHOURNAL_MSG_FORWARD, (int32_t)getpid(), 0, 0};
     char buf[sizeof m + PATH_MAX];
     size_t cwdlen = cwd ? strnlen(cwd, PATH_MAX) : 0;
-    union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
     struct iovec iov;
-    struct msghdr msg;
-    struct cmsghdr *c;
     int fds[2] = {SHOURNAL_FD_SOCKET, SHOURNAL_FD_EVENTS};
     ssize_t n;
 
@@ -159,19 +154,8 @@ static int send_fds(int s, const char *cwd)
         memcpy(buf + sizeof m, cwd, cwdlen);
     iov.iov_base = buf;
     iov.iov_len = sizeof m + cwdlen;
-    memset(&msg, 0, sizeof msg);
-    memset(&u, 0, sizeof u);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = u.buf;
-    msg.msg_controllen = sizeof u.buf;
-    c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof fds);
-    memcpy(CMSG_DATA(c), fds, sizeof fds);
     do
-        n = sendmsg(s, &msg, MSG_NOSIGNAL);
+        n = shournal_send_fds(s, &iov, 1, fds, 2, 0);
     while (n < 0 && errno == EINTR);
     return n == (ssize_t)iov.iov_len ? 0 : -1;
 }

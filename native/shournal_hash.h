@@ -5,7 +5,7 @@
  * vectors of tests/unit/test_hashing.py are checked against this code by
  * tests/unit/test_native_hash.py.
  *
- * Computed by the holder (shournal_suid.c) right when an event is read, so
+ * Computed by the holder (shournal_holder.c) right when an event is read, so
  * the hash describes the file as the command left it, not as a later
  * command line may have changed it.  Streaming, so any `reads` works with
  * one chunk-sized buffer.  libc only. */

@@ -46,6 +46,8 @@
  *   - never dumpable while privileged (fs.suid_dumpable=1 would write
  *     root's core into the caller's directory);
  *   - every descriptor not handed on is closed.
+ *
+ * The holder's code is in shournal_holder.c (the same binary).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,26 +62,26 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fanotify.h>
-#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "shournal_hash.h"
+#include "shournal_fdpass.h"
+#include "shournal_holder.h"
 #include "shournal_protocol.h"
 
 #ifndef SHOURNAL_GROUP
@@ -535,690 +537,6 @@ static int fanotify_group(uint32_t *flags_out)
     return fanotify_init(base, evflags); /* kernel without FD_ERROR */
 }
 
-/* ------------------------------------------------------------- holder */
-
-/* What the holder does with each event (setup options). */
-struct holder_opts {
-    int reads_need_write; /* --writable-reads */
-    int discard;          /* --discard-events: the benchmarks' floor */
-    int hash_on;          /* not --no-hash */
-    uint32_t chunk, reads;
-    int archive_on; /* reads of script candidates carry their fd (not --no-archive) */
-    uint64_t archive_max;
-    int next;
-    const char *ext[SHOURNAL_MAX_ARCHIVE_EXT];
-};
-
-/* A message the socket could not take yet (the listener is not running
- * yet, or lags): header, records and fds, in sending order. */
-struct queued {
-    struct queued *next;
-    size_t len;    /* of data */
-    size_t charge; /* what it counts against QUEUE_PRESSURE/QUEUE_MAX */
-    uint32_t nfds;
-    int *fds; /* after the data */
-    uint8_t data[] __attribute__((aligned(8))); /* struct shournal_events + records */
-};
-
-/* The listener (Python) is started lazily (--lazy-listener): at the end of
- * the command line, or once this much waits in the holder's queue.  24 MiB
- * is ~230,000 records of typical paths (~108 bytes each): a copy of a
- * kernel source tree (157,000 events) runs to its end without a Python
- * start-up next to it, whose disk reads cost a cold-cache copy several
- * points (bench/README.md, session 7).  Past QUEUE_MAX the holder blocks on
- * the socket again and the kernel's queue (with its overflow count) takes
- * the slack, as without a queue; the 24 MiB between the two are the
- * listener's time to start. */
-_Static_assert(sizeof(struct shournal_events) % 8 == 0, "queued fds follow the data aligned");
-#define QUEUE_PRESSURE (24u << 20)
-#define QUEUE_MAX (48u << 20)
-
-struct relay {
-    int fan, sock, procfd;
-    int pressure; /* write end: wakes the waiting listener; -1 once used */
-    pid_t listener;
-    pid_t self; /* our own closes of relayed fds make events too */
-    const struct holder_opts *o;
-    uint32_t count, nfds, forwarded;
-    uint32_t lost_overflow, lost_unreadable, lost_path; /* by reason: see
-                                                         struct shournal_events */
-    uint32_t ignored, ignore_max; /* inode ignore marks tried, allowed */
-    size_t used, qbytes;
-    struct queued *qhead, **qtail;
-    uint8_t *hashbuf;
-    int fds[SHOURNAL_MAX_FDS_PER_MSG];
-    uint8_t msg[SHOURNAL_MAX_EVENTS_MSG] __attribute__((aligned(8)));
-    /* what the shell sends on the sync socket: one byte, or START */
-    uint8_t from_shell[sizeof(struct shournal_command) + SHOURNAL_MAX_START_TEXT + 1]
-        __attribute__((aligned(8)));
-};
-_Static_assert(sizeof(struct shournal_command) + SHOURNAL_MAX_START_TEXT + 1 + 7 <=
-                   SHOURNAL_MAX_EVENTS_MSG,
-               "a START fits one relay message");
-
-static void relay_sleep_ms(long ms)
-{
-    struct timespec ts = {0, ms * 1000 * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* One sendmsg of a whole message with its fds; errno as sendmsg's. */
-static ssize_t sendmsg_fds(int sock, const struct iovec *iov, int iovlen, const int *fds,
-                           uint32_t nfds, int flags)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SHOURNAL_MAX_FDS_PER_MSG)];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {0};
-
-    mh.msg_iov = (struct iovec *)iov;
-    mh.msg_iovlen = (size_t)iovlen;
-    if (nfds) {
-        struct cmsghdr *c;
-        memset(&u, 0, sizeof u);
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
-    return sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
-}
-
-/* The socket is full (the listener is not running yet, or lags): retry
- * later.  ETOOMANYREFS: too many fds of this user in flight. */
-static int send_would_block(int err)
-{
-    return err == EAGAIN || err == EINTR || err == ENOBUFS || err == ETOOMANYREFS;
-}
-
-/* Send one message and close its fds (they are the listener's now).  With
- * `block`, wait for room; without, 1 means "the socket is full".  -1: the
- * listener is gone. */
-static int send_message(int sock, const struct iovec *iov, int iovlen, const int *fds,
-                        uint32_t nfds, int block)
-{
-    while (sendmsg_fds(sock, iov, iovlen, fds, nfds, MSG_DONTWAIT) < 0) {
-        if (!send_would_block(errno))
-            return -1;
-        if (!block)
-            return 1;
-        relay_sleep_ms(1);
-    }
-    for (uint32_t i = 0; i < nfds; i++)
-        (void)close(fds[i]);
-    return 0;
-}
-
-/* Send queued messages in order: all of them if `block`, else as many as
- * the socket takes now.  -1: the listener is gone. */
-static int queue_pump(struct relay *r, int block)
-{
-    while (r->qhead) {
-        struct queued *q = r->qhead;
-        struct iovec iov = {q->data, q->len};
-        int rc = send_message(r->sock, &iov, 1, q->fds, q->nfds, block);
-        if (rc != 0)
-            return rc < 0 ? -1 : 0;
-        r->qbytes -= q->charge;
-        r->qhead = q->next;
-        if (r->qhead == NULL)
-            r->qtail = &r->qhead;
-        free(q);
-    }
-    return 0;
-}
-
-/* Send the pending records.  What the socket cannot take now waits in our
- * queue (up to QUEUE_MAX), so neither a listener that starts late nor one
- * that lags makes us stop reading the fanotify group. */
-static int relay_send(struct relay *r, uint32_t type, uint32_t seq)
-{
-    struct shournal_events hdr = {type,
-                                  r->count,
-                                  r->lost_overflow + r->lost_unreadable + r->lost_path,
-                                  seq,
-                                  r->forwarded,
-                                  r->nfds,
-                                  r->o->hash_on ? r->o->chunk : 0,
-                                  r->o->hash_on ? r->o->reads : 0,
-                                  r->lost_overflow,
-                                  r->lost_unreadable,
-                                  r->lost_path,
-                                  0};
-    struct iovec iov[2] = {{&hdr, sizeof hdr}, {r->msg, r->used}};
-    size_t len = sizeof hdr + r->used; /* a multiple of 8: the fds follow aligned */
-    size_t charge = sizeof(struct queued) + len + sizeof(int) * r->nfds;
-    struct queued *q;
-
-    int iovlen = r->used ? 2 : 1, rc;
-
-    if (r->qhead && queue_pump(r, 0) != 0)
-        return -1;
-    if (r->qhead == NULL) {
-        rc = send_message(r->sock, iov, iovlen, r->fds, r->nfds, 0);
-        if (rc < 0)
-            return -1;
-        if (rc == 0)
-            goto sent;
-    }
-    if (r->qbytes + charge > QUEUE_MAX && queue_pump(r, 1) != 0)
-        return -1;
-    q = malloc(charge);
-    if (q == NULL) {
-        /* no memory for the queue: wait for the socket instead */
-        if (queue_pump(r, 1) != 0 || send_message(r->sock, iov, iovlen, r->fds, r->nfds, 1) != 0)
-            return -1;
-        goto sent;
-    }
-    q->next = NULL;
-    q->len = len;
-    q->charge = charge;
-    q->nfds = r->nfds;
-    q->fds = (int *)(void *)(q->data + len);
-    memcpy(q->data, &hdr, sizeof hdr);
-    memcpy(q->data + sizeof hdr, r->msg, r->used);
-    memcpy(q->fds, r->fds, sizeof(int) * r->nfds);
-    *r->qtail = q;
-    r->qtail = &q->next;
-    r->qbytes += charge;
-    if (r->qbytes >= QUEUE_PRESSURE && r->pressure >= 0) {
-        char c = 1;
-        if (write(r->pressure, &c, 1) != 1) {
-            /* non-blocking; a listener already running closed its end */
-        }
-        (void)close(r->pressure);
-        r->pressure = -1;
-    }
-sent:
-    r->count = r->nfds = 0;
-    r->lost_overflow = r->lost_unreadable = r->lost_path = 0;
-    r->used = 0;
-    return 0;
-}
-
-/* The shell's START (`len` bytes in r->from_shell, checked by the caller):
- * relayed unchanged after the records read so far, padded to a multiple of
- * 8 like records.  -1: the listener is gone. */
-static int relay_start(struct relay *r, size_t len)
-{
-    size_t padded = (len + 7) & ~(size_t)7;
-
-    if (r->used && relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
-        return -1;
-    memcpy(r->msg, r->from_shell, len);
-    memset(r->msg + len, 0, padded - len);
-    r->used = padded;
-    return relay_send(r, SHOURNAL_MSG_START, 0);
-}
-
-/* May the user read (write) what fd refers to?  faccessat2 checks with our
- * fs ids and groups, which are the user's (see run_holder); ACLs, LSMs and
- * read-only mounts count.  1 yes, 0 no, -1 the check itself failed. */
-static int user_may_access(int fd, int mode)
-{
-    if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0)
-        return 1;
-    return errno == EACCES || errno == EPERM || errno == EROFS || errno == ETXTBSY ? 0 : -1;
-}
-
-/* faccessat2 on the event's fd checks the inode only: a file readable by
- * all in a directory only root may search (0700) would leak to a setuid
- * program's, a sudo rule's or root's read of it (/proc/<pid>/root/...)
- * in the namespace.  So the user's own walk of the event's path (our fs
- * ids and groups: every directory's search permission) must lead to the
- * same inode.  statx opens nothing: no side effects on FIFOs or devices,
- * no file to close, and no fanotify event of our own (an open for reading,
- * which would check read permission too, makes a FAN_CLOSE_NOWRITE for
- * every event it checks); DONT_SYNC, as dev and ino need no round trip on
- * network file systems.  One syscall per relayed event, ~3 us of the
- * holder's CPU here (bench/README.md, helper_ab.py).
- * 1 yes, 0 no (permission denied: dropped like any file the user may not
- * read, uncounted, so it tells him nothing), -1 the path no longer leads
- * there (renamed, replaced or unlinked since, a mount on top): the user
- * might have seen it, so the caller counts it as lost. */
-static int user_reaches(const char *path, const struct stat *st)
-{
-    struct statx sx;
-    if (path[0] != '/')
-        return -1; /* "pipe:[...]" and the like: no path to walk */
-    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
-              STATX_INO, &sx) != 0)
-        return errno == EACCES || errno == EPERM ? 0 : -1;
-    return sx.stx_ino == (uint64_t)st->st_ino &&
-                   makedev(sx.stx_dev_major, sx.stx_dev_minor) == st->st_dev
-               ? 1
-               : -1;
-}
-
-/* A file deleted since it was read has no path to walk.  The kernel names
- * it "<path> (deleted)"; it was in that directory, so the user must be
- * able to reach the directory and search it, as he would have had to to
- * open the file there.  Strips the suffix (*plen shrinks).  1 yes, 0 no,
- * -1 the check failed or the name is not such a one. */
-static int user_reached_deleted(char *path, ssize_t *plen)
-{
-    static const char suffix[] = " (deleted)";
-    const size_t sl = sizeof suffix - 1;
-    char *slash;
-    int rc;
-
-    if (path[0] != '/' || (size_t)*plen <= sl + 1 ||
-        memcmp(path + *plen - sl, suffix, sl) != 0)
-        return -1;
-    *plen -= (ssize_t)sl;
-    path[*plen] = '\0';
-    slash = strrchr(path, '/');
-    if (slash == path)
-        return syscall(SYS_faccessat2, AT_FDCWD, "/", X_OK, AT_EACCESS) == 0 ? 1 : 0;
-    *slash = '\0';
-    rc = (int)syscall(SYS_faccessat2, AT_FDCWD, path, X_OK, AT_EACCESS);
-    *slash = '/';
-    if (rc == 0)
-        return 1;
-    /* gone with its directory, or never his to see: nothing was his */
-    return errno == EACCES || errno == EPERM || errno == ENOENT || errno == ENOTDIR ? 0 : -1;
-}
-
-/* The fd that travels with a script candidate: opened by us, as the user,
- * by the path just checked (the event's fd has O_NOATIME, which the kernel
- * grants its owner only, and no permission check behind it).  Regular
- * files only (archive_candidate), non-blocking against a lease.  Returns
- * the fd, -1 with the verdict of user_reaches in *ok. */
-static int user_open(const char *path, const struct stat *st, int *ok)
-{
-    struct stat fs;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        *ok = errno == EACCES || errno == EPERM ? 0 : -1;
-        return -1;
-    }
-    if (fstat(fd, &fs) != 0 || fs.st_ino != st->st_ino || fs.st_dev != st->st_dev) {
-        (void)close(fd);
-        *ok = -1;
-        return -1;
-    }
-    return fd;
-}
-
-/* With --writable-reads, a read of a file the user may not write is
- * dropped; a build reads each system header hundreds of times (make -j2 of
- * elfutils: ~250,000 such reads).  After the first, an ignore mark on the
- * file's inode for FAN_CLOSE_NOWRITE makes the kernel skip the rest: no
- * event, no fd opened for us, no faccessat2 (bench/README.md, session 7).
- * Only for "permission denied" (a property of the inode: a read-only mount
- * of a file that is writable elsewhere stays observed).  The group and its
- * marks end with the command line; a modification of the file clears the
- * mark (no FAN_MARK_IGNORED_SURV_MODIFY).
- *
- * Each mark pins an inode and counts against the user's
- * fs.fanotify.max_user_marks, which every other command line of his needs
- * for its mount marks.  That limit is 1% of RAM's worth of inode marks:
- * 8,192 with 1 GB or less (205,039 with 24 GB).  One build must not take
- * it all, so a command line takes at most 1/32 of it and never more than
- * 4,096 (the elfutils build takes ~530), and stops at the first ENOSPC. */
-#define IGNORE_MARKS_MAX 4096u
-#define MAX_USER_MARKS "/proc/sys/fs/fanotify/max_user_marks"
-
-static uint32_t ignore_marks_budget(void)
-{
-    char buf[32];
-    ssize_t n;
-    unsigned long limit;
-    char *end;
-    int fd = open(MAX_USER_MARKS, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    (void)close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    errno = 0;
-    limit = strtoul(buf, &end, 10);
-    if (errno != 0 || end == buf || (*end != '\n' && *end != '\0'))
-        return 0;
-    limit /= 32;
-    return limit < IGNORE_MARKS_MAX ? (uint32_t)limit : IGNORE_MARKS_MAX;
-}
-
-static void ignore_reads_of(struct relay *r, int fd)
-{
-    if (r->ignored >= r->ignore_max)
-        return;
-    r->ignored++;
-    if (fanotify_mark(r->fan, FAN_MARK_ADD | FAN_MARK_IGNORED_MASK, FAN_CLOSE_NOWRITE, fd,
-                      NULL) != 0 &&
-        errno == ENOSPC)
-        r->ignored = r->ignore_max; /* the user's mark limit: stop trying */
-}
-
-/* A read of a script the listener may archive: its fd travels along, so
- * the content is the one the command read even if the file goes away.
- * Only a pre-filter (size, extension); the listener applies the rest. */
-static int archive_candidate(const struct holder_opts *o, uint64_t mask, const struct stat *st,
-                             const char *path, size_t plen)
-{
-    if (!o->archive_on || !(mask & FAN_CLOSE_NOWRITE) || !S_ISREG(st->st_mode) ||
-        (uint64_t)st->st_size > o->archive_max)
-        return 0;
-    if (o->next == 0)
-        return 1;
-    for (int i = 0; i < o->next; i++) {
-        size_t el = strlen(o->ext[i]);
-        if (plen > el + 1 && path[plen - el - 1] == '.' &&
-            memcmp(path + plen - el, o->ext[i], el) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* One event: permission checks, then fstat, path and partial hash, taken
- * now (the next command line may change the file soon).  Consumes m->fd.
- * The hash is read through m->fd (the same inode as checked; O_NOATIME and
- * no fanotify event of our own); only the fd of a script candidate is
- * opened again, by user_open. */
-static int relay_take(struct relay *r, const struct fanotify_event_metadata *m)
-{
-    const struct holder_opts *o = r->o;
-    struct shournal_record rec;
-    struct stat st;
-    char path[PATH_MAX], name[16];
-    ssize_t plen;
-    size_t need;
-    int ok, deleted, fdkeep = 0, fd = -1;
-
-    if (m->pid == r->listener || m->pid == r->self || o->discard)
-        goto drop;
-    ok = user_may_access(m->fd, R_OK);
-    if (ok == 1 && o->reads_need_write && !(m->mask & FAN_CLOSE_WRITE)) {
-        ok = user_may_access(m->fd, W_OK);
-        if (ok == 0 && (errno == EACCES || errno == EPERM))
-            ignore_reads_of(r, m->fd);
-    }
-    if (ok < 0)
-        goto unreadable;
-    if (ok == 0)
-        goto drop;
-    if (fstat(m->fd, &st) != 0)
-        goto unreadable;
-    deleted = st.st_nlink == 0;
-    /* A written file deleted since is a temporary one: nothing will ever
-     * be found by it.  A read one is the version a command replaced
-     * (`sed -i f`, `sort -o f f`): the input of its lineage. */
-    if (deleted && (m->mask & FAN_CLOSE_WRITE))
-        goto drop;
-    snprintf(name, sizeof name, "%d", m->fd);
-    plen = readlinkat(r->procfd, name, path, sizeof path);
-    if (plen <= 0 || (size_t)plen >= sizeof path)
-        goto unreadable;
-    path[plen] = '\0';
-    ok = deleted ? user_reached_deleted(path, &plen) : user_reaches(path, &st);
-    if (ok < 0)
-        goto path_gone;
-    if (ok == 0)
-        goto drop;
-    memset(&rec, 0, sizeof rec);
-    rec.mask = m->mask;
-    rec.size = (uint64_t)st.st_size;
-    rec.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    rec.mode = st.st_mode;
-    rec.uid = st.st_uid;
-    rec.gid = st.st_gid;
-    rec.pid = m->pid;
-    rec.path_len = (uint16_t)plen;
-    if (o->hash_on && st.st_size > 0) {
-        int h = shournal_partial_hash(m->fd, (uint64_t)st.st_size, o->chunk, o->reads, r->hashbuf,
-                                      &rec.hash);
-        if (h < 0)
-            goto unreadable;
-        if (h > 0)
-            rec.flags |= SHOURNAL_REC_HASH;
-    }
-    /* a deleted file has no path to open it by as the user */
-    fdkeep = !deleted && archive_candidate(o, m->mask, &st, path, (size_t)plen);
-    if (fdkeep) {
-        fd = user_open(path, &st, &ok);
-        if (fd < 0 && ok < 0)
-            goto path_gone;
-        if (fd < 0)
-            goto drop;
-        rec.flags |= SHOURNAL_REC_FD;
-    }
-    need = sizeof rec + (((size_t)plen + 7) & ~(size_t)7);
-    if ((r->used + need > sizeof r->msg || (fdkeep && r->nfds == SHOURNAL_MAX_FDS_PER_MSG)) &&
-        relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0) {
-        (void)close(m->fd);
-        if (fd >= 0)
-            (void)close(fd);
-        return -1;
-    }
-    memcpy(r->msg + r->used, &rec, sizeof rec);
-    memcpy(r->msg + r->used + sizeof rec, path, (size_t)plen);
-    memset(r->msg + r->used + sizeof rec + plen, 0, need - sizeof rec - (size_t)plen);
-    r->used += need;
-    r->count++;
-    r->forwarded++;
-    if (fdkeep)
-        r->fds[r->nfds++] = fd;
-    (void)close(m->fd);
-    return 0;
-unreadable:
-    r->lost_unreadable++;
-    goto drop;
-path_gone:
-    r->lost_path++;
-drop:
-    (void)close(m->fd);
-    return 0;
-}
-
-/* Read everything queued and forward what the user may see; returns the
- * number of events read, -1 if the listener is gone. */
-static long relay_drain(struct relay *r)
-{
-    char buf[sizeof(struct fanotify_event_metadata) * 256] __attribute__((aligned(8)));
-    long total = 0;
-
-    for (;;) {
-        ssize_t len = read(r->fan, buf, sizeof buf);
-        if (len < 0) {
-            if (errno == EAGAIN)
-                break;
-            if (errno == EINTR)
-                continue;
-            /* without FAN_REPORT_FD_ERROR, an event whose fd could not be
-             * opened fails the read and is gone */
-            r->lost_overflow++;
-            if (++total > 1000000)
-                break;
-            continue;
-        }
-        if (len == 0)
-            break;
-        struct fanotify_event_metadata *m = (struct fanotify_event_metadata *)buf;
-        for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
-            total++;
-            if (m->vers != FANOTIFY_METADATA_VERSION) {
-                if (m->fd >= 0)
-                    (void)close(m->fd);
-                r->lost_unreadable++;
-                continue;
-            }
-            if (m->fd < 0) { /* FAN_NOFD: overflow; else -errno (FD_ERROR) */
-                r->lost_overflow++;
-                continue;
-            }
-            if (relay_take(r, m) != 0)
-                return -1;
-        }
-    }
-    if ((r->count || r->lost_overflow || r->lost_unreadable || r->lost_path) &&
-        relay_send(r, SHOURNAL_MSG_EVENTS, 0) != 0)
-        return -1;
-    return total;
-}
-
-/* Keep the user's supplementary groups and take his gid as the fs gid, so
- * access checks are his; uid, euid and saved uid become his; gid, egid
- * and saved gid become shournal: ptrace needs matching gids, and
- * /proc/<pid> shows euid/egid, the trampoline's credential. */
-static int holder_ids(gid_t grp)
-{
-    uid_t ruid = getuid(), r, e, s;
-    gid_t rgid = getgid(), rg, eg, sg;
-
-    if (setresgid(grp, grp, grp) != 0)
-        return -1;
-    (void)setfsgid(rgid); /* returns the old value, never an error */
-    if (setresuid(ruid, ruid, ruid) != 0)
-        return -1;
-    if (getresuid(&r, &e, &s) != 0 || r != ruid || e != ruid || s != ruid)
-        return -1;
-    if (getresgid(&rg, &eg, &sg) != 0 || rg != grp || eg != grp || sg != grp)
-        return -1;
-    if ((gid_t)setfsgid((gid_t)-1) != rgid) /* -1 is invalid: a pure query */
-        return -1;
-    if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) != 0)
-        return -1;
-    if (ruid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
-        return -1;
-    return 0;
-}
-
-/* The holder pins the namespace (its ids -- real uid, shournal gid -- are
- * the trampoline's credential: no user can create such a process) and is
- * the only owner of the fanotify group. */
-/* SCHED_OTHER or SCHED_BATCH for ourselves: both ways need no privilege,
- * and a failure only costs latency. */
-static void set_policy(int policy)
-{
-    struct sched_param sp = {0};
-    (void)sched_setscheduler(0, policy, &sp);
-}
-
-static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
-                       pid_t listener, const struct holder_opts *o) __attribute__((noreturn));
-static void run_holder(int fan, int sock, int sync, int ready_wr, int pressure, gid_t grp,
-                       pid_t listener, const struct holder_opts *o)
-{
-    struct relay *r = calloc(1, sizeof *r);
-    struct rlimit rl;
-    char c = 1;
-    int batching = 0;
-
-    if (r == NULL || holder_ids(grp) != 0)
-        _exit(1);
-    /* With fs.suid_dumpable=1 the change of ids made us dumpable as the
-     * user: a core (where core_pattern says) and /proc files of his.  The
-     * trampoline needs neither: /proc/<pid> shows our ids regardless. */
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-        _exit(1);
-    r->hashbuf = malloc(o->chunk);
-    /* our own fds, for their paths: relative lookups are cheaper */
-    r->procfd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (r->hashbuf == NULL || r->procfd < 0)
-        _exit(1);
-    /* one read may open 256 fds, and script candidates wait for their
-     * message: make room */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
-    }
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    /* Reading the fanotify group keeps up with the command as an ordinary
-     * task, even when forked by a prepared set-up (SCHED_BATCH). */
-    set_policy(SCHED_OTHER);
-    /* A prepared namespace may wait long at a prompt: pin no directory
-     * (a busy copy of a mount makes its umount fail); paths we read come
-     * from /proc/self/fd. */
-    if (chdir("/") != 0)
-        _exit(1);
-    /* Only now does /proc/<pid> show our credential: the trampoline must
-     * not be pointed at us before. */
-    if (write(ready_wr, &c, 1) != 1)
-        _exit(1);
-    (void)close(ready_wr);
-
-    r->fan = fan;
-    r->sock = sock;
-    r->pressure = pressure;
-    r->qtail = &r->qhead;
-    r->listener = listener;
-    r->self = getpid();
-    r->o = o;
-    r->ignore_max = o->reads_need_write ? ignore_marks_budget() : 0;
-    for (;;) {
-        /* While batching, the fanotify group waits; the listener and the
-         * shell never do. */
-        struct pollfd p[3] = {{sock, (short)(POLLIN | (r->qhead ? POLLOUT : 0)), 0},
-                              {sync, POLLIN, 0},
-                              {fan, POLLIN, 0}};
-        int np = batching ? 2 : 3, rc = poll(p, (nfds_t)np, batching ? 20 : -1);
-        if (rc < 0) {
-            if (errno == EINTR)
-                continue;
-            _exit(1);
-        }
-        batching = 0;
-        if ((p[0].revents & POLLOUT) && queue_pump(r, 0) != 0)
-            _exit(0); /* the listener is gone */
-        if (p[1].revents) {
-            /* One byte: the shell is about to start its next command line.
-             * START: this command line has started.  Longer messages are
-             * cut by recv (SOCK_SEQPACKET) and fail the length check.
-             * Before a FLUSH: a START the shell sent before the line
-             * ended must reach the listener before FLUSHED. */
-            ssize_t n = recv(sync, r->from_shell, sizeof r->from_shell, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-                (void)close(sync); /* the shell is done with us: fine */
-                sync = -1;
-                continue;
-            }
-            if (n == 1) {
-                c = (char)r->from_shell[0];
-                if (relay_drain(r) < 0)
-                    _exit(0);
-                (void)send(sync, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-            } else if (n >= (ssize_t)sizeof(struct shournal_command) &&
-                       ((struct shournal_command *)(void *)r->from_shell)->type ==
-                           SHOURNAL_MSG_START) {
-                if (relay_start(r, (size_t)n) != 0)
-                    _exit(0);
-            }
-            continue;
-        }
-        if (p[0].revents & ~POLLOUT) {
-            struct shournal_flush req;
-            ssize_t n = recv(sock, &req, sizeof req, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-                _exit(0); /* the listener is done (or gone) */
-            if (n == (ssize_t)sizeof req && req.type == SHOURNAL_MSG_FLUSH) {
-                if (relay_drain(r) < 0 || relay_send(r, SHOURNAL_MSG_FLUSHED, req.seq) != 0)
-                    _exit(0);
-            }
-            continue;
-        }
-        if (np == 3 && (p[2].revents & POLLIN)) {
-            long n = relay_drain(r);
-            if (n < 0)
-                _exit(0);
-            /* Like the original: after a small batch let events queue up
-             * instead of waking up for each one. */
-            batching = n < 512;
-        } else if (np == 3 && p[2].revents) {
-            _exit(1);
-        }
-    }
-}
-
 static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, int nsfd,
                            int syncfd)
 {
@@ -1226,24 +544,8 @@ static int send_setup_done(int sock, pid_t holder, uint32_t flags, int rootfd, i
     struct shournal_setup_done m = {SHOURNAL_MSG_SETUP_DONE, (int32_t)holder,
                                     (int32_t)getpid(), flags};
     struct iovec iov = {&m, sizeof m};
-    union {
-        char buf[CMSG_SPACE(sizeof fds)];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {0};
-    struct cmsghdr *c;
 
-    memset(&u, 0, sizeof u);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof u.buf;
-    c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof fds);
-    memcpy(CMSG_DATA(c), fds, sizeof fds);
-    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
+    return shournal_send_fds(sock, &iov, 1, fds, 3, 0) == (ssize_t)sizeof m ? 0 : -1;
 }
 
 static int check_socket(int fd)
@@ -1312,8 +614,8 @@ static int hand_over_cwd(void)
 /* --lazy-listener: exec the listener (a Python start-up: CPU and, with a
  * cold cache, disk reads) only when the command line has ended (its
  * message or EOF on the control socket), when the holder's queue passes
- * QUEUE_PRESSURE, or when the holder is gone -- not while a short command
- * runs. */
+ * QUEUE_PRESSURE (shournal_holder.c), or when the holder is gone -- not
+ * while a short command runs. */
 static void wait_for_listener_start(int pressure)
 {
     struct pollfd p[2] = {{SHOURNAL_FD_SOCKET, POLLIN, 0}, {pressure, POLLIN, 0}};
@@ -1370,81 +672,152 @@ static int wait_for_go(long idle_s)
     return send(SHOURNAL_FD_SOCKET, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m ? 0 : -1;
 }
 
+/* setup's options, from argv alone (getopt would consult the environment:
+ * POSIXLY_CORRECT).  Without options (no config seen yet: the first
+ * command line of a fresh installation) the defaults are the config's; for
+ * archiving, any extension (the listener filters, with the fd it gets). */
+struct setup_args {
+    struct holder_opts o;
+    int no_read;
+    int lazy;
+    long prepared; /* idle seconds, 0: not prepared */
+    int nexcl;
+    char *excludes[SHOURNAL_MAX_EXCLUDES];
+};
+
+static int take_hash(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    return parse_hash(text, &a->o.chunk, &a->o.reads);
+}
+
+static int take_archive_max(struct setup_args *a, char *text, long n)
+{
+    (void)text;
+    a->o.archive_on = 1;
+    a->o.archive_max = (uint64_t)n;
+    return 0;
+}
+
+static int take_archive_ext(struct setup_args *a, char *text, long n)
+{
+    size_t el = strnlen(text, SHOURNAL_MAX_EXT_LEN + 1);
+    (void)n;
+    if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(text, '/') || strchr(text, '.') ||
+        a->o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
+        return -1;
+    a->o.ext[a->o.next++] = text;
+    return 0;
+}
+
+static int take_exclude(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    if (text[0] != '/' || strnlen(text, PATH_MAX) >= PATH_MAX || a->nexcl >= SHOURNAL_MAX_EXCLUDES)
+        return -1;
+    a->excludes[a->nexcl++] = text;
+    return 0;
+}
+
+/* OPT_FLAG stores `flag` in the int at `field`.  OPT_NUMBER takes a decimal
+ * in [min, max] and stores it in the long at `field`, or hands it to
+ * `take`.  OPT_TEXT hands the value to `take`, which validates it.  `take`
+ * returns 0, or -1 for the usage message. */
+enum setup_opt_kind { OPT_FLAG, OPT_NUMBER, OPT_TEXT };
+
+struct setup_opt {
+    const char *name;
+    enum setup_opt_kind kind;
+    size_t field;
+    int flag;
+    long min, max;
+    int (*take)(struct setup_args *a, char *text, long n);
+};
+
+#define SETUP_FIELD(m) offsetof(struct setup_args, m)
+static const struct setup_opt setup_opts[] = {
+    {.name = "--no-read", .kind = OPT_FLAG, .field = SETUP_FIELD(no_read), .flag = 1},
+    /* the config wants read events only of files the user may write (the
+     * default): most reads (/usr) end here, in C */
+    {.name = "--writable-reads", .kind = OPT_FLAG, .field = SETUP_FIELD(o.reads_need_write),
+     .flag = 1},
+    {.name = "--no-hash", .kind = OPT_FLAG, .field = SETUP_FIELD(o.hash_on), .flag = 0},
+    {.name = "--hash", .kind = OPT_TEXT, .take = take_hash},
+    {.name = "--archive-max-size", .kind = OPT_NUMBER, .min = 0, .max = LONG_MAX,
+     .take = take_archive_max},
+    {.name = "--archive-ext", .kind = OPT_TEXT, .take = take_archive_ext},
+    {.name = "--no-archive", .kind = OPT_FLAG, .field = SETUP_FIELD(o.archive_on), .flag = 0},
+    {.name = "--discard-events", .kind = OPT_FLAG, .field = SETUP_FIELD(o.discard), .flag = 1},
+    {.name = "--lazy-listener", .kind = OPT_FLAG, .field = SETUP_FIELD(lazy), .flag = 1},
+    {.name = "--prepared", .kind = OPT_NUMBER, .field = SETUP_FIELD(prepared), .min = 1,
+     .max = MAX_PREPARED_IDLE_S},
+    {.name = "--exclude-mount", .kind = OPT_TEXT, .take = take_exclude},
+};
+
+/* argv[first..]: [opts] -- LISTENER [ARG]...; returns the index of
+ * LISTENER (argc if it is missing).  Anything else: the usage message. */
+static int parse_setup_args(int argc, char **argv, int first, struct setup_args *a)
+{
+    int i;
+
+    for (i = first; i < argc; i++) {
+        const struct setup_opt *opt = NULL;
+        char *text = NULL;
+        long n = 0;
+
+        if (strcmp(argv[i], "--") == 0)
+            return i + 1;
+        for (size_t k = 0; k < sizeof setup_opts / sizeof setup_opts[0]; k++)
+            if (strcmp(argv[i], setup_opts[k].name) == 0)
+                opt = &setup_opts[k];
+        if (opt == NULL)
+            usage();
+        if (opt->kind == OPT_FLAG) {
+            *(int *)(void *)((char *)a + opt->field) = opt->flag;
+            continue;
+        }
+        if (i + 1 >= argc)
+            usage();
+        text = argv[++i];
+        if (opt->kind == OPT_NUMBER) {
+            if (parse_count(text, opt->max, &n) != 0 || n < opt->min)
+                usage();
+            if (opt->take == NULL) {
+                *(long *)(void *)((char *)a + opt->field) = n;
+                continue;
+            }
+        }
+        if (opt->take(a, text, n) != 0)
+            usage();
+    }
+    return i;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
-    char *excludes[SHOURNAL_MAX_EXCLUDES];
-    int nexcl = 0, i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2],
-        root_marked = 0, lazy = 0, member;
-    long prepared = 0; /* idle seconds, 0: not prepared */
-    /* Without options (no config seen yet: the first command line of a
-     * fresh installation) the defaults are the config's; for archiving,
-     * any extension (the listener filters, with the fd it gets). */
-    static struct holder_opts o = {
-        .hash_on = 1,
-        .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
-        .reads = SHOURNAL_DEFAULT_HASH_READS,
-        .archive_on = 1,
-        .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX};
+    int i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2], root_marked = 0,
+        member;
+    static struct setup_args a = {.o = {.hash_on = 1,
+                                        .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
+                                        .reads = SHOURNAL_DEFAULT_HASH_READS,
+                                        .archive_on = 1,
+                                        .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX}};
     char ready = 0;
     ssize_t got;
-    uint64_t mask = FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
+    uint64_t mask;
     uint32_t flags = 0;
     gid_t grp;
     pid_t holder, listener;
 
     /* argv: setup [opts] -- LISTENER [ARG]... */
-    for (i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        } else if (strcmp(argv[i], "--no-read") == 0) {
-            mask = FAN_CLOSE_WRITE;
-        } else if (strcmp(argv[i], "--writable-reads") == 0) {
-            /* the config wants read events only of files the user may
-             * write (the default): most reads (/usr) end here, in C */
-            o.reads_need_write = 1;
-        } else if (strcmp(argv[i], "--no-hash") == 0) {
-            o.hash_on = 0;
-        } else if (strcmp(argv[i], "--hash") == 0 && i + 1 < argc) {
-            if (parse_hash(argv[++i], &o.chunk, &o.reads) != 0)
-                usage();
-        } else if (strcmp(argv[i], "--archive-max-size") == 0 && i + 1 < argc) {
-            long v;
-            if (parse_count(argv[++i], LONG_MAX, &v) != 0)
-                usage();
-            o.archive_on = 1;
-            o.archive_max = (uint64_t)v;
-        } else if (strcmp(argv[i], "--archive-ext") == 0 && i + 1 < argc) {
-            const char *e = argv[++i];
-            size_t el = strnlen(e, SHOURNAL_MAX_EXT_LEN + 1);
-            if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(e, '/') || strchr(e, '.') ||
-                o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
-                usage();
-            o.ext[o.next++] = e;
-        } else if (strcmp(argv[i], "--no-archive") == 0) {
-            o.archive_on = 0;
-        } else if (strcmp(argv[i], "--discard-events") == 0) {
-            o.discard = 1;
-        } else if (strcmp(argv[i], "--lazy-listener") == 0) {
-            lazy = 1;
-        } else if (strcmp(argv[i], "--prepared") == 0 && i + 1 < argc) {
-            if (parse_count(argv[++i], MAX_PREPARED_IDLE_S, &prepared) != 0 || prepared < 1)
-                usage();
-        } else if (strcmp(argv[i], "--exclude-mount") == 0 && i + 1 < argc) {
-            const char *p = argv[++i];
-            if (p[0] != '/' || strnlen(p, PATH_MAX) >= PATH_MAX || nexcl >= SHOURNAL_MAX_EXCLUDES)
-                usage();
-            excludes[nexcl++] = argv[i];
-        } else {
-            usage();
-        }
-    }
+    i = parse_setup_args(argc, argv, 2, &a);
+    mask = a.no_read ? FAN_CLOSE_WRITE : FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX ||
-        (prepared && !lazy))
+        (a.prepared && !a.lazy))
         usage();
     if (check_socket(SHOURNAL_FD_SOCKET) != 0)
         usage();
-    if (prepared) {
+    if (a.prepared) {
         /* Nothing waits for this set-up (the shell shows its prompt): it
          * must not take the CPU from the shell.  SCHED_BATCH never
          * preempts on wakeup (the holder goes back to SCHED_OTHER). */
@@ -1472,7 +845,7 @@ static int cmd_setup(int argc, char **argv)
     fan = fanotify_group(&flags);
     if (fan < 0)
         die_setup("fanotify_init: %s", strerror(errno));
-    if (mark_mounts(fan, mask, excludes, nexcl, &root_marked) < 0)
+    if (mark_mounts(fan, mask, a.excludes, a.nexcl, &root_marked) < 0)
         die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
     if (!root_marked)
         die_setup("fanotify_mark on /: %s", strerror(errno));
@@ -1496,7 +869,7 @@ static int cmd_setup(int argc, char **argv)
         (void)close(sync[1]);
         (void)close(readyfd[0]);
         (void)close(pressure[0]);
-        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &o);
+        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &a.o);
     }
     /* the group must never reach the listener: it is the user's code */
     (void)close(fan);
@@ -1536,13 +909,13 @@ static int cmd_setup(int argc, char **argv)
      * SIG_IGN survives the exec, so this covers the interpreter start too. */
     signal(SIGHUP, SIG_IGN);
     /* a failure leaves the listener to find its directory itself */
-    if (hand_over_cwd() == 0 && lazy) {
+    if (hand_over_cwd() == 0 && a.lazy) {
         /* Not taken: nothing ran in the namespace; the holder follows us
          * out when the relay closes, and with it the fanotify group. */
-        if (prepared && wait_for_go(prepared) != 0)
+        if (a.prepared && wait_for_go(a.prepared) != 0)
             _exit(0);
         wait_for_listener_start(pressure[0]);
-    } else if (prepared) {
+    } else if (a.prepared) {
         _exit(0); /* the shell sets up without us */
     }
     (void)close(pressure[0]);
