@@ -77,6 +77,7 @@ def answer(argv: list[str]) -> int | None:
         STAT_COUNTS,
         OutputFormat,
         no_results,
+        note_pending,
         render,
         stat_counts,
         write,
@@ -123,4 +124,5 @@ def answer(argv: list[str]) -> int | None:
         write(no_results("", pending, wfile, None))
     else:
         write(render(fmt, commands, stats, HUMAN_MAX_FILES, min_stats, max_stats, None))
+    note_pending(pending, commands, human)
     return EXIT_FOUND if commands else EXIT_NOT_FOUND

@@ -121,6 +121,17 @@ def no_results(missing: str, pending: int, wfile: Path | None, rfile: Path | Non
     return "\n".join(lines) + "\n"
 
 
+def note_pending(pending: int, commands: list[Any], human: bool) -> None:
+    """Say on stderr that finished commands still being stored are not in
+    the result (a human "no results" text says it as a hint instead)."""
+    if pending and not (human and not commands):
+        print(
+            f"shournal: {pending} finished command(s) not in the journal yet (still being "
+            "stored), so not in this result; try again in a moment",
+            file=sys.stderr,
+        )
+
+
 def excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
     """Why a file given to --wfile/--rfile may never have been recorded."""
     if wfile is None and rfile is None:

@@ -35,7 +35,7 @@ from shournal.cli._common import (
     write_to,
 )
 from shournal.cli._common import fail as _fail
-from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, OutputFormat
+from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, OutputFormat, note_pending
 from shournal.cli._output import no_results as _no_results
 from shournal.cli._output import render as _render
 from shournal.cli._output import stat_counts as _stat_counts
@@ -244,13 +244,7 @@ def query(
             ),
             output,
         )
-    if pending and not (human and not commands):
-        # (the no-results text says it as a hint)
-        print(
-            f"shournal: {pending} finished command(s) not in the journal yet (still being "
-            "stored), so not in this result; try again in a moment",
-            file=sys.stderr,
-        )
+    note_pending(pending, commands, human)
     if restored is not None:
         from shournal.terminal import printable
 
