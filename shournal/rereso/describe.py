@@ -176,16 +176,16 @@ class _Types:
 
 
 def _runner_line(inv: Invocation) -> str:
-    """The wrapper's exec line for ``inv``'s pattern: the tool as recorded
-    (a script by its absolute path), file arguments from "$1"...."""
+    """The wrapper's lines for ``inv``'s pattern: the recorded ``NAME=value``
+    assignments exported by the wrapper's shell itself (the image holds only
+    what the runs read, so no ``env`` program), then the exec of the tool as
+    recorded (a script by its absolute path), file arguments from "$1"...."""
     words = list(inv.argv[: inv.prefix_len])
     if len(inv.tool) == 2:  # interpreter + script
         words[-1] = inv.tool[1]
     elif "/" in words[0]:
         words[0] = inv.tool[0]
     out = [shlex.quote(w) for w in words]
-    if inv.assignments:  # as recorded: LC_ALL=C tool ... runs as env LC_ALL=C tool ...
-        out[:0] = ["env", *(shlex.quote(a) for a in inv.assignments)]
     by_index = {f.index: n for n, f in enumerate(inv.files, 1)}
     for i in range(inv.prefix_len, len(inv.argv)):
         n = by_index.get(i)
@@ -194,7 +194,8 @@ def _runner_line(inv: Invocation) -> str:
         else:
             prefix = inv.files[n - 1].prefix
             out.append((shlex.quote(prefix) if prefix else "") + f'"${{{n}}}"')
-    return "exec " + " ".join(out)
+    exports = [" ".join(["export", *map(shlex.quote, inv.assignments)])] if inv.assignments else []
+    return "\n    ".join([*exports, "exec " + " ".join(out)])
 
 
 def _runner_script(patterns: list[tuple[str, Invocation]]) -> str:
