@@ -320,6 +320,7 @@ class Bench:
             "XDG_CONFIG_HOME": str(self.cfg_home),
             "XDG_DATA_HOME": str(data_home),
             "XDG_RUNTIME_DIR": str(self.runtime),
+            **{k: os.environ[k] for k in USER_ENV_PASS if k in os.environ},
         }
 
     def as_user(self, argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[str]:
@@ -334,15 +335,19 @@ class Bench:
         env = self.base_env(self.state / "data-prep")
         return sh(self.as_user(argv, env, cwd), check=check, **kw)
 
-    def run(self, variant: str, body: str, cwd: Path) -> dict:
-        """Run `body` (a bash snippet) once as `variant`; return the record."""
+    def run(self, variant: str, body: str, cwd: Path, *, run_opts: Sequence[str] = (),
+            data_home: Path | None = None) -> dict:
+        """Run `body` (a bash snippet) once as `variant`; return the record.
+        run_opts: options of `shournal run` (e.g. --apparatus); data_home:
+        the journal's XDG_DATA_HOME, kept as it is (default: a fresh one)."""
         self.counter += 1
         n = self.counter
         timefile = self.tmp / f"time.{n}"
-        data_home = self.state / f"data.{n}"
-        if data_home.exists():
-            shutil.rmtree(data_home)
-        user_dir(data_home, self.user, 0o700)
+        if data_home is None:
+            data_home = self.state / f"data.{n}"
+            if data_home.exists():
+                shutil.rmtree(data_home)
+            user_dir(data_home, self.user, 0o700)
         env = self.base_env(data_home)
         wrapped = (
             f"__s=$EPOCHREALTIME; {body}\n__rc=$?; __e=$EPOCHREALTIME; "
@@ -363,7 +368,7 @@ class Bench:
             if variant == "floor":
                 env["SHOURNAL_BENCH_FLOOR"] = "1"  # the holder discards every event
         if variant in ("full", "floor", "relay"):
-            argv = [SHOURNAL, "run", "--", *argv]
+            argv = [SHOURNAL, "run", *run_opts, "--", *argv]
         rec: dict = {"variant": variant, "run": n, "load_before": loadavg()}
         perf = PerfRecorder(self.tmp / f"perf.{n}") if self.cpu_share else None
         t0 = time.perf_counter()

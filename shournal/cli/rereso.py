@@ -58,17 +58,21 @@ Refs = Annotated[
 License = Annotated[
     str | None,
     typer.Option("--license", metavar="SPDX",
-                 help="SPDX licence identifier; without it the licence is 'unspecified'.",
+                 help="SPDX licence identifier (its syntax is checked, not the SPDX list: "
+                 "MIT, CC-BY-4.0, LicenseRef-NAME); without it the licence is 'unspecified'.",
                  show_default=False),
 ]
 
 
 def _meta(name: str | None, description: str | None, refs: list[str] | None,
           license_: str | None) -> Meta:
-    from shournal.rereso.describe import Meta
+    from shournal.rereso.describe import DescribeError, Meta
 
-    return Meta(name=name, description=description, references=tuple(refs or ()),
-                license=license_)
+    try:
+        return Meta(name=name, description=description, references=tuple(refs or ()),
+                    license=license_)
+    except DescribeError as e:
+        _fail(str(e), EXIT_USAGE)
 
 
 @describe_app.command(
@@ -126,15 +130,25 @@ def describe_benchmark_cmd(
     description: Description = None,
     ref: Refs = None,
     license_: License = None,
+    license_file: Annotated[
+        list[str] | None,
+        typer.Option("--license-file", metavar="PATH=SPDX",
+                     help="A file's own licence, overriding --license (repeatable); PATH is "
+                     "the file's name in the set or its path.", show_default=False),
+    ] = None,
 ) -> None:
     from contextlib import nullcontext
 
-    from shournal.rereso.describe import DescribeError, describe_benchmark
+    from shournal.rereso.describe import DescribeError, describe_benchmark, parse_file_license
     from shournal.rereso.schema import DescriptorInvalid
 
     meta = _meta(name, description, ref, license_)
     if not (paths or command_id or rfile):
         _fail("give --command-id ID, --rfile F or PATH...", EXIT_USAGE)
+    try:
+        file_licenses = dict(parse_file_license(t) for t in license_file or ())
+    except DescribeError as e:
+        _fail(str(e), EXIT_USAGE)
     try:
         needs_store = bool(command_id or rfile)
         with errors_to_status(missing=_NO_JOURNAL), (
@@ -143,6 +157,7 @@ def describe_benchmark_cmd(
             result = describe_benchmark(
                 journal.store if journal is not None else None, output, meta,
                 command_ids=command_id or (), rfiles=rfile or (), paths=paths or (),
+                file_licenses=file_licenses,
             )  # fmt: skip
     except (DescribeError, DescriptorInvalid) as e:
         _fail(str(e), EXIT_USAGE)

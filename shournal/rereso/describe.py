@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,12 +46,50 @@ class DescribeError(Exception):
     written."""
 
 
+# An SPDX licence identifier by its syntax (SPDX specification, annex
+# "SPDX License Expressions": idstring = 1*(ALPHA / DIGIT / "-" / "."),
+# with an optional "+", or a LicenseRef-): the descriptors' ``spdx`` field
+# holds one identifier, not an expression.  A syntax check, not a lookup
+# in the SPDX licence list, which changes with its releases.
+_SPDX_ID = re.compile(
+    r"(?:DocumentRef-[A-Za-z0-9.-]+:)?LicenseRef-[A-Za-z0-9.-]+|[A-Za-z0-9][A-Za-z0-9.-]*\+?"
+)
+
+
+def check_spdx(value: str) -> str:
+    """``value`` if it is an SPDX licence identifier by its syntax.
+
+    :raises DescribeError: it is not.
+    """
+    if not _SPDX_ID.fullmatch(value):
+        raise DescribeError(
+            f"{value!r} is not an SPDX licence identifier (letters, digits, '-' and '.', "
+            "as MIT or CC-BY-4.0; LicenseRef-NAME for others)"
+        )
+    return value
+
+
+def parse_file_license(text: str) -> tuple[str, str]:
+    """``PATH=SPDX`` (of ``--license-file``) as (PATH, SPDX).
+
+    :raises DescribeError: no ``=``, an empty PATH or an invalid SPDX id.
+    """
+    path, sep, spdx = text.rpartition("=")
+    if not sep or not path:
+        raise DescribeError(f"--license-file {text}: give PATH=SPDX")
+    return path, check_spdx(spdx)
+
+
 @dataclass(frozen=True, slots=True)
 class Meta:
     name: str | None = None
     description: str | None = None
     references: tuple[str, ...] = ()
     license: str | None = None  # SPDX identifier
+
+    def __post_init__(self) -> None:
+        if self.license is not None:
+            check_spdx(self.license)
 
 
 @dataclass(slots=True)
@@ -176,16 +214,16 @@ class _Types:
 
 
 def _runner_line(inv: Invocation) -> str:
-    """The wrapper's exec line for ``inv``'s pattern: the tool as recorded
-    (a script by its absolute path), file arguments from "$1"...."""
+    """The wrapper's lines for ``inv``'s pattern: the recorded ``NAME=value``
+    assignments exported by the wrapper's shell itself (the image holds only
+    what the runs read, so no ``env`` program), then the exec of the tool as
+    recorded (a script by its absolute path), file arguments from "$1"...."""
     words = list(inv.argv[: inv.prefix_len])
     if len(inv.tool) == 2:  # interpreter + script
         words[-1] = inv.tool[1]
     elif "/" in words[0]:
         words[0] = inv.tool[0]
     out = [shlex.quote(w) for w in words]
-    if inv.assignments:  # as recorded: LC_ALL=C tool ... runs as env LC_ALL=C tool ...
-        out[:0] = ["env", *(shlex.quote(a) for a in inv.assignments)]
     by_index = {f.index: n for n, f in enumerate(inv.files, 1)}
     for i in range(inv.prefix_len, len(inv.argv)):
         n = by_index.get(i)
@@ -194,7 +232,8 @@ def _runner_line(inv: Invocation) -> str:
         else:
             prefix = inv.files[n - 1].prefix
             out.append((shlex.quote(prefix) if prefix else "") + f'"${{{n}}}"')
-    return "exec " + " ".join(out)
+    exports = [" ".join(["export", *map(shlex.quote, inv.assignments)])] if inv.assignments else []
+    return "\n    ".join([*exports, "exec " + " ".join(out)])
 
 
 def _runner_script(patterns: list[tuple[str, Invocation]]) -> str:
@@ -409,6 +448,7 @@ class _BenchFile:
     name: str
     data: bytes
     origin: str  # shown in messages
+    source: str  # its absolute path, as recorded or given
 
 
 def _bench_files(
@@ -435,7 +475,7 @@ def _bench_files(
                     missing.append(str(e))
                     continue
                 files.append(_BenchFile(f.version.shown.rsplit("/", 1)[-1], data,
-                                        f"{f.version.shown} ({origin})"))
+                                        f"{f.version.shown} ({origin})", f.version.shown))
     if missing:
         raise DescribeError(
             "the recorded versions of these input files are neither archived nor on disk: "
@@ -456,6 +496,14 @@ def _bench_files(
     files.extend(_disk_file(p) for p in paths)
     if not files:
         raise DescribeError("no benchmark files given")
+    return files
+
+
+def _unique(files: list[_BenchFile]) -> list[_BenchFile]:
+    """``files`` one per name (a set's paths are names).
+
+    :raises DescribeError: two different contents have the same name.
+    """
     unique: dict[str, _BenchFile] = {}
     for f in files:
         old = unique.get(f.name)
@@ -467,11 +515,28 @@ def _bench_files(
     return list(unique.values())
 
 
+def _licenses_by_name(files: list[_BenchFile], given: Mapping[str, str]) -> dict[str, str]:
+    """The SPDX id of each file named in ``given`` (PATH -> SPDX), by the
+    name of the file in the set: PATH is that name, or the file's path.
+
+    :raises DescribeError: an invalid id, or a PATH naming no file.
+    """
+    out: dict[str, str] = {}
+    for path, spdx in given.items():
+        check_spdx(spdx)
+        absolute = os.path.abspath(path)
+        names = {f.name for f in files if path == f.name or absolute == f.source}
+        if not names:
+            raise DescribeError(f"--license-file {path}: no such file in the set")
+        out.update(dict.fromkeys(names, spdx))
+    return out
+
+
 def _disk_file(path: Path) -> _BenchFile:
     got = read_regular(os.fsencode(path))
     if isinstance(got, str):
         raise DescribeError(f"{path}: {got}")
-    return _BenchFile(path.name, got, str(path))
+    return _BenchFile(path.name, got, str(path), os.path.abspath(path))
 
 
 def describe_benchmark(
@@ -483,45 +548,60 @@ def describe_benchmark(
     rfiles: Sequence[Path] = (),
     paths: Sequence[Path] = (),
     source: ContentSource | None = None,
+    file_licenses: Mapping[str, str] | None = None,
 ) -> Result:
     """Write a benchmark set of the input files of ``command_ids`` (their
     recorded versions), the files ``rfiles`` (which recorded commands
     read) and ``paths``: the files and ``rereso-benchmark.yml``.  Files of
     different media types make one bundle per type, in subdirectories
-    of ``dest`` named after the type.
+    of ``dest`` named after the type.  ``meta.license`` is each set's
+    licence, ``file_licenses`` (PATH -> SPDX, PATH a file's name in the
+    set or its path) a file's own; a set whose every file has its own
+    has no set licence, else an unspecified one when none is given.
 
     :raises DescribeError: unknown ids, no input files, a recorded version
-        that is neither archived nor still on disk, clashing names.
+        that is neither archived nor still on disk, clashing names, an
+        invalid SPDX id, a ``file_licenses`` PATH naming no file.
     """
     result = Result(dest)
-    files = _bench_files(store, command_ids, rfiles, paths, source)
+    every = _bench_files(store, command_ids, rfiles, paths, source)
+    own = _licenses_by_name(every, file_licenses or {})
+    files = _unique(every)
     groups: dict[str, list[_BenchFile]] = {}
     for f in files:
         found = detect(f.name, f.data)
         if found.unknown:
             result.notes.append(unknown_notice(f.origin))
         groups.setdefault(found.value, []).append(f)
-    lic = license_data(meta.license, result.notes, schema.BENCHMARK_DESCRIPTOR)
     default_name = Path(os.path.abspath(dest)).name
     what = (f"input files of commands {', '.join(map(str, dict.fromkeys(command_ids)))}"
             if command_ids else None)
     docs = {}
+    notes: list[str] = []
     for media, members in groups.items():
         name = meta.name or default_name
         if len(groups) > 1:
             name = f"{name} ({media})"
-        doc = {
+        doc: dict[str, Any] = {
             "rereso-benchmark-version": schema.RERESO_VERSION,
             "metadata": metadata(meta, name,
                                  f"Recorded with shournal: {what}" if what else None),
-            "license": lic,
-            "format": {"media-type": media},
-            "benchmarks": [{"path": f.name} for f in members],
         }
+        # The schema's rule that a set without a licence needs one per
+        # benchmark names a "content" property, so it checks nothing: the
+        # rule is kept here.
+        if meta.license or any(f.name not in own for f in members):
+            doc["license"] = license_data(meta.license, notes, schema.BENCHMARK_DESCRIPTOR)
+        doc["format"] = {"media-type": media}
+        doc["benchmarks"] = [
+            {"path": f.name, **({"license": {"spdx": own[f.name]}} if f.name in own else {})}
+            for f in members
+        ]
         if len(groups) > 1:
             doc["metadata"]["name"] = name
         schema.check(doc, schema.BENCHMARK_SCHEMA, schema.BENCHMARK_DESCRIPTOR)
         docs[media] = doc
+    result.notes.extend(dict.fromkeys(notes))
 
     def build(tmp: Path) -> None:
         for media, members in groups.items():

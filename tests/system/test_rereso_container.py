@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures_shell import Shell, wait_stored
 from test_rereso_system import CSVS, HELPER, INI, TOOL, _expected, _write_as_user
 from test_run import commands, run_as_user
 
@@ -155,3 +156,41 @@ def test_benchmark_takes_the_apparatus_archived_version_of_a_changed_input(insta
                       "-o", "set-a", "--license", "CC0-1.0")
     assert res.returncode == 0, res.stderr
     assert (work / "set-a" / "in1.csv").read_text() == CSVS["in1.csv"]
+
+
+ENV_TOOL = """\
+import json, os, sys
+rows = open(sys.argv[1]).read().split()
+json.dump({"rows": len(rows) - 1, "unit": os.environ["UNIT"]}, open(sys.argv[2], "w"))
+"""
+
+
+def test_recorded_environment_assignment_runs_in_the_image(install, user_home):
+    """A tool recorded as `UNIT=cm python3 envtool.py IN OUT` (from a real
+    shell) runs in its image with the assignment applied, though the image
+    holds nothing but what the run read (no `env` program)."""
+    work = user_home / "work"
+    for name, text in {"envtool.py": ENV_TOOL, **CSVS}.items():
+        _write_as_user(install, work / name, text)
+    sh = Shell("bash", install, user_home)
+    sh.run(f"cd {work}")
+    assert "apparatus on for shell" in sh.run("shournal apparatus on")
+    sh.run("UNIT=cm python3 envtool.py in1.csv out1.json")
+    sh.exit()
+    wait_stored(user_home)
+    (run,) = commands(user_home, command_text="UNIT=cm python3 envtool.py%")
+    assert json.loads((work / "out1.json").read_text())["unit"] == "cm"
+    res = run_as_user(install, user_home, "describe", "tool", str(run.id), "-o", "tool-bundle",
+                      "--name", "env-tool", "--license", "MIT")
+    assert res.returncode == 0, res.stderr
+    res = run_as_user(install, user_home, "describe", "benchmark", "b1.csv", "-o", "set-b",
+                      "--license", "CC0-1.0")
+    assert res.returncode == 0, res.stderr
+    res = run_as_user(install, user_home, "recombine", "tool-bundle", "set-b", "-o",
+                      "results", "--output-format", "json")
+    report = json.loads(res.stdout)
+    assert [(r["benchmark"], r["exit_status"]) for r in report["runs"]] == [
+        ("set-b/b1.csv", 0)], res.stderr
+    assert res.returncode == 0, res.stderr
+    (out,) = report["runs"][0]["outputs"]
+    assert json.loads(Path(out).read_text()) == {"rows": 3, "unit": "cm"}

@@ -150,7 +150,9 @@ def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
         "tool.py <input.csv> <output.json>", "tool.py --fast <input.csv> <output.json>"]
     runner = (dest / RUNNER).read_text()
     assert f"exec python3 {work / 'tool.py'} \"${{1}}\" \"${{2}}\"\n" in runner
-    assert f"exec env LC_ALL=C python3 {work / 'tool.py'} --fast \"${{1}}\" \"${{2}}\"" in runner
+    # The wrapper's shell applies the assignment: no `env` needed in the image.
+    assert (f"    export LC_ALL=C\n    exec python3 {work / 'tool.py'} --fast \"${{1}}\" \"${{2}}\""
+            in runner)
 
 
 def test_unknown_media_type_falls_back_with_a_notice(store: Store, work: Path):
@@ -260,6 +262,63 @@ def test_benchmark_of_mixed_types_is_one_bundle_per_type(tmp_path: Path):
         assert doc["license"] == {"custom": UNSPECIFIED_LICENSE}
 
 
+def test_benchmark_licences_per_set_and_per_file(tmp_path: Path):
+    """--license is the set's default (the schema's set-level license);
+    --license-file PATH=SPDX gives one file its own (benchmarks[].license),
+    PATH by the file's name in the set or its path."""
+    for name, data in (("a.csv", CSV1), ("b.csv", CSV2), ("c.json", b'{"x": 1}\n')):
+        (tmp_path / name).write_bytes(data)
+    dest = tmp_path / "set"
+    res = describe_benchmark(
+        None, dest, Meta(license="CC0-1.0"),
+        paths=[tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.json"],
+        file_licenses={"b.csv": "CC-BY-4.0", str(tmp_path / "c.json"): "MIT"})
+    assert res.notes == ["the files have 2 media types: one bundle per type: text-csv/ "
+                         "(2 text/csv), application-json/ (1 application/json)"]
+    csv = yaml.safe_load((dest / "text-csv" / schema.BENCHMARK_DESCRIPTOR).read_text())
+    js = yaml.safe_load((dest / "application-json" / schema.BENCHMARK_DESCRIPTOR).read_text())
+    for doc in (csv, js):
+        assert schema.errors(doc, schema.BENCHMARK_SCHEMA) == []
+        assert doc["license"] == {"spdx": "CC0-1.0"}
+    assert csv["benchmarks"] == [{"path": "a.csv"},
+                                 {"path": "b.csv", "license": {"spdx": "CC-BY-4.0"}}]
+    assert js["benchmarks"] == [{"path": "c.json", "license": {"spdx": "MIT"}}]
+
+
+def test_benchmark_licensed_file_by_file_needs_no_set_licence(tmp_path: Path):
+    for name, data in (("a.csv", CSV1), ("b.csv", CSV2)):
+        (tmp_path / name).write_bytes(data)
+    paths = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    every = tmp_path / "every"
+    res = describe_benchmark(None, every, Meta(), paths=paths,
+                             file_licenses={"a.csv": "MIT", "b.csv": "Apache-2.0"})
+    doc = yaml.safe_load((every / schema.BENCHMARK_DESCRIPTOR).read_text())
+    assert schema.errors(doc, schema.BENCHMARK_SCHEMA) == [] and res.notes == []
+    assert "license" not in doc
+    assert [b["license"] for b in doc["benchmarks"]] == [{"spdx": "MIT"}, {"spdx": "Apache-2.0"}]
+    # One file without a licence of its own: the set's is the unspecified one.
+    some = tmp_path / "some"
+    res = describe_benchmark(None, some, Meta(), paths=paths, file_licenses={"a.csv": "MIT"})
+    doc = yaml.safe_load((some / schema.BENCHMARK_DESCRIPTOR).read_text())
+    assert doc["license"] == {"custom": UNSPECIFIED_LICENSE}
+    assert doc["benchmarks"] == [{"path": "a.csv", "license": {"spdx": "MIT"}}, {"path": "b.csv"}]
+    assert any("licence is unspecified" in n for n in res.notes)
+
+
+def test_benchmark_licence_errors_write_nothing(tmp_path: Path):
+    (tmp_path / "a.csv").write_bytes(CSV1)
+    dest = tmp_path / "set"
+    for spdx, files, message in (
+        ("MIT License", {}, "'MIT License' is not an SPDX licence identifier"),
+        (None, {"a.csv": "GPL/3"}, "'GPL/3' is not an SPDX licence identifier"),
+        (None, {"nope.csv": "MIT"}, "--license-file nope.csv: no such file in the set"),
+    ):
+        with pytest.raises(DescribeError, match=message):
+            describe_benchmark(None, dest, Meta(license=spdx), paths=[tmp_path / "a.csv"],
+                               file_licenses=files)
+        _nothing_written(tmp_path, dest)
+
+
 def test_accepts_says_why_not():
     cmd = {"name": "tool.py <input.csv> <output.json>",
            "input-formats": [{"media-type": "text/csv", "schemas": ["https://s/x.json"]}]}
@@ -281,6 +340,12 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
         (["describe", "tool", str(cid), "-o", str(dest)], "read no recorded files"),
         (["describe", "tool", "77", "-o", str(dest)], "no command with id 77"),
         (["describe", "benchmark", "-o", str(dest)], "give --command-id ID"),
+        (["describe", "tool", "77", "-o", str(dest), "--license", "GPL 3"],
+         "'GPL 3' is not an SPDX licence identifier"),
+        (["describe", "benchmark", str(tmp_path), "-o", str(dest), "--license-file", "x.csv"],
+         "--license-file x.csv: give PATH=SPDX"),
+        (["describe", "benchmark", str(tmp_path), "-o", str(dest), "--license-file",
+          "x.csv=MIT;rm"], "'MIT;rm' is not an SPDX licence identifier"),
         (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest)],
          "rereso-tool.yml: No such file"),
         (["recombine", "--host", str(tmp_path), str(tmp_path), "-o", str(dest)],
