@@ -105,7 +105,7 @@ def test_run_a_burst_larger_than_the_holders_queue_threshold_loses_nothing(insta
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and res.stderr == "", res.stderr
     (cmd,) = commands(user_home, command_text="python3 -c %")
-    assert (cmd.lost_events, cmd.dropped_writes) == (0, 0)
+    assert (cmd.lost_events, cmd.dropped_writes) == (0, 0), cmd.lost_reasons
     assert len(cmd.writes) == n
     assert {e.path.rsplit(b"/", 1)[1] for e in cmd.writes} == {
         b"%s%06d" % (name.encode(), i) for i in range(n)}
