@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -232,7 +232,7 @@ class LightReader:
         rows = self._rows(sql, params)
         if history is not None:
             rows.reverse()
-        commands = [_command_view(r) for r in rows]
+        commands = [command_view(r) for r in rows]
         self._attach_events(commands, max_files)
         return commands
 
@@ -417,13 +417,16 @@ def _events_sql(writes: bool, n: int, limited: bool) -> str:
     )
 
 
-def _command_view(r: Any) -> CommandView:
+def command_view(r: Sequence[Any], time: Callable[[Any], Any] = _utc) -> CommandView:
+    """A command row as _COMMAND_SELECT lists its columns (the SQLAlchemy
+    reader selects them in the same order) -> its view; ``time`` makes the
+    start and end datetimes of what the driver returned."""
     return CommandView(
         id=r[0],
         text=r[1],
         return_value=r[2],
-        start_time=_utc(r[3]),  # type: ignore[arg-type]
-        end_time=_utc(r[4]),  # type: ignore[arg-type]
+        start_time=time(r[3]),
+        end_time=time(r[4]),
         working_dir=r[5],
         username=r[6],
         hostname=r[7],

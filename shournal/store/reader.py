@@ -38,7 +38,7 @@ from shournal.data import (
 )
 from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
-from shournal.store.light import PREVIEW_BYTES
+from shournal.store.light import PREVIEW_BYTES, command_view
 from shournal.store.models import KIND_READ, KIND_WRITE
 
 __all__ = [
@@ -282,29 +282,8 @@ def _command_select() -> Select:
 
 
 def _command_view(r: Any) -> CommandView:
-    return CommandView(
-        id=r[0],
-        text=r[1],
-        return_value=r[2],
-        start_time=r[3],
-        end_time=r[4],
-        working_dir=r[5],
-        username=r[6],
-        hostname=r[7],
-        session_uuid=r[8],
-        hash_chunk_size=r[9],
-        hash_max_reads=r[10],
-        dropped_writes=r[11],
-        dropped_reads=r[12],
-        lost_events=r[13],
-        derived_from=r[14],
-        lost_reasons={
-            reason: n
-            for reason, n in zip(LOST_REASONS, r[15 : 15 + len(LOST_REASONS)], strict=True)
-            if n
-        },
-        incomplete=bool(r[15 + len(LOST_REASONS)]),
-    )
+    # the columns of _select_commands, in store.light's order
+    return command_view(r, time=lambda t: t)
 
 
 def select_commands(
