@@ -121,6 +121,9 @@ def wait_recorded(home: Path) -> None:
     rundir = home / "run" / "shournal"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        # the recorders are orphans of ours (we are the subreaper): one that
+        # ended is a zombie until reaped, and a zombie answers kill(pid, 0)
+        reap_all(block=False)
         alive = False
         for m in rundir.glob("*.*"):
             if m.suffix in (".run", ".end", ".store") and m.stem.isdigit():
