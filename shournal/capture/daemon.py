@@ -59,6 +59,13 @@ _BATCH = 64
 # Retry delays while the journal is unusable.
 _RETRY_FIRST = 0.5
 _RETRY_MAX = 10.0
+# Storing waits until no command line has started or ended for _QUIET
+# seconds (at most _DEFER_MAX after the oldest unstored one was spooled):
+# command lines arriving together (a paste, a busy shell) then do not
+# compete with the journal's writes for the CPU (the store daemon shares
+# the machine with the shells it serves), and are stored in one go.
+_QUIET = 0.05
+_DEFER_MAX = 1.0
 # How often the accept loop looks at the idle time.
 _TICK = 1.0
 _CWD_MAX = 4096
@@ -92,6 +99,11 @@ class Daemon:
             )
         self._forget_dead_started()
         self._queue: list[tuple[CommandRecord, _Waiter]] = []
+        self._spooled_at: float | None = None  # oldest unstored one's
+        self._draining = 0  # callers of drain(): store at once
+        # The spool's writer: spool_record's appends and the store thread's
+        # commit (which may replace the file) exclude each other.
+        self._spool_lock = threading.Lock()
         self._writing = False
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
 
@@ -263,11 +275,16 @@ class Daemon:
                     self._writing = False
                     break
             err: OSError | None = None
-            with self.lock:  # the store thread may rotate the file
+            # Not under self.lock: the fsync takes milliseconds, in which
+            # the other command lines go on (and queue for the next write).
+            with self._spool_lock:
                 try:
                     self.spool.append([r for r, _ in batch])
                 except OSError as exc:
                     err = exc
+            with self.lock:
+                if err is None and self._spooled_at is None:
+                    self._spooled_at = time.monotonic()
                 self.lock.notify_all()  # the store thread
             for _, w in batch:
                 w.done(err)
@@ -304,8 +321,14 @@ class Daemon:
         delay = _RETRY_FIRST
         while True:
             with self.lock:
-                while not self.stopping and self.spool.backlog() == 0:
-                    self.lock.wait()
+                while not self.stopping:
+                    if self.spool.backlog() == 0:
+                        self.lock.wait()
+                        continue
+                    wait = self._defer()
+                    if wait <= 0:
+                        break
+                    self.lock.wait(wait)
                 if self.spool.backlog() == 0:
                     break
                 batch = self.spool.pending(_BATCH)
@@ -345,18 +368,30 @@ class Daemon:
                 continue
             self.verify = False
             delay = _RETRY_FIRST
-            with self.lock:
+            with self._spool_lock:
                 try:
                     self.spool.commit(batch[-1][0])
                 except OSError:
                     # Only the committed offset was not written: a restart
                     # looks the commands up before storing them again.
                     pass
+            with self.lock:
                 if self.error is not None:
                     self.error = None
+                if self.spool.backlog() == 0:
+                    self._spooled_at = None
                 self.lock.notify_all()
         if store is not None:
             store.close()
+
+    def _defer(self) -> float:
+        """How long the store thread should still wait before storing
+        (under the lock): see _QUIET."""
+        now = time.monotonic()
+        since = self._spooled_at if self._spooled_at is not None else now
+        if self._draining:
+            return 0.0
+        return min(self.last_activity + _QUIET, since + _DEFER_MAX) - now
 
     def _journal_failed(self, exc: BaseException, batch) -> None:
         condition = journal_condition(exc)
@@ -386,11 +421,16 @@ class Daemon:
         deadline = time.monotonic() + timeout
         with self.lock:
             target = self.spool.end
-            while self.spool.committed < target and self.spool.end != 0:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self.lock.wait(left)
+            self._draining += 1
+            self.lock.notify_all()
+            try:
+                while self.spool.committed < target and self.spool.end != 0:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.lock.wait(left)
+            finally:
+                self._draining -= 1
             if self.spool.committed >= target or self.spool.backlog() == 0:
                 return 0
         return self.spool_count()

@@ -347,17 +347,31 @@ def _started_dir(directory: Path | None) -> Path:
     return (directory or spool_dir()) / STARTED
 
 
+# Directories keep_started has checked (the daemon keeps one message per
+# command line: the checks cost more than the write).  Checked again after
+# any failure to write there.
+_checked_started: set[Path] = set()
+
+
 def keep_started(
     pid: int, cmd: CommandMessage, cwd: str, directory: Path | None = None
 ) -> None:
     base = directory or spool_dir()
-    _open_dir(base)
     started = _started_dir(base)
-    _open_dir(started)
     payload = marshal.dumps(
         (_FORMAT, cmd.return_value, cmd.start_ns, cmd.end_ns, cmd.session, cmd.text, cwd)
     )
-    _write_file(started, str(pid), _frame_payload(payload), durable=False)
+    data = _frame_payload(payload)
+    if started in _checked_started:
+        try:
+            _write_file(started, str(pid), data, durable=False)
+            return
+        except OSError:
+            _checked_started.discard(started)
+    _open_dir(base)
+    _open_dir(started)
+    _write_file(started, str(pid), data, durable=False)
+    _checked_started.add(started)
 
 
 def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessage, str] | None:

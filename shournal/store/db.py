@@ -533,6 +533,27 @@ class Store:
         where = [table.c[k] == v for k, v in values.items()]
         return conn.execute(select(table.c.id).where(*where)).scalar_one()
 
+    def _dimension_ids(
+        self, conn: Connection, wanted: Sequence[tuple[type[m.Base], dict[str, Any]]]
+    ) -> dict[type[m.Base], int]:
+        """The ids of a command's rows in small tables (its host and user,
+        directory, session, hash setting), inserting those not there yet.
+        They almost always exist: one SELECT of them all (a statement costs
+        far more CPU in SQLAlchemy and the driver than in the database),
+        then _get_or_create for the missing ones.  Never cached across
+        transactions: `shournal delete` collects unreferenced rows, and a
+        freed id may be given to another row."""
+        lookups = []
+        for model, values in wanted:
+            table: Table = model.__table__  # type: ignore[assignment]
+            where = [table.c[k] == v for k, v in values.items()]
+            lookups.append(select(table.c.id).where(*where).scalar_subquery())
+        row = conn.execute(select(*lookups)).one()
+        ids: dict[type[m.Base], int] = {}
+        for (model, values), found in zip(wanted, row, strict=True):
+            ids[model] = found if found is not None else self._get_or_create(conn, model, **values)
+        return ids
+
     def _ids_for(
         self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
     ) -> dict[Any, int]:
@@ -581,20 +602,20 @@ class Store:
                     digest,
                     {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": content},
                 )
+        wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
+            (m.Env, {"hostname": rec.hostname, "username": rec.username}),
+            (m.WorkingDir, {"path": rec.working_dir}),
+        ]
+        if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
+            hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
+            wanted.append((m.HashSetting, hashing))
+        if rec.session_uuid is not None:
+            wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
         with self.writing() as conn:
-            env_id = self._get_or_create(conn, m.Env, hostname=rec.hostname, username=rec.username)
-            hash_setting_id = None
-            if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
-                hash_setting_id = self._get_or_create(
-                    conn,
-                    m.HashSetting,
-                    chunk_size=rec.hash_chunk_size,
-                    max_reads=rec.hash_max_reads,
-                )
-            session_id = None
-            if rec.session_uuid is not None:
-                session_id = self._get_or_create(conn, m.ShellSession, uuid=rec.session_uuid)
-            cwd_id = self._get_or_create(conn, m.WorkingDir, path=rec.working_dir)
+            ids = self._dimension_ids(conn, wanted)
+            env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
+            hash_setting_id = ids.get(m.HashSetting)
+            session_id = ids.get(m.ShellSession)
             result = conn.execute(
                 m.Command.__table__.insert(),
                 {
