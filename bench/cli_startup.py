@@ -1,16 +1,29 @@
 """CLI start-up on the 1-million-command journal (bench/journal_gen.py builds
 and caches it): wall time of ``shournal query --history 5`` and ``shournal
-query --wfile F`` (F a probe file the journal records), whole processes
-measured with hyperfine, warm and cold (``drop_caches`` before each run;
-needs root, skipped otherwise).  ``python -c pass`` is the floor.  Also the
-import time of the biggest modules (``python -X importtime``, best of 3).
+query --wfile F`` (F a probe file the journal records), whole processes,
+warm and cold (``drop_caches`` before each run; needs root, skipped
+otherwise).  ``python -c pass`` of the same interpreter is the floor.
+
+Each build is installed as ``make install`` installs it: a fresh venv with
+``pip install`` of the source tree (not editable: an editable install's
+import hook costs every start-up several ms), run through its ``bin/shournal``
+console script.  ``--build`` names the builds (a checkout directory, or a git
+revision of this repository exported with ``git archive``; default: this
+checkout); with two, the old and new code run alternately, in a random
+order per round, so a shared machine's load hits both alike.
+
+Also per build and command the cumulative import time (``python -X
+importtime``, the sum of the top-level imports, best of ``--import-reps``),
+which does not depend on the load, and the largest imports.
 
 Target (issue 15): <= 150 ms wall for both, warm and cold.
 
-    nice .venv/bin/python bench/cli_startup.py --tag NAME   # results/cli_startup-NAME.json
+    nice .venv/bin/python bench/cli_startup.py --build main --build . --tag NAME
 
-The machine's load average goes into the result: on a shared machine wall
-times mean little, user + system CPU time (also recorded) more.
+writes results/cli_startup-NAME.json.  The journal is found through
+``$SHOURNAL_DB_URL`` (``--journal env``) or, as for a user, at the default
+place with a default config file (``--journal default``: a symbolic link in
+a private ``$XDG_DATA_HOME``, the config file ``shournal`` writes).
 """
 
 from __future__ import annotations
@@ -18,105 +31,195 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import journal_gen  # noqa: E402
-from query_perf import cli_env  # noqa: E402
 
 TARGET_MS = 150
-DROP = "sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 
 
-def hyperfine(commands: list[str], env: dict[str, str], runs: int, cold: bool,
-              out: Path) -> list[dict[str, Any]]:  # fmt: skip
-    argv = ["hyperfine", "-N", "-i", "--export-json", str(out), "-r", str(runs)]
-    argv += ["--prepare", DROP] if cold else ["-w", "3"]
-    subprocess.run([*argv, *commands], env=env, check=True, stdout=subprocess.DEVNULL)
-    results = json.loads(out.read_text())["results"]
-    return [
-        {
-            "command": r["command"],
-            "median_ms": round(r["median"] * 1000, 1),
-            "mean_ms": round(r["mean"] * 1000, 1),
-            "min_ms": round(r["min"] * 1000, 1),
-            "user_ms": round(r["user"] * 1000, 1),
-            "system_ms": round(r["system"] * 1000, 1),
-            "runs": len(r["times"]),
-        }
-        for r in results
-    ]
+def drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def import_times(argv: list[str], env: dict[str, str], top: int = 15) -> list[tuple[str, float]]:
-    """The modules with the largest cumulative import time (best of 3), in ms."""
-    best: dict[str, int] = {}
-    for _ in range(3):
-        err = subprocess.run([sys.executable, "-X", "importtime", *argv], env=env,
+def install(build: str, dest: Path) -> Path:
+    """A venv at ``dest`` with ``build`` pip-installed into it (as `make
+    install` does); its bin/ directory."""
+    src = Path(build)
+    if not (src / "pyproject.toml").exists():
+        src = dest.with_suffix(".src")
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-c", f"safe.directory={REPO}", "-C", str(REPO), "archive", build],
+            check=True, capture_output=True,
+        ).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    subprocess.run(["python3", "-m", "venv", str(dest)], check=True)
+    subprocess.run([str(dest / "bin" / "pip"), "install", "-q", "--no-cache-dir", str(src)],
+                   check=True, stderr=subprocess.DEVNULL)  # fmt: skip
+    return dest / "bin"
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Wall, user and system time of one process, in ms."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+    ])  # fmt: skip
+    _pid, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit status {code}")
+    return {"wall": wall * 1000, "user": usage.ru_utime * 1000, "sys": usage.ru_stime * 1000}
+
+
+def import_total(argv: list[str], env: dict[str, str], reps: int) -> tuple[float, list[Any]]:
+    """Best-of-``reps`` sum of the top-level cumulative import times (ms),
+    and the largest top-level imports of that best run."""
+    best: tuple[float, list[Any]] = (float("inf"), [])
+    # the interpreter of a console script (its #! line) or the interpreter itself
+    python = argv[0] if Path(argv[0]).name.startswith("python") else str(
+        Path(argv[0]).with_name("python")
+    )
+    args = argv[1:] if python == argv[0] else argv
+    for _ in range(reps):
+        err = subprocess.run([python, "-X", "importtime", *args], env=env,
                              capture_output=True, text=True).stderr  # fmt: skip
+        top = []
         for line in err.splitlines():
             m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
-            if m and len(m[2]) <= 4:
-                name = m[3]
-                best[name] = min(best.get(name, 1 << 62), int(m[1]))
-    ranked = sorted(best.items(), key=lambda kv: -kv[1])[:top]
-    return [(name, round(us / 1000, 1)) for name, us in ranked]
+            if m and len(m[2]) == 1:
+                top.append((m[3], int(m[1]) / 1000))
+        total = sum(ms for _name, ms in top)
+        if total < best[0]:
+            best = (total, sorted(top, key=lambda kv: -kv[1])[:12])
+    return round(best[0], 1), [(name, round(ms, 1)) for name, ms in best[1]]
+
+
+def summary(times: list[dict[str, float]]) -> dict[str, Any]:
+    walls = sorted(t["wall"] for t in times)
+    return {
+        "median_ms": round(statistics.median(walls), 1),
+        "min_ms": round(walls[0], 1),
+        "p90_ms": round(walls[int(0.9 * (len(walls) - 1))], 1),
+        "user_ms": round(statistics.median(t["user"] for t in times), 1),
+        "sys_ms": round(statistics.median(t["sys"] for t in times), 1),
+        "runs": len(times),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", type=Path, default=journal_gen.DEFAULT_DB)
+    p.add_argument("--build", action="append", default=[],
+                   help="a checkout directory or a git revision (repeat to compare; default .)")
+    p.add_argument("--journal", choices=("env", "default"), default="env")
     p.add_argument("--runs", type=int, default=20, help="warm runs per command")
     p.add_argument("--cold-runs", type=int, default=5)
+    p.add_argument("--import-reps", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)
+    # directories made absolute (the runs happen in a private directory)
+    builds = [str(Path(b).resolve()) if Path(b).is_dir() else b for b in args.build or ["."]]
 
     meta = journal_gen.ensure_journal(args.db)
-    # Bytecode, as an installed package has it (PYTHONDONTWRITEBYTECODE or
-    # a fresh checkout would measure compiling the sources instead).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(BENCH_DIR.parent / "shournal")],
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     probe = next(p for p in meta["probes"] if p["kind"] == "write" and p["mtime_matches"])
-    shournal = f"{sys.executable} -m shournal"
-    commands = [
-        f"{sys.executable} -c pass",
-        f"{shournal} query --history 5",
-        f"{shournal} query --wfile {probe['path']}",
-    ]
+    questions = {
+        "history": ["query", "--history", "5"],
+        "wfile": ["query", "--wfile", probe["path"]],
+    }
     result: dict[str, Any] = {
         "benchmark": "cli_startup",
         "journal": {k: meta[k] for k in ("commands", "file_events")},
-        "load_before": os.getloadavg()[0],
+        "journal_found_by": args.journal,
+        "builds": builds,
+        "load_before": os.getloadavg(),
         "target_ms": TARGET_MS,
     }
+    rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="shournal-startup-") as tmp:
         home = Path(tmp)
-        env = cli_env(f"sqlite:///{args.db}", home)
-        env["PYTHONPATH"] = str(BENCH_DIR.parent)
-        # not the checkout: `python -m` puts the cwd first on sys.path
+        env = dict(os.environ)
+        # A private config, data and runtime dir: the query must not see
+        # (or wait for) anything of the user running the benchmark.
+        env.update(
+            HOME=str(home), XDG_CONFIG_HOME=str(home / "config"),
+            XDG_DATA_HOME=str(home / "data"), XDG_RUNTIME_DIR=str(home / "run"),
+        )  # fmt: skip
+        env.pop("SHOURNAL_DB_URL", None)
+        if args.journal == "env":
+            env["SHOURNAL_DB_URL"] = f"sqlite:///{args.db}"
+        else:
+            (home / "data" / "shournal").mkdir(parents=True, mode=0o700)
+            (home / "data" / "shournal" / "journal.sqlite").symlink_to(args.db)
         os.chdir(home)
-        result["warm"] = hyperfine(commands, env, args.runs, False, home / "warm.json")
+        commands: dict[str, list[str]] = {}
+        for i, build in enumerate(builds):
+            label = f"{i}:{build}"
+            bindir = install(build, home / f"venv{i}")
+            if i == 0:
+                commands["python -c pass"] = [str(bindir / "python"), "-c", "pass"]
+                if args.journal == "default":
+                    # the commented default config.toml, as a first use writes it
+                    subprocess.run([str(bindir / "python"), "-c",
+                                    "from shournal.config import load_config; load_config()"],
+                                   env=env, check=True)  # fmt: skip
+            for q, qargs in questions.items():
+                commands[f"{label} {q}"] = [str(bindir / "shournal"), *qargs]
+        result["commands"] = {k: " ".join(v) for k, v in commands.items()}
+        result["imports"] = {
+            name: dict(zip(("total_ms", "top"), import_total(argv_, env, args.import_reps),
+                           strict=True))
+            for name, argv_ in commands.items()
+        }  # fmt: skip
+        modes = [("warm", args.runs)]
         if os.geteuid() == 0:
-            result["cold"] = hyperfine(commands, env, args.cold_runs, True, home / "cold.json")
-        result["imports_history"] = import_times(
-            ["-m", "shournal", "query", "--history", "5"], env
-        )
-    result["load_after"] = os.getloadavg()[0]
+            modes.append(("cold", args.cold_runs))
+        for mode, runs in modes:
+            times: dict[str, list[dict[str, float]]] = {k: [] for k in commands}
+            if mode == "warm":
+                for argv_ in commands.values():
+                    for _ in range(3):
+                        run_once(argv_, env)
+            for _ in range(runs):
+                order = list(commands)
+                rng.shuffle(order)
+                for name in order:
+                    if mode == "cold":
+                        drop_caches()
+                    times[name].append(run_once(commands[name], env))
+            result[mode] = {name: summary(t) for name, t in times.items()}
+    result["load_after"] = os.getloadavg()
     name = f"cli_startup-{args.tag}.json" if args.tag else "cli_startup.json"
     out = BENCH_DIR / "results" / name
     out.write_text(json.dumps(result, indent=1) + "\n")
-    for kind in ("warm", "cold"):
-        for r in result.get(kind, []):
-            print(f"{kind:4} {r['median_ms']:8.1f} ms median  (user {r['user_ms']:.0f} ms, "
-                  f"sys {r['system_ms']:.0f} ms)  {r['command']}")  # fmt: skip
-    print(f"load average {result['load_before']:.1f} -> {result['load_after']:.1f}; {out}")
+    for name in result["imports"]:
+        cells = [f"imports {result['imports'][name]['total_ms']:6.1f} ms"]
+        for mode, _runs in modes:
+            r = result[mode][name]
+            cells.append(f"{mode} {r['median_ms']:6.1f} ms (user {r['user_ms']:.0f}, "
+                         f"sys {r['sys_ms']:.0f})")  # fmt: skip
+        print(f"{name:40} " + "  ".join(cells))
+    before, after = result["load_before"], result["load_after"]
+    print(f"load average {before[0]:.1f} -> {after[0]:.1f}; {out}")
     return 0
 
 

@@ -1,32 +1,53 @@
 """The library's data types: what the journal hands out (command and file
-views) and what it is asked (criteria), with the errors of asking.
+views, statistics) and what it is asked (criteria), with the errors of
+asking.
 
 The bottom of the import graph: standard library only, nothing from
 shournal, so that every other module (store, query, renderers, CLI) can
 import these without pulling in SQLAlchemy or each other.
+
+Every `shournal query` imports this module, so it stays cheap: the views
+and statistics are plain classes with ``__slots__`` (equality, repr and,
+for the frozen ones, hashing as :mod:`dataclasses` would make them), not
+dataclasses, whose creation and module would cost the fast path
+(:mod:`shournal.cli._fast`) more than the rest of its imports.  The
+criteria types and :class:`WrittenVersion` are dataclasses in
+:mod:`shournal._criteria`, loaded when first named here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Generic, Literal, TypeVar
+# Not typing.TYPE_CHECKING: importing typing costs `shournal query` ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+    from shournal._criteria import Condition, Criteria, FileCriteria, Period, WrittenVersion
 
 __all__ = [
+    "DEFAULT_TOP",
     "INT64_MAX",
+    "LOST_REASONS",
     "RETURN_VALUE_UNKNOWN",
     "BadSessionId",
+    "CommandModifications",
     "CommandView",
     "Condition",
     "Criteria",
     "CriteriaError",
+    "DirectoryActivity",
     "FileCriteria",
     "FileEventView",
     "FileProbe",
+    "JournalStats",
     "Period",
     "QueryError",
     "QueryFileError",
+    "SessionCommands",
+    "WorkingDirCommands",
     "WrittenVersion",
+    "lost_reason_parts",
 ]
 
 # The original stores INT32_MAX when the exit status is unknown.
@@ -36,8 +57,15 @@ RETURN_VALUE_UNKNOWN = 2**31 - 1
 # (and in SQLite's and PostgreSQL's bound parameters).
 INT64_MAX = 2**63 - 1
 
-Op = Literal["eq", "ne", "lt", "le", "gt", "ge", "like", "between"]
-T = TypeVar("T")
+_CRITERIA_TYPES = ("Condition", "Criteria", "FileCriteria", "Op", "Period", "WrittenVersion")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CRITERIA_TYPES:
+        import shournal._criteria
+
+        return getattr(shournal._criteria, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- errors ----------------------------------------------------------------------
@@ -60,29 +88,132 @@ class BadSessionId(CriteriaError):
     """The session id is neither base64 of 16 bytes nor a UUID."""
 
 
+# -- lost events -------------------------------------------------------------------
+
+# Why file events were lost (stored per reason, in this order):
+#   overflow   - the kernel's queue overflowed, or an event came without an
+#                fd (the kernel failed to open the file for the holder);
+#   unreadable - the holder's check of the file failed (access check,
+#                fstat, its path or its content could not be read);
+#   path       - the event's path no longer led to its file (renamed,
+#                replaced or unlinked before the holder took it);
+#   relay      - the relay from the holder ended early (the holder was
+#                killed or crashed) or records went missing on the way.
+# A file the user may not read is dropped, not lost: it is none of his.
+# Events beyond a cap are counted as dropped_writes/dropped_reads.
+LOST_REASONS = ("overflow", "unreadable", "path", "relay")
+# How the outputs name them (the HTML report gets these texts too).
+LOST_REASON_TEXT = {
+    "overflow": "kernel queue overflow",
+    "unreadable": "file check failed",
+    "path": "path no longer led to the file",
+    "relay": "event relay ended early",
+}
+LOST_REASON_UNKNOWN = "reason not recorded"
+
+
+def lost_reason_parts(lost_events: int, lost_reasons: dict[str, int]) -> list[tuple[str, int]]:
+    """(text, count) of each reason of a command's lost events, in
+    LOST_REASONS order; what no reason accounts for (a journal of before
+    reasons were stored) as LOST_REASON_UNKNOWN."""
+    parts = [(LOST_REASON_TEXT[r], lost_reasons[r]) for r in LOST_REASONS if lost_reasons.get(r)]
+    rest = lost_events - sum(n for _t, n in parts)
+    if rest > 0:
+        parts.append((LOST_REASON_UNKNOWN, rest))
+    return parts
+
+
+# -- plain value classes ---------------------------------------------------------------
+
+
+class _Value:
+    """Equality and repr over the fields (``__slots__``, in order), as a
+    dataclass has them; mutable, so not hashable.  Each subclass lists its
+    fields once in ``__slots__`` and takes them, in that order, in
+    ``__init__`` (tests/unit/test_data.py checks both agree)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        """The fields, a subclass's after its bases'."""
+        return tuple(n for c in reversed(cls.__mro__) for n in c.__dict__.get("__slots__", ()))
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._names())
+        return f"{self.__class__.__qualname__}({inner})"
+
+
+class _FrozenValue(_Value):
+    """A :class:`_Value` whose fields cannot be changed, hashable."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(self._fields())
+
+    def _init(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
 # -- what the journal hands out ------------------------------------------------------
 
 
-@dataclass(slots=True)
-class FileEventView:
+class FileEventView(_Value):
     """A file a command wrote, or the version of a file it read.
 
     ``id`` is the write event's id, or the read file version's id (the one
     ``shournal restore --file-id`` takes); ``path`` is absolute, as bytes.
+    ``content_id`` is the archived content, if any, ``content_preview`` its
+    first bytes.  ``status`` is set by --stat (shournal.query.filestat): "U"
+    up to date, "M" modified, "N" missing, "ERROR"; None when not checked.
     """
 
-    id: int
-    path: bytes
-    size: int
-    mtime_ns: int
-    hash: int | None
-    mode: int
-    content_id: int | None = None  # archived content, if any
-    content_preview: bytes | None = None  # its first bytes
-    content_size: int | None = None
-    # Set by --stat (shournal.query.filestat): "U" up to date, "M" modified,
-    # "N" missing, "ERROR"; None when not checked.
-    status: str | None = None
+    __slots__ = (
+        "id", "path", "size", "mtime_ns", "hash", "mode", "content_id", "content_preview",
+        "content_size", "status",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        id: int,
+        path: bytes,
+        size: int,
+        mtime_ns: int,
+        hash: int | None,
+        mode: int,
+        content_id: int | None = None,
+        content_preview: bytes | None = None,
+        content_size: int | None = None,
+        status: str | None = None,
+    ) -> None:
+        self.id = id
+        self.path = path
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.hash = hash
+        self.mode = mode
+        self.content_id = content_id
+        self.content_preview = content_preview
+        self.content_size = content_size
+        self.status = status
 
     @property
     def is_stored(self) -> bool:
@@ -90,140 +221,90 @@ class FileEventView:
         return self.content_id is not None
 
 
-@dataclass(slots=True)
-class CommandView:
+class CommandView(_Value):
     """One recorded command line with its files (``writes``, ``reads``).
 
     Times are aware datetimes in UTC; ``session_uuid`` is the 16 raw bytes
     of the shell session (None for ``shournal run`` outside a shell).
+    ``derived_from``: the recorded command a `shournal rerun` derives from.
+    ``lost_reasons``: lost_events by reason (:data:`LOST_REASONS`), those
+    with a count; empty when the journal did not record reasons (schema <=
+    4).  ``incomplete``: stored from its start, the shell never reported
+    the end (it exec'd a program, was hung up or died); the exit status is
+    unknown.  ``write_count``/``read_count`` are the stored totals, larger
+    than len(writes)/len(reads) when max_files cut the lists short.
     """
 
-    id: int
-    text: str
-    return_value: int
-    start_time: datetime  # aware, UTC
-    end_time: datetime
-    working_dir: str
-    username: str
-    hostname: str
-    session_uuid: bytes | None
-    hash_chunk_size: int | None
-    hash_max_reads: int | None
-    dropped_writes: int = 0
-    dropped_reads: int = 0
-    lost_events: int = 0
-    # `shournal rerun`: the recorded command this one derives from.
-    derived_from: int | None = None
-    # lost_events by reason (shournal.capture.record.LOST_REASONS), those with a
-    # count; empty when the journal did not record reasons (schema <= 4)
-    lost_reasons: dict[str, int] = field(default_factory=dict)
-    # stored from its start: the shell never reported the end (it exec'd a
-    # program, was hung up or died); the exit status is unknown
-    incomplete: bool = False
-    writes: list[FileEventView] = field(default_factory=list)
-    reads: list[FileEventView] = field(default_factory=list)
-    # Stored totals; larger than len(writes)/len(reads) when max_files cut
-    # the lists short.
-    write_count: int = 0
-    read_count: int = 0
+    __slots__ = (
+        "id", "text", "return_value", "start_time", "end_time", "working_dir", "username",
+        "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
+        "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
+        "writes", "reads", "write_count", "read_count",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        id: int,
+        text: str,
+        return_value: int,
+        start_time: datetime,
+        end_time: datetime,
+        working_dir: str,
+        username: str,
+        hostname: str,
+        session_uuid: bytes | None,
+        hash_chunk_size: int | None,
+        hash_max_reads: int | None,
+        dropped_writes: int = 0,
+        dropped_reads: int = 0,
+        lost_events: int = 0,
+        derived_from: int | None = None,
+        lost_reasons: dict[str, int] | None = None,
+        incomplete: bool = False,
+        writes: list[FileEventView] | None = None,
+        reads: list[FileEventView] | None = None,
+        write_count: int = 0,
+        read_count: int = 0,
+    ) -> None:
+        self.id = id
+        self.text = text
+        self.return_value = return_value
+        self.start_time = start_time
+        self.end_time = end_time
+        self.working_dir = working_dir
+        self.username = username
+        self.hostname = hostname
+        self.session_uuid = session_uuid
+        self.hash_chunk_size = hash_chunk_size
+        self.hash_max_reads = hash_max_reads
+        self.dropped_writes = dropped_writes
+        self.dropped_reads = dropped_reads
+        self.lost_events = lost_events
+        self.derived_from = derived_from
+        self.lost_reasons: dict[str, int] = {} if lost_reasons is None else lost_reasons
+        self.incomplete = incomplete
+        self.writes: list[FileEventView] = [] if writes is None else writes
+        self.reads: list[FileEventView] = [] if reads is None else reads
+        self.write_count = write_count
+        self.read_count = read_count
 
     @property
     def return_value_known(self) -> bool:
         return self.return_value != RETURN_VALUE_UNKNOWN
 
 
-@dataclass(frozen=True, slots=True)
-class FileProbe:
-    """What identifies a file's content in the journal."""
+class FileProbe(_FrozenValue):
+    """What identifies a file's content in the journal: its size, mtime
+    (None: any mtime, content alone) and its partial hash under each stored
+    hash setting."""
 
+    __slots__ = ("size", "mtime_ns", "hashes")
     size: int
-    mtime_ns: int | None  # None: any mtime (content alone)
-    hashes: frozenset[int]  # its partial hash under each stored hash setting
+    mtime_ns: int | None
+    hashes: frozenset[int]
 
-
-@dataclass(frozen=True, slots=True)
-class WrittenVersion:
-    """One write event of a looked-up content, with what the lineage walk
-    needs of its command (times, hash settings) without loading it."""
-
-    write_id: int
-    command_id: int
-    start_time: datetime  # aware, UTC: of the writing command
-    end_time: datetime
-    path: bytes  # where the command wrote it
-    size: int
-    mtime_ns: int
-    hash: int | None
-    hash_chunk_size: int | None  # the writing command's hash settings
-    hash_max_reads: int | None
-
-
-# -- what the journal is asked ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Condition(Generic[T]):
-    """``column <op> value``; ``high`` is the upper bound of ``between``."""
-
-    op: Op
-    value: T
-    high: T | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Period:
-    """A time as the half-open interval [start_ns, end_ns) of its precision,
-    in ns since the epoch (UTC).  An instant lasts 1 ns."""
-
-    start_ns: int
-    end_ns: int
-
-
-@dataclass(slots=True)
-class FileCriteria:
-    """Conditions that must all hold for one and the same written (or read)
-    file event of a command."""
-
-    name: Condition[str] | None = None  # on the basename
-    path: Condition[str] | None = None  # on the directory (absolute)
-    size: Condition[int] | None = None
-    hash: Condition[int] | None = None
-    mtime: Condition[Period] | None = None
-
-    def __bool__(self) -> bool:
-        return any(v is not None for v in (self.name, self.path, self.size, self.hash, self.mtime))
-
-
-@dataclass(slots=True)
-class Criteria:
-    """AND-combined criteria on commands, as :func:`shournal.query.criteria.parse_criteria`
-    makes them from the CLI's spelling.  Query, statistics and deletion
-    all take this one type, so they select the same commands."""
-
-    command_text: Condition[str] | None = None
-    cwd: Condition[str] | None = None
-    command_id: Condition[int] | None = None
-    command_ids: tuple[int, ...] | None = None  # any of these ids
-    exit_code: Condition[int] | None = None
-    host: Condition[str] | None = None
-    user: Condition[str] | None = None
-    since: Period | None = None  # start time >= its start
-    until: Period | None = None  # start time < its end
-    session_uuid: bytes | None = None
-    # Commands in the lineage of these files (absolute paths; the version
-    # on disk): resolved by the journal through the provenance walk.
-    lineage_of: tuple[str, ...] | None = None
-    written: FileCriteria = field(default_factory=FileCriteria)
-    read: FileCriteria = field(default_factory=FileCriteria)
-
-    def is_empty(self) -> bool:
-        return not self.written and not self.read and all(
-            getattr(self, k) is None
-            for k in (
-                "command_text", "cwd", "command_id", "command_ids", "exit_code", "host",
-                "user", "since", "until", "session_uuid", "lineage_of",
-            )
-        )  # fmt: skip
+    def __init__(self, size: int, mtime_ns: int | None, hashes: frozenset[int]) -> None:
+        self._init(size=size, mtime_ns=mtime_ns, hashes=hashes)
 
 
 # -- statistics (shournal.store.stats computes them) --------------------------
@@ -232,57 +313,101 @@ class Criteria:
 DEFAULT_TOP = 5
 
 
-@dataclass(frozen=True, slots=True)
-class CommandModifications:
+class CommandModifications(_FrozenValue):
     """A command and how many files it wrote."""
 
+    __slots__ = ("command_id", "text", "written")
     command_id: int
     text: str
     written: int
 
+    def __init__(self, command_id: int, text: str, written: int) -> None:
+        self._init(command_id=command_id, text=text, written=written)
 
-@dataclass(frozen=True, slots=True)
-class SessionCommands:
+
+class SessionCommands(_FrozenValue):
     """A shell session and how many commands ran in it."""
 
+    __slots__ = ("session_uuid", "commands", "first_start", "last_end")
     session_uuid: bytes
     commands: int
     first_start: datetime
     last_end: datetime
 
+    def __init__(
+        self, session_uuid: bytes, commands: int, first_start: datetime, last_end: datetime
+    ) -> None:
+        self._init(
+            session_uuid=session_uuid, commands=commands, first_start=first_start,
+            last_end=last_end,
+        )  # fmt: skip
 
-@dataclass(frozen=True, slots=True)
-class WorkingDirCommands:
+
+class WorkingDirCommands(_FrozenValue):
     """A working directory and how many commands ran in it."""
 
+    __slots__ = ("path", "commands")
     path: str
     commands: int
 
+    def __init__(self, path: str, commands: int) -> None:
+        self._init(path=path, commands=commands)
 
-@dataclass(frozen=True, slots=True)
-class DirectoryActivity:
-    """A directory and how many file events (written + read) happened in it."""
 
-    path: bytes  # with its trailing slash, as stored
+class DirectoryActivity(_FrozenValue):
+    """A directory (``path`` with its trailing slash, as stored) and how
+    many file events (written + read) happened in it."""
+
+    __slots__ = ("path", "written", "read")
+    path: bytes
     written: int
     read: int
+
+    def __init__(self, path: bytes, written: int, read: int) -> None:
+        self._init(path=path, written=written, read=read)
 
     @property
     def total(self) -> int:
         return self.written + self.read
 
 
-@dataclass(slots=True)
-class JournalStats:
+class JournalStats(_Value):
     """Totals and the four top-N lists, each sorted by count descending."""
 
-    commands: int = 0
-    sessions: int = 0
-    written_events: int = 0
-    read_events: int = 0
-    first_start: datetime | None = None
-    last_start: datetime | None = None
-    most_modifications: list[CommandModifications] = field(default_factory=list)
-    sessions_most_commands: list[SessionCommands] = field(default_factory=list)
-    busiest_working_dirs: list[WorkingDirCommands] = field(default_factory=list)
-    busiest_directories: list[DirectoryActivity] = field(default_factory=list)
+    __slots__ = (
+        "commands", "sessions", "written_events", "read_events", "first_start", "last_start",
+        "most_modifications", "sessions_most_commands", "busiest_working_dirs",
+        "busiest_directories",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        commands: int = 0,
+        sessions: int = 0,
+        written_events: int = 0,
+        read_events: int = 0,
+        first_start: datetime | None = None,
+        last_start: datetime | None = None,
+        most_modifications: list[CommandModifications] | None = None,
+        sessions_most_commands: list[SessionCommands] | None = None,
+        busiest_working_dirs: list[WorkingDirCommands] | None = None,
+        busiest_directories: list[DirectoryActivity] | None = None,
+    ) -> None:
+        self.commands = commands
+        self.sessions = sessions
+        self.written_events = written_events
+        self.read_events = read_events
+        self.first_start = first_start
+        self.last_start = last_start
+        self.most_modifications: list[CommandModifications] = (
+            [] if most_modifications is None else most_modifications
+        )
+        self.sessions_most_commands: list[SessionCommands] = (
+            [] if sessions_most_commands is None else sessions_most_commands
+        )
+        self.busiest_working_dirs: list[WorkingDirCommands] = (
+            [] if busiest_working_dirs is None else busiest_working_dirs
+        )
+        self.busiest_directories: list[DirectoryActivity] = (
+            [] if busiest_directories is None else busiest_directories
+        )

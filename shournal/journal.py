@@ -16,21 +16,23 @@ loaded when a journal is opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
-from shournal.data import CommandView, Criteria, FileProbe, WrittenVersion
+from shournal.data import FileProbe
 
+# Not typing.TYPE_CHECKING: `shournal query`'s fast path imports this
+# module (resolve_url), and typing costs it ~2 ms.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Iterator
     from pathlib import Path
+    from typing import Any
 
     from sqlalchemy import Connection
 
     from shournal.capture.record import CommandRecord
     from shournal.config import Config
-    from shournal.data import JournalStats
+    from shournal.data import CommandView, Criteria, JournalStats, WrittenVersion
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
@@ -292,6 +294,8 @@ class Journal:
         ids = set(lin.commands)
         if crit.command_ids is not None:
             ids &= set(crit.command_ids)
+        from dataclasses import replace
+
         return replace(crit, lineage_of=None, command_ids=tuple(sorted(ids)))
 
     # -- statistics --------------------------------------------------------------------

@@ -16,8 +16,6 @@ from functools import partial
 
 import xxhash
 
-from shournal.capture import protocol
-
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,18 +88,33 @@ def _digest(
     return _xxh64(data) if data else None
 
 
+def _defaults(chunk_size: int | None, max_reads: int | None) -> tuple[int, int]:
+    """The helper's defaults (native/shournal_protocol.h) for what is None.
+    Imported only then: protocol (socket, dataclasses) would cost `shournal
+    query --wfile`, which always passes the journal's settings, ~8 ms."""
+    from shournal.capture import protocol
+
+    return (
+        protocol.DEFAULT_HASH_CHUNK if chunk_size is None else chunk_size,
+        protocol.DEFAULT_HASH_READS if max_reads is None else max_reads,
+    )
+
+
 def partial_xxh64(
     fd: int,
     size: int,
-    chunk_size: int = protocol.DEFAULT_HASH_CHUNK,
-    max_reads: int = protocol.DEFAULT_HASH_READS,
+    chunk_size: int | None = None,
+    max_reads: int | None = None,
 ) -> int | None:
-    """Partial hash of the open file ``fd`` whose fstat size is ``size``.
+    """Partial hash of the open file ``fd`` whose fstat size is ``size``;
+    ``chunk_size`` and ``max_reads`` default to the helper's defaults.
 
     The size only determines the sampling positions; reads go until EOF, so a
     file that changed after fstat is hashed as the original would hash it.
     Uses pread, so the file offset of ``fd`` is untouched.
     """
+    if chunk_size is None or max_reads is None:
+        chunk_size, max_reads = _defaults(chunk_size, max_reads)
     seekstep = size // max_reads
     if seekstep <= chunk_size:
         # The common small-file case, without building a reader object.
@@ -114,10 +127,12 @@ def partial_xxh64(
 
 def partial_xxh64_bytes(
     data: bytes,
-    chunk_size: int = protocol.DEFAULT_HASH_CHUNK,
-    max_reads: int = protocol.DEFAULT_HASH_READS,
+    chunk_size: int | None = None,
+    max_reads: int | None = None,
 ) -> int | None:
     """What ``partial_xxh64`` returns for a file whose content is ``data``."""
+    if chunk_size is None or max_reads is None:
+        chunk_size, max_reads = _defaults(chunk_size, max_reads)
     view = memoryview(data)
 
     def read_at(length: int, offset: int) -> bytes:

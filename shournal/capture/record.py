@@ -8,6 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Why events were lost, and how the outputs name the reasons: facts of the
+# journal's data (shournal.data), used here and by the store.
+from shournal.data import (  # noqa: F401
+    LOST_REASON_TEXT,
+    LOST_REASON_UNKNOWN,
+    LOST_REASONS,
+    lost_reason_parts,
+)
+
 
 @dataclass(slots=True)
 class FileEvent:
@@ -17,39 +26,6 @@ class FileEvent:
     mode: int  # st_mode
     hash: int | None  # partial XXH64 (unsigned); None: empty file or hashing off
     content: bytes | None = None  # archived script content (read events only)
-
-
-# Why file events were lost (stored per reason, in this order):
-#   overflow   - the kernel's queue overflowed, or an event came without an
-#                fd (the kernel failed to open the file for the holder);
-#   unreadable - the holder's check of the file failed (access check,
-#                fstat, its path or its content could not be read);
-#   path       - the event's path no longer led to its file (renamed,
-#                replaced or unlinked before the holder took it);
-#   relay      - the relay from the holder ended early (the holder was
-#                killed or crashed) or records went missing on the way.
-# A file the user may not read is dropped, not lost: it is none of his.
-# Events beyond a cap are counted as dropped_writes/dropped_reads.
-LOST_REASONS = ("overflow", "unreadable", "path", "relay")
-# How the outputs name them (the HTML report gets these texts too).
-LOST_REASON_TEXT = {
-    "overflow": "kernel queue overflow",
-    "unreadable": "file check failed",
-    "path": "path no longer led to the file",
-    "relay": "event relay ended early",
-}
-LOST_REASON_UNKNOWN = "reason not recorded"
-
-
-def lost_reason_parts(lost_events: int, lost_reasons: dict[str, int]) -> list[tuple[str, int]]:
-    """(text, count) of each reason of a command's lost events, in
-    LOST_REASONS order; what no reason accounts for (a journal of before
-    reasons were stored) as LOST_REASON_UNKNOWN."""
-    parts = [(LOST_REASON_TEXT[r], lost_reasons[r]) for r in LOST_REASONS if lost_reasons.get(r)]
-    rest = lost_events - sum(n for _t, n in parts)
-    if rest > 0:
-        parts.append((LOST_REASON_UNKNOWN, rest))
-    return parts
 
 
 @dataclass(slots=True)

@@ -19,16 +19,29 @@ a file that cannot be probed, any error of SQLite.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
+
+# Each import here is paid by every `shournal query --history N`:
+# tests/unit/test_cli_fast_path.py lists the modules the fast path must
+# not import (typing, pathlib, dataclasses, socket, urllib, ...).
 
 _FORMATS = ("human", "json", "jsonl")
 
 
 # (--history, --wfile, --output-format); a plain tuple: a NamedTuple class
 # costs a millisecond of start-up.
-_Question = tuple[int | None, Path | None, str]
+_Question = tuple[int | None, str | None, str]
+
+
+def _path(text: str) -> str:
+    """``str(pathlib.Path(text))``, as the full CLI's typer option makes
+    it (repeated slashes and "." parts dropped, "//" kept at the start),
+    without importing pathlib (~3 ms).  The name the file is opened by,
+    and the one messages show."""
+    root = ""
+    if text.startswith("/"):
+        root = "//" if text.startswith("//") and not text.startswith("///") else "/"
+    return root + "/".join(p for p in text.split("/") if p and p != ".") or "."
 
 
 def _parse(argv: list[str]) -> _Question | None:
@@ -60,9 +73,7 @@ def _parse(argv: list[str]) -> _Question | None:
         history.isascii() and history.isdigit() and int(history) <= INT64_MAX
     ):
         return None
-    return (
-        None if history is None else int(history), None if wfile is None else Path(wfile), fmt
-    )
+    return None if history is None else int(history), None if wfile is None else _path(wfile), fmt
 
 
 def answer(argv: list[str]) -> int | None:
@@ -84,7 +95,8 @@ def answer(argv: list[str]) -> int | None:
     )
     from shournal.data import QueryError
     from shournal.journal import resolve_url
-    from shournal.query.find import check_file, probe_file, wait_for_pending
+    from shournal.query.pending import wait_for_pending
+    from shournal.query.probe import check_file, probe_file
     from shournal.store.errors import StoreError
     from shournal.store.light import LightReader, Unanswered, journal_file
 

@@ -26,8 +26,7 @@ from html import escape
 from importlib import resources
 from typing import Any, TextIO
 
-from shournal.capture.record import lost_reason_parts
-from shournal.data import CommandView, FileEventView, JournalStats
+from shournal.data import CommandView, FileEventView, JournalStats, lost_reason_parts
 
 __all__ = ["TOP_N", "commands_per_day", "render_html", "write_html"]
 

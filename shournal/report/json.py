@@ -12,11 +12,16 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, TextIO
 
 from shournal.data import CommandView, FileEventView
+
+# Not typing.TYPE_CHECKING: `shournal query` renders through here, and
+# importing typing costs it ~2 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any, TextIO
 
 
 def _iso(moment: datetime) -> str:

@@ -26,13 +26,16 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote
 
-from shournal.capture.record import LOST_REASONS
-from shournal.data import CommandView, FileEventView, FileProbe
+from shournal.data import LOST_REASONS, CommandView, FileEventView, FileProbe
+
+# Every `shournal query` imports this module: no typing, no urllib.parse
+# (tests/unit/test_cli_fast_path.py lists what the fast path must not import).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any
 
 __all__ = [
     "BUSY_SECONDS",
@@ -90,6 +93,15 @@ _COMMAND_SELECT = (
 )
 
 
+# What a file: URI's path keeps as it is (urllib.parse.quote's safe set).
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _uri_path(path: str) -> str:
+    """``path`` percent-encoded for a file: URI (the bytes of its name)."""
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
+
+
 class Unanswered(Exception):
     """This journal or question is not for the light reader; use the full
     path (which gives the answer, or the error, the user must see)."""
@@ -145,7 +157,7 @@ class LightReader:
     def __init__(self, path: str) -> None:
         if not os.path.exists(path):
             raise Unanswered("no journal file")
-        uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        uri = f"file:{_uri_path(os.path.abspath(path))}?mode=ro"
         try:
             self._conn = sqlite3.connect(
                 uri, uri=True, isolation_level=None, timeout=BUSY_SECONDS

@@ -10,7 +10,6 @@ report itself are kept in $SHOURNAL_TEST_ARTIFACTS (default tests/artifacts).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import io
 import json
 import math
@@ -408,11 +407,14 @@ def wev(path: bytes, size: int = 1234, content: bytes | None = None) -> FileEven
                      hash=0xFEDCBA9876543210, content=content)  # fmt: skip
 
 
-@dataclasses.dataclass
 class StatEvent(FileEventView):
     """A FileEventView carrying the optional --stat status."""
 
-    stat: str | None = None
+    __slots__ = ("stat",)
+
+    def __init__(self, *args: Any, stat: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stat = stat
 
 
 def build_journal(store: Store) -> None:
@@ -451,8 +453,7 @@ def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
     # One written file carries a --stat status, as `query --stat` would attach it.
     make = next(c for c in commands if c.text == "make -j4")
     first = make.writes[0]
-    make.writes[0] = StatEvent(**{f.name: getattr(first, f.name)
-                                  for f in dataclasses.fields(FileEventView)},
+    make.writes[0] = StatEvent(**{name: getattr(first, name) for name in FileEventView.__slots__},
                                stat="M")  # fmt: skip
     report = tmp_path / "report.html"
     with open(report, "w") as fp:

@@ -297,6 +297,46 @@ def test_the_console_script_imports_neither_sqlalchemy_nor_typer(
         assert not {name for name in imported if name.split(".")[0] in HEAVY}
 
 
+# What the fast path must not import: every module is paid by each
+# `shournal query --history N` (bench/cli_startup.py).  The data types are
+# plain classes, not dataclasses; the renderers, the reader and the probe
+# avoid typing and socket; the criteria parser, the protocol and
+# the capture records stay with the full CLI.
+NOT_ON_THE_FAST_PATH = (
+    "dataclasses", "inspect", "typing", "socket", "json",
+    "shournal._criteria", "shournal.query.find", "shournal.query.criteria",
+    "shournal.capture.protocol", "shournal.capture.record", "shournal.config",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args", [["--history", "5"], ["--wfile", "foo"], ["--history", "2", "--wfile", "foo"]],
+    ids=" ".join,
+)
+def test_the_fast_path_imports_only_what_it_needs(
+    work: Path, env: dict[str, str], args: list[str]
+) -> None:
+    """Without site (-S): no .pth file or editable-install hook imports
+    anything first, so every module the run imports is shournal's doing."""
+    import sysconfig
+
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                            sysconfig.get_paths()["purelib"]])  # fmt: skip
+    code = "import sys\nfrom shournal.cli import main\nmain()\n"
+    proc = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-c", code, "query", *args],
+        capture_output=True, text=True, env={**env, "PYTHONPATH": path}, cwd=work, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}  # fmt: skip
+    assert "shournal.store.light" in imported
+    assert "shournal.report.human" in imported
+    found = sorted(n for n in imported if n in NOT_ON_THE_FAST_PATH
+                   or n.split(".")[0] in (*HEAVY, *NOT_ON_THE_FAST_PATH))  # fmt: skip
+    assert found == []
+
+
 def test_the_light_reader_reads_the_current_schema() -> None:
     """A new schema version needs the light reader's SQL reviewed (then
     READS_SCHEMA raised); until then the fast path hands every query to
