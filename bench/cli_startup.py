@@ -91,26 +91,24 @@ def run_once(argv: list[str], env: dict[str, str]) -> dict[str, float]:
 
 
 def import_total(argv: list[str], env: dict[str, str], reps: int) -> tuple[float, list[Any]]:
-    """Best-of-``reps`` sum of the top-level cumulative import times (ms),
-    and the largest top-level imports of that best run."""
-    best: tuple[float, list[Any]] = (float("inf"), [])
+    """The sum of the top-level imports' cumulative times (ms), each the
+    best of ``reps`` runs (so one slow run on a busy machine does not
+    count), and the largest of them."""
     # the interpreter of a console script (its #! line) or the interpreter itself
     python = argv[0] if Path(argv[0]).name.startswith("python") else str(
         Path(argv[0]).with_name("python")
     )
     args = argv[1:] if python == argv[0] else argv
+    best: dict[str, int] = {}
     for _ in range(reps):
         err = subprocess.run([python, "-X", "importtime", *args], env=env,
                              capture_output=True, text=True).stderr  # fmt: skip
-        top = []
         for line in err.splitlines():
             m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
             if m and len(m[2]) == 1:
-                top.append((m[3], int(m[1]) / 1000))
-        total = sum(ms for _name, ms in top)
-        if total < best[0]:
-            best = (total, sorted(top, key=lambda kv: -kv[1])[:12])
-    return round(best[0], 1), [(name, round(ms, 1)) for name, ms in best[1]]
+                best[m[3]] = min(best.get(m[3], 1 << 62), int(m[1]))
+    top = sorted(best.items(), key=lambda kv: -kv[1])
+    return round(sum(best.values()) / 1000, 1), [(n, round(us / 1000, 1)) for n, us in top[:12]]
 
 
 def summary(times: list[dict[str, float]]) -> dict[str, Any]:
@@ -133,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--journal", choices=("env", "default"), default="env")
     p.add_argument("--runs", type=int, default=20, help="warm runs per command")
     p.add_argument("--cold-runs", type=int, default=5)
-    p.add_argument("--import-reps", type=int, default=5)
+    p.add_argument("--import-reps", type=int, default=15)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)

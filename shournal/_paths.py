@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+
+# Not at the top: `shournal query`'s fast path needs only the text of two
+# of these paths, and pathlib (with urllib.parse, ipaddress, fnmatch, re)
+# costs it ~3 ms.  Every function that returns a Path imports it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 try:  # written by the installer
     from shournal import _installed  # type: ignore[attr-defined]
@@ -21,6 +27,8 @@ def _installed_attr(name: str, default: str) -> str:
 
 
 def suid_helper() -> Path:
+    from pathlib import Path
+
     return Path(
         os.environ.get("SHOURNAL_SUID_PATH")
         or _installed_attr("SUID_PATH", f"{_DEFAULT_PREFIX}/libexec/shournal/shournal-suid")
@@ -28,6 +36,8 @@ def suid_helper() -> Path:
 
 
 def listener() -> Path:
+    from pathlib import Path
+
     return Path(
         os.environ.get("SHOURNAL_LISTENER")
         or _installed_attr("LISTENER_PATH", f"{_DEFAULT_PREFIX}/libexec/shournal/shournal-listener")
@@ -35,6 +45,8 @@ def listener() -> Path:
 
 
 def preload_lib() -> Path:
+    from pathlib import Path
+
     return Path(
         os.environ.get("SHOURNAL_PRELOAD_LIB")
         or _installed_attr("PRELOAD_PATH", f"{_DEFAULT_PREFIX}/lib/shournal/libshournal_preload.so")
@@ -43,6 +55,8 @@ def preload_lib() -> Path:
 
 def shell_dir() -> Path:
     """The bash and zsh integration scripts."""
+    from pathlib import Path
+
     env = os.environ.get("SHOURNAL_SHELL_DIR")
     if env:
         return Path(env)
@@ -52,15 +66,29 @@ def shell_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "shell"
 
 
-def _xdg(var: str, fallback: str) -> Path:
+def clean(text: str) -> str:
+    """``str(pathlib.Path(text))`` without importing pathlib: repeated
+    slashes and "." parts dropped, a leading "//" kept."""
+    root = ""
+    if text.startswith("/"):
+        root = "//" if text.startswith("//") and not text.startswith("///") else "/"
+    return root + "/".join(p for p in text.split("/") if p and p != ".") or "."
+
+
+def _xdg(var: str, fallback: str) -> str:
     value = os.environ.get(var)
     if value and value.startswith("/"):
-        return Path(value)
-    return Path.home() / fallback
+        return clean(value)
+    home = os.path.expanduser("~")
+    if home.startswith("~"):  # as pathlib.Path.home()
+        raise RuntimeError("Could not determine home directory.")
+    return clean(f"{home}/{fallback}")
 
 
 def config_dir() -> Path:
-    return _xdg("XDG_CONFIG_HOME", ".config") / "shournal"
+    from pathlib import Path
+
+    return Path(_xdg("XDG_CONFIG_HOME", ".config"), "shournal")
 
 
 def config_file() -> Path:
@@ -68,11 +96,20 @@ def config_file() -> Path:
 
 
 def data_dir() -> Path:
-    return _xdg("XDG_DATA_HOME", ".local/share") / "shournal"
+    from pathlib import Path
+
+    return Path(_xdg("XDG_DATA_HOME", ".local/share"), "shournal")
+
+
+def default_db_file() -> str:
+    """The text of :func:`default_db_path`."""
+    return _xdg("XDG_DATA_HOME", ".local/share") + "/shournal/journal.sqlite"
 
 
 def default_db_path() -> Path:
-    return data_dir() / "journal.sqlite"
+    from pathlib import Path
+
+    return Path(default_db_file())
 
 
 def archive_dir() -> Path:
@@ -81,22 +118,29 @@ def archive_dir() -> Path:
     return data_dir() / "archive"
 
 
+def runtime_dir_text() -> str:
+    """The text of :func:`runtime_dir`."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and xdg.startswith("/"):
+        return clean(f"{xdg}/shournal")
+    return f"/tmp/shournal-{os.getuid()}"
+
+
 def runtime_dir() -> Path:
     """Per-user directory for in-flight markers and listener warnings.
 
     Must match setup_rundir() in native/libshournal_preload.c.
     """
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and xdg.startswith("/"):
-        return Path(xdg) / "shournal"
-    return Path(f"/tmp/shournal-{os.getuid()}")
+    from pathlib import Path
+
+    return Path(runtime_dir_text())
 
 
 class UnsafeDirectory(OSError):
     """A directory that another user made or may write; not used."""
 
 
-def check_own_directory(path: Path, *, follow_links: bool, forbidden_mode: int) -> None:
+def check_own_directory(path: str | Path, *, follow_links: bool, forbidden_mode: int) -> None:
     """Raise UnsafeDirectory unless ``path`` is a directory owned by this
     user without any of the ``forbidden_mode`` bits; ``follow_links``: of
     the directory a link points to (else a link is refused).
@@ -104,7 +148,7 @@ def check_own_directory(path: Path, *, follow_links: bool, forbidden_mode: int) 
     :raises OSError: it cannot be examined (FileNotFoundError: absent).
     """
     st = os.stat(path) if follow_links else os.lstat(path)
-    where = f"{path} -> {os.path.realpath(path)}" if follow_links and path.is_symlink() else path
+    where = f"{path} -> {os.path.realpath(path)}" if follow_links and os.path.islink(path) else path
     if stat.S_ISLNK(st.st_mode):
         problem = "is a symbolic link"
     elif not stat.S_ISDIR(st.st_mode):
@@ -121,6 +165,13 @@ def check_own_directory(path: Path, *, follow_links: bool, forbidden_mode: int) 
 
 
 def private_runtime_dir(create: bool = True) -> Path:
+    """:func:`private_runtime_dir_text` as a Path."""
+    from pathlib import Path
+
+    return Path(private_runtime_dir_text(create))
+
+
+def private_runtime_dir_text(create: bool = True) -> str:
     """runtime_dir(), made (mode 0700) if absent and ``create``, and used
     only by the rules of setup_rundir() in native/libshournal_preload.c: a
     directory, not a link, of this user, without group or other permissions.
@@ -129,7 +180,7 @@ def private_runtime_dir(create: bool = True) -> Path:
     :raises UnsafeDirectory: it is not such a directory.
     :raises OSError: it cannot be made, or (``create`` false) is absent.
     """
-    path = runtime_dir()
+    path = runtime_dir_text()
     if create:
         try:
             os.mkdir(path, 0o700)

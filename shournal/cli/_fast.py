@@ -33,21 +33,11 @@ _FORMATS = ("human", "json", "jsonl")
 _Question = tuple[int | None, str | None, str]
 
 
-def _path(text: str) -> str:
-    """``str(pathlib.Path(text))``, as the full CLI's typer option makes
-    it (repeated slashes and "." parts dropped, "//" kept at the start),
-    without importing pathlib (~3 ms).  The name the file is opened by,
-    and the one messages show."""
-    root = ""
-    if text.startswith("/"):
-        root = "//" if text.startswith("//") and not text.startswith("///") else "/"
-    return root + "/".join(p for p in text.split("/") if p and p != ".") or "."
-
-
 def _parse(argv: list[str]) -> _Question | None:
     """The question, or None when ``argv`` is not one of the simple forms."""
     if not argv or argv[0] != "query":
         return None
+    from shournal._paths import clean
     from shournal.data import INT64_MAX
 
     values: dict[str, str] = {}
@@ -73,7 +63,9 @@ def _parse(argv: list[str]) -> _Question | None:
         history.isascii() and history.isdigit() and int(history) <= INT64_MAX
     ):
         return None
-    return None if history is None else int(history), None if wfile is None else _path(wfile), fmt
+    # str(Path(F)), as the full CLI's typer option makes it: the name the
+    # file is opened by and messages show
+    return None if history is None else int(history), None if wfile is None else clean(wfile), fmt
 
 
 def answer(argv: list[str]) -> int | None:

@@ -72,7 +72,7 @@ def wait_for_pending(timeout: float = 3.0) -> int:
     be one.  A runtime dir that is not the user's own is not read (anybody
     could have put markers there): one line on stderr says so."""
     try:
-        directory = str(_paths.private_runtime_dir(create=False))
+        directory = _paths.private_runtime_dir_text(create=False)
     except _paths.UnsafeDirectory as e:
         print(f"shournal: {e}", file=sys.stderr)
         return 0

@@ -117,14 +117,16 @@ def journal_file(url: str | None) -> str:
     if url is None:
         from shournal import _paths
 
-        path = _paths.default_db_path()
+        path = _paths.default_db_file()
         try:
-            _paths.check_own_directory(path.parent, follow_links=True, forbidden_mode=0o022)
+            _paths.check_own_directory(
+                os.path.dirname(path), follow_links=True, forbidden_mode=0o022
+            )
         except FileNotFoundError:
             raise Unanswered("no journal directory") from None
         except (_paths.UnsafeDirectory, OSError):
             raise Unanswered("journal directory not usable") from None
-        return str(path)
+        return path
     prefix = "sqlite:///"
     rest = url[len(prefix) :] if url.startswith(prefix) else ""
     # Query strings, escapes and in-memory databases: SQLAlchemy's URL

@@ -141,6 +141,7 @@ CASES = [
     ["query", "--wfile", "empty"],
     ["query", "--wfile", "run.sh"],  # never written: no results, with hints
     ["query", "--wfile", "sub/out_13.txt", "--output-format", "jsonl"],
+    ["query", "--wfile", ".//sub/./out_13.txt/"],  # spelled as pathlib would not
 ]
 
 
@@ -173,6 +174,7 @@ def test_a_file_with_another_mtime_is_found_by_its_content(
     "args",
     [
         ["query", "--wfile", "missing"],
+        ["query", "--wfile", ".//sub//missing/"],
         ["query", "--wfile", "sub"],
         ["query", "--wfile", ""],
         ["query", "--history", "-1"],
@@ -335,6 +337,15 @@ def test_the_fast_path_imports_only_what_it_needs(
     found = sorted(n for n in imported if n in NOT_ON_THE_FAST_PATH
                    or n.split(".")[0] in (*HEAVY, *NOT_ON_THE_FAST_PATH))  # fmt: skip
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "text", ["a", "/a//b/", "//a", "///a", "./x", "x/./y/", ".", "/", "//", "a/..//b", "~/p", ".//"]
+)
+def test_paths_are_spelled_as_pathlib_spells_them(text: str) -> None:
+    from shournal._paths import clean
+
+    assert clean(text) == str(Path(text))
 
 
 def test_the_light_reader_reads_the_current_schema() -> None:
