@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -32,7 +33,7 @@ def test_every_command_has_help(name):
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_is_in_the_readme(name):
-    readme = (_paths.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert f"shournal {name}" in readme
 
 
