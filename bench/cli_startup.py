@@ -6,15 +6,17 @@ otherwise).  ``python -c pass`` of the same interpreter is the floor.
 
 Each build is installed as ``make install`` installs it: a fresh venv with
 ``pip install`` of the source tree (not editable: an editable install's
-import hook costs every start-up several ms), run through its ``bin/shournal``
-console script.  ``--build`` names the builds (a checkout directory, or a git
-revision of this repository exported with ``git archive``; default: this
-checkout); with two, the old and new code run alternately, in a random
-order per round, so a shared machine's load hits both alike.
+import hook costs every start-up several ms) and the build's
+scripts/write_installed.py, run through its ``bin/shournal`` launcher.
+``--build`` names the builds (a checkout directory, or a git revision of
+this repository exported with ``git archive``; default: this checkout);
+with two, the old and new code run alternately, in a random order per
+round, so a shared machine's load hits both alike.
 
 Also per build and command the cumulative import time (``python -X
-importtime``, the sum of the top-level imports, best of ``--import-reps``),
-which does not depend on the load, and the largest imports.
+importtime``: the sum of the top-level imports, each the best of
+``--import-reps`` runs), which depends little on the load, and the largest
+imports.
 
 Target (issue 15): <= 150 ms wall for both, warm and cold.
 
@@ -73,6 +75,9 @@ def install(build: str, dest: Path) -> Path:
     subprocess.run(["python3", "-m", "venv", str(dest)], check=True)
     subprocess.run([str(dest / "bin" / "pip"), "install", "-q", "--no-cache-dir", str(src)],
                    check=True, stderr=subprocess.DEVNULL)  # fmt: skip
+    # as `make install` then does (the build's own script: its launcher)
+    subprocess.run([str(dest / "bin" / "python"), str(src / "scripts" / "write_installed.py"),
+                    "/usr/local"], check=True)  # fmt: skip
     return dest / "bin"
 
 

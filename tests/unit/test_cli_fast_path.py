@@ -301,11 +301,13 @@ def test_the_console_script_imports_neither_sqlalchemy_nor_typer(
 
 # What the fast path must not import: every module is paid by each
 # `shournal query --history N` (bench/cli_startup.py).  The data types are
-# plain classes, not dataclasses; the renderers, the reader and the probe
-# avoid typing and socket; the criteria parser, the protocol and
+# plain classes, not dataclasses; the renderers, the reader, the probe and
+# the paths avoid typing, socket, base64 and pathlib (which import re: the
+# installed launcher does not, scripts/write_installed.py); the criteria parser, the protocol and
 # the capture records stay with the full CLI.
 NOT_ON_THE_FAST_PATH = (
-    "dataclasses", "inspect", "typing", "socket", "json",
+    "dataclasses", "inspect", "typing", "socket", "json", "re", "pathlib", "urllib",
+    "base64",
     "shournal._criteria", "shournal.query.find", "shournal.query.criteria",
     "shournal.capture.protocol", "shournal.capture.record", "shournal.config",
 )  # fmt: skip
