@@ -91,8 +91,15 @@ def config_dir() -> Path:
     return Path(_xdg("XDG_CONFIG_HOME", ".config"), "shournal")
 
 
+def config_file_text() -> str:
+    """The text of :func:`config_file`."""
+    return _xdg("XDG_CONFIG_HOME", ".config") + "/shournal/config.toml"
+
+
 def config_file() -> Path:
-    return config_dir() / "config.toml"
+    from pathlib import Path
+
+    return Path(config_file_text())
 
 
 def data_dir() -> Path:

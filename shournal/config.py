@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shournal import _paths
+from shournal._default_config import DEFAULT_CONFIG_TEXT
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 from shournal.capture import protocol
@@ -157,95 +158,6 @@ class Config:
     apparatus: ApparatusConfig = field(default_factory=ApparatusConfig)
     # The file the values came from; None when nothing was read.
     source: Path | None = field(default=None, compare=False)
-
-
-DEFAULT_CONFIG_TEXT = """\
-# shournal configuration (TOML).
-#
-# Every setting below is commented out and shows its default; uncomment a
-# line and edit it to change the setting.  Unknown sections and keys are
-# errors.  Paths must be absolute and may start with $HOME or ~; a path
-# covers everything below it, "/" covers everything.  exclude_hidden skips
-# files whose path contains a component starting with "." unless they lie
-# below an explicitly included hidden path.
-
-[write_events]
-# Directories whose written files are recorded.
-# include_paths = ["/"]
-# Directories whose written files are not recorded.
-# exclude_paths = []
-# Skip hidden files and everything below hidden directories.
-# exclude_hidden = true
-# Most written files recorded per command (0 = unlimited); the rest are counted.
-# max_event_count = 5000
-
-[read_events]
-# Record files a command read or executed.
-# enable = true
-# Record only read files you may also write (others are rarely of interest).
-# only_writable = true
-# Directories whose read files are recorded.
-# include_paths = ["$HOME"]
-# Directories whose read files are not recorded.
-# exclude_paths = []
-# Skip hidden files and everything below hidden directories.
-# exclude_hidden = true
-# Most read files recorded per command (0 = unlimited); the rest are counted.
-# max_event_count = 5000
-
-[script_archive]
-# Store the content of read scripts in the database.
-# enable = true
-# Archive only files you may also write.
-# only_writable = true
-# Largest file archived: a byte count or a size such as "500KiB", "2M" (base 1024).
-# max_size = "500KiB"
-# Most files archived per command (the first ones read).
-# max_count_of_files = 3
-# Directories whose read files may be archived.
-# include_paths = ["/"]
-# Directories whose read files are never archived.
-# exclude_paths = []
-# Never archive hidden files or files below hidden directories.
-# exclude_hidden = true
-# Extensions (no dot, case-sensitive) of archived files; [] archives any file.
-# include_file_extensions = ["sh"]
-
-[ignore_commands]
-# Commands not recorded: "cmd arg ..." exactly, "cmd*" with any arguments.
-# commands = []
-
-[mounts]
-# Mount points whose files are never recorded, on top of the built-in ones.
-# exclude_paths = []
-
-[hash]
-# Store a partial XXH64 hash per file, to find files by content later.
-# enable = true
-# Bytes per sampled chunk (8 to 40960); change only with a fresh database.
-# chunk_size = 256
-# Chunks sampled per file (at least 1); change only with a fresh database.
-# max_count_of_reads = 3
-
-[store]
-# Database URL such as "postgresql://host/db"; empty: SQLite in the data directory.
-# url = ""
-# Seconds the store daemon stays without a command line before it exits.
-# daemon_idle_seconds = 600
-
-[apparatus]
-# Largest file whose content a record with its apparatus archives.
-# max_file_size = "64MiB"
-# Most new archive bytes per command; what does not fit is counted, not archived.
-# max_command_size = "1GiB"
-# Archive the content of written files too (not only their digests).
-# archive_outputs = false
-# Environment variables whose values are replaced by a marker (name patterns).
-# secret_env_names = ["*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY"]
-# Shell command lines run in these directories (or below) are recorded with
-# their apparatus, as after `shournal apparatus on` (e.g. ["~/projects/paper2"]).
-# paths = []
-"""
 
 
 class ConfigError(Exception):

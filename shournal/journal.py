@@ -57,6 +57,8 @@ def resolve_url(url: str | None = None, *, config: Config | None = None) -> str 
     if from_env:
         return from_env
     if config is None:
+        if _default_config_in_use():
+            return None
         from shournal.config import ConfigError, load_config
 
         try:
@@ -66,6 +68,24 @@ def resolve_url(url: str | None = None, *, config: Config | None = None) -> str 
 
             raise StoreUnavailable(f"cannot tell which journal to use: {exc}") from None
     return config.store.url or None
+
+
+def _default_config_in_use() -> bool:
+    """Whether the config file is absent or the commented default text
+    shournal writes, so that no ``[store] url`` is set (load_config would
+    say the same), told without importing shournal.config: its parser and
+    schema cost every `shournal query` ~20 ms."""
+    from shournal import _paths
+    from shournal._default_config import DEFAULT_CONFIG_TEXT
+
+    try:
+        with open(_paths.config_file_text(), "rb") as f:
+            raw = f.read(len(DEFAULT_CONFIG_TEXT) + 1)
+    except FileNotFoundError:
+        return True
+    except OSError:  # load_config says what is wrong
+        return False
+    return raw == DEFAULT_CONFIG_TEXT.encode()
 
 
 class Journal:

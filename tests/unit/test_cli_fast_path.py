@@ -19,6 +19,7 @@ import pytest
 from synthetic import MINUTE, T0, file_event, record
 
 from shournal.capture.record import LOST_REASONS, FileEvent
+from shournal.config import DEFAULT_CONFIG_TEXT
 from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.store import Store, light
 from shournal.store import models as m
@@ -279,6 +280,14 @@ def test_the_configured_and_the_default_journal(work: Path, env: dict[str, str])
     shutil.copyfile(journal, default)
     code, out, _ = compare(["query", "--history", "1"], env, work, answered=True).result
     assert code == 0 and b"cat foo" in out
+    # the commented default config (shournal.journal tells it without the parser)
+    config.write_text(DEFAULT_CONFIG_TEXT)
+    code, out, _ = compare(["query", "--history", "1"], env, work, answered=True).result
+    assert code == 0 and b"cat foo" in out
+    config.write_text(DEFAULT_CONFIG_TEXT + "[store]\nurl = 5\n")
+    code, _, err = compare(["query", "--history", "1"], env, work, answered=False).result
+    assert code == 3 and b"config.toml" in err
+    config.write_text(DEFAULT_CONFIG_TEXT)
     default.parent.chmod(0o777)  # not private: the full CLI says so
     code, _, err = compare(["query", "--history", "1"], env, work, answered=False).result
     assert code == 3 and err.startswith(b"shournal: ")
@@ -313,16 +322,28 @@ NOT_ON_THE_FAST_PATH = (
 )  # fmt: skip
 
 
+@pytest.mark.parametrize("journal", ["env", "default"])
 @pytest.mark.parametrize(
     "args", [["--history", "5"], ["--wfile", "foo"], ["--history", "2", "--wfile", "foo"]],
     ids=" ".join,
 )
 def test_the_fast_path_imports_only_what_it_needs(
-    work: Path, env: dict[str, str], args: list[str]
+    work: Path, env: dict[str, str], args: list[str], journal: str
 ) -> None:
     """Without site (-S): no .pth file or editable-install hook imports
-    anything first, so every module the run imports is shournal's doing."""
+    anything first, so every module the run imports is shournal's doing.
+    ``journal``: named by $SHOURNAL_DB_URL, or the default one with the
+    default config file."""
     import sysconfig
+
+    if journal == "default":
+        default = Path(env["XDG_DATA_HOME"]) / "shournal" / "journal.sqlite"
+        default.parent.mkdir(parents=True, mode=0o700)
+        default.symlink_to(_url_path(env))
+        del env["SHOURNAL_DB_URL"]
+        config = Path(env["XDG_CONFIG_HOME"]) / "shournal" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(DEFAULT_CONFIG_TEXT)
 
     path = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                             sysconfig.get_paths()["purelib"]])  # fmt: skip
