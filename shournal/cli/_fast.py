@@ -78,7 +78,6 @@ def answer(argv: list[str]) -> int | None:
     from shournal.cli._output import (
         HUMAN_MAX_FILES,
         STAT_COUNTS,
-        OutputFormat,
         no_results,
         note_pending,
         render,
@@ -92,8 +91,7 @@ def answer(argv: list[str]) -> int | None:
     from shournal.store.errors import StoreError
     from shournal.store.light import LightReader, Unanswered, journal_file
 
-    fmt = OutputFormat(output_format)
-    human = fmt is OutputFormat.human
+    human = output_format == "human"
     min_stats, max_stats = stat_counts(STAT_COUNTS)
     # The order of the full path: the file is checked first; the journal is
     # read (one transaction) only after waiting for commands still being
@@ -127,6 +125,6 @@ def answer(argv: list[str]) -> int | None:
     if human and not commands:
         write(no_results("", pending, wfile, None))
     else:
-        write(render(fmt, commands, stats, HUMAN_MAX_FILES, min_stats, max_stats, None))
+        write(render(output_format, commands, stats, HUMAN_MAX_FILES, min_stats, max_stats, None))
     note_pending(pending, commands, human)
     return EXIT_FOUND if commands else EXIT_NOT_FOUND

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 
 # Not typing.TYPE_CHECKING: the fast path prints through here, and typing
 # and pathlib cost it ~5 ms.
@@ -21,15 +20,6 @@ HUMAN_MAX_FILES = 10
 
 # --stat-counts MIN,MAX: statistics sections need MIN entries and show MAX.
 STAT_COUNTS = "5,5"
-
-
-class OutputFormat(StrEnum):
-    human = "human"
-    json = "json"
-    jsonl = "jsonl"
-    shournal_json = "shournal-json"
-    # Rendered by shournal.report.html.write_html(views, fp, stats=JournalStats).
-    html = "html"
 
 
 def write(text: str) -> None:
@@ -58,7 +48,7 @@ def stat_counts(text: str) -> tuple[int, int]:
 
 
 def render(
-    fmt: OutputFormat,
+    fmt: str,
     commands: list[Any],
     stats: Any,
     max_files: int,
@@ -67,15 +57,17 @@ def render(
     output: Path | None,
     restored: Any = None,
 ) -> str:
-    if fmt is OutputFormat.json:
+    # an OutputFormat of shournal.cli.query, or its value (the fast path,
+    # which does not import enum): a StrEnum member equals its value
+    if fmt == "json":
         from shournal.report.json import render_json
 
         return render_json(commands)
-    if fmt is OutputFormat.jsonl:
+    if fmt == "jsonl":
         from shournal.report.json import render_jsonl
 
         return render_jsonl(commands)
-    if fmt is OutputFormat.shournal_json:
+    if fmt == "shournal-json":
         from shournal.report.shournal_json import render_shournal_json
 
         if restored is None:

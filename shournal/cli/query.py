@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,10 +36,20 @@ from shournal.cli._common import (
     write_to,
 )
 from shournal.cli._common import fail as _fail
-from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, OutputFormat, note_pending
+from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, note_pending
 from shournal.cli._output import no_results as _no_results
 from shournal.cli._output import render as _render
 from shournal.cli._output import stat_counts as _stat_counts
+
+
+class OutputFormat(StrEnum):
+    human = "human"
+    json = "json"
+    jsonl = "jsonl"
+    shournal_json = "shournal-json"
+    # Rendered by shournal.report.html.write_html(views, fp, stats=JournalStats).
+    html = "html"
+
 
 # files per command in an HTML report (the rest is counted, "... and N more")
 _HTML_MAX_FILES = 500

@@ -316,7 +316,7 @@ def test_the_console_script_imports_neither_sqlalchemy_nor_typer(
 # the capture records stay with the full CLI.
 NOT_ON_THE_FAST_PATH = (
     "dataclasses", "inspect", "typing", "socket", "json", "re", "pathlib", "urllib",
-    "base64",
+    "base64", "enum",
     "shournal._criteria", "shournal.query.find", "shournal.query.criteria",
     "shournal.capture.protocol", "shournal.capture.record", "shournal.config",
 )  # fmt: skip
