@@ -77,16 +77,47 @@ READS_SCHEMA = 7
 
 _IN_BATCH = 500
 
+# A command's view, as (table, column) in the order command_view reads
+# them: both readers select this list (shournal.store.reader through the
+# models' tables), so the two agree by construction.
+COMMAND_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("command", "id"),
+    ("command", "text"),
+    ("command", "return_value"),
+    ("command", "start_time"),
+    ("command", "end_time"),
+    ("working_dir", "path"),
+    ("env", "username"),
+    ("env", "hostname"),
+    ("shell_session", "uuid"),
+    ("hash_setting", "chunk_size"),
+    ("hash_setting", "max_reads"),
+    ("command", "dropped_writes"),
+    ("command", "dropped_reads"),
+    ("command", "lost_events"),
+    ("apparatus", "derived_from"),
+    *(("command", f"lost_{reason}") for reason in LOST_REASONS),
+    ("command", "incomplete"),
+)
+
+# The tables COMMAND_COLUMNS joins to command: (table, its column, the
+# command's column equal to it, outer join).
+COMMAND_JOINS: tuple[tuple[str, str, str, bool], ...] = (
+    ("env", "id", "env_id", False),
+    ("working_dir", "id", "cwd_id", False),
+    ("shell_session", "id", "session_id", True),
+    ("hash_setting", "id", "hash_setting_id", True),
+    ("apparatus", "command_id", "id", True),
+)
+
 _COMMAND_SELECT = (
-    "SELECT c.id, c.text, c.return_value, c.start_time, c.end_time, w.path, e.username, "
-    "e.hostname, s.uuid, h.chunk_size, h.max_reads, c.dropped_writes, c.dropped_reads, "
-    "c.lost_events, a.derived_from, "
-    + ", ".join(f"c.lost_{reason}" for reason in LOST_REASONS)
-    + ", c.incomplete FROM command c JOIN env e ON e.id = c.env_id "
-    "JOIN working_dir w ON w.id = c.cwd_id "
-    "LEFT OUTER JOIN shell_session s ON s.id = c.session_id "
-    "LEFT OUTER JOIN hash_setting h ON h.id = c.hash_setting_id "
-    "LEFT OUTER JOIN apparatus a ON a.command_id = c.id"
+    "SELECT "
+    + ", ".join(f"{table}.{column}" for table, column in COMMAND_COLUMNS)
+    + " FROM command"
+    + "".join(
+        f" {'LEFT OUTER ' if outer else ''}JOIN {table} ON {table}.{column} = command.{own}"
+        for table, column, own, outer in COMMAND_JOINS
+    )
 )
 
 
@@ -223,11 +254,11 @@ class LightReader:
         sql, params = _COMMAND_SELECT, []
         if written is not None:
             match, params = self._written_match(written)
-            sql += f" WHERE c.id IN ({match})"
+            sql += f" WHERE command.id IN ({match})"
         if history is None:
-            sql += " ORDER BY c.start_time, c.id"
+            sql += " ORDER BY command.start_time, command.id"
         else:
-            sql += " ORDER BY c.start_time DESC, c.id DESC LIMIT ?"
+            sql += " ORDER BY command.start_time DESC, command.id DESC LIMIT ?"
             params.append(history)
         rows = self._rows(sql, params)
         if history is not None:
@@ -418,9 +449,8 @@ def _events_sql(writes: bool, n: int, limited: bool) -> str:
 
 
 def command_view(r: Sequence[Any], time: Callable[[Any], Any] = _utc) -> CommandView:
-    """A command row as _COMMAND_SELECT lists its columns (the SQLAlchemy
-    reader selects them in the same order) -> its view; ``time`` makes the
-    start and end datetimes of what the driver returned."""
+    """A command row as COMMAND_COLUMNS lists its columns -> its view;
+    ``time`` makes the start and end datetimes of what the driver returned."""
     return CommandView(
         id=r[0],
         text=r[1],
