@@ -40,6 +40,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,24 @@ def ensure_user(name: str = DEFAULT_USER) -> User:
         sh(["useradd", "-m", "-s", "/bin/bash", name])
         pw = pwd.getpwnam(name)
     return User(pw.pw_name, pw.pw_uid, pw.pw_gid, pw.pw_dir)
+
+
+def bench_home(
+    prefix: str, uid: int, gid: int, subdirs: Sequence[str] = ("run", "work"),
+    files: dict[str, str] | None = None,
+) -> Path:
+    """A fresh home under /var/tmp owned by uid:gid, with ``subdirs`` and
+    ``files`` (relative path: text) in it; its run/ is private, as the
+    helper requires of the runtime directory."""
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    for sub in subdirs:
+        (home / sub).mkdir()
+    for rel, text in (files or {}).items():
+        (home / rel).write_text(text)
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
+    home.chmod(0o755)
+    (home / "run").chmod(0o700)
+    return home
 
 
 def chown_tree(path: Path, user: User) -> None:
@@ -791,6 +810,21 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
 # ------------------------------------------------------------------- CLI
 
 
+def results_args(p: argparse.ArgumentParser) -> None:
+    """--results-dir and --tag: where write_results puts the result file."""
+    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--tag", default="", help="suffix of the result file name")
+
+
+def cli_args(p: argparse.ArgumentParser, reps: int) -> None:
+    """The options of a benchmark that runs the shournal CLI as the bench
+    user: --reps, --user, --cli and results_args."""
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--user", default=DEFAULT_USER, help="unprivileged user (created if missing)")
+    p.add_argument("--cli", default=SHOURNAL, help="the shournal executable")
+    results_args(p)
+
+
 def common_args(p: argparse.ArgumentParser, reps: int) -> None:
     p.add_argument("--user", default=DEFAULT_USER, help="unprivileged user (created if missing)")
     p.add_argument("--reps", type=int, default=reps, help="repetitions per cache mode")
@@ -808,8 +842,7 @@ def common_args(p: argparse.ArgumentParser, reps: int) -> None:
         "Debian); see README: the listener needs more than 1024 for bursts",
     )
     p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
-    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--tag", default="", help="suffix of the result file name")
+    results_args(p)
     p.add_argument("--profile", action="store_true", help="run the full listener under cProfile")
     p.add_argument(
         "--listener-cpu",

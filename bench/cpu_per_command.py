@@ -42,6 +42,9 @@ from pathlib import Path
 
 import pexpect
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import bench_home  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 USER = "shournal-test"
 PROMPT = "BENCH-CPU-PROMPT$ "
@@ -69,13 +72,7 @@ def build(root: Path) -> dict[str, Path]:
 
 
 def make_home(uid: int, gid: int) -> Path:
-    home = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
-    for sub in ("run", "work"):
-        (home / sub).mkdir()
-    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
-    home.chmod(0o755)
-    (home / "run").chmod(0o700)
-    return home
+    return bench_home("shournal-bench-cpu-", uid, gid)
 
 
 def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:

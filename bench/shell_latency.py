@@ -203,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.2, help="seconds between a shell's lines")
     p.add_argument("--warmup", type=int, default=2, help="lines per shell before measuring")
     p.add_argument("--rounds", type=int, default=1, help="plain/daemon pairs, order alternating")
-    p.add_argument("--results-dir", type=Path, default=c.DEFAULT_RESULTS)
-    p.add_argument("--tag", default="")
+    c.results_args(p)
     args = p.parse_args(argv)
     c.require_root()
     import pwd
