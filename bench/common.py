@@ -646,6 +646,36 @@ def run_groups(
     return records
 
 
+def judge_full(
+    rec: dict, js: dict, checks: bool, note: Callable[[], str], profile: bool
+) -> None:
+    """Mark a full run valid when the journal (``js``, journal_stats) holds
+    it, lost and dropped no event and the benchmark's own ``checks`` hold;
+    ``valid_note`` says what was stored (``note``, asked only when the
+    journal exists), after "INVALID: " when not valid."""
+    rec["journal_stats"] = js
+    ok = bool(
+        js.get("exists")
+        and js.get("lost_events") == 0
+        and js.get("dropped_writes") == 0
+        and js.get("dropped_reads") == 0
+        and checks
+    )
+    rec["valid"] = ok
+    text = note() if js.get("exists") else "nothing stored"
+    rec["valid_note"] = text if ok else "INVALID: " + text
+    if profile and rec.get("profiles"):
+        rec["profile_top"] = profile_report(rec["profiles"])
+
+
+def print_problems(records: list[dict]) -> None:
+    """One line for each full run judge_full found invalid."""
+    for r in records:
+        if r["variant"] == "full" and not r.get("valid"):
+            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
+                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
+
+
 def run_caches(
     bench: Bench,
     args: argparse.Namespace,

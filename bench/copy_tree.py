@@ -87,31 +87,17 @@ def main(argv: list[str] | None = None) -> int:
         js = c.journal_stats(
             rec["journal"], {"writes_below_dst": (0, str(dst)), "reads_below_src": (1, str(tree))}
         )
-        rec["journal_stats"] = js
         want_reads = 0 if args.no_reads else nfiles
-        ok = (
-            js.get("exists")
-            and js.get("commands") == 1
+        counts = (
+            js.get("commands") == 1
             and js.get("writes_below_dst") == nfiles
             and js.get("reads_below_src") == want_reads
-            and js.get("lost_events") == 0
-            and js.get("dropped_writes") == 0
-            and js.get("dropped_reads") == 0
         )
-        rec["valid"] = bool(ok)
-        if ok:
-            rec["valid_note"] = (
-                f"stored {js['file_events']} events, {js['bytes_per_event']:.1f} B/ev"
-            )
-        elif not js.get("exists"):
-            rec["valid_note"] = "INVALID: nothing stored"
-        else:
-            rec["valid_note"] = (
-                f"INVALID: writes {js.get('writes_below_dst')}/{nfiles} reads "
-                f"{js.get('reads_below_src')}/{want_reads} lost {js.get('lost_events')}"
-            )
-        if args.profile and rec.get("profiles"):
-            rec["profile_top"] = c.profile_report(rec["profiles"])
+        c.judge_full(rec, js, counts, lambda: (
+            f"stored {js['file_events']} events, {js['bytes_per_event'] or 0:.1f} B/ev; writes "
+            f"{js.get('writes_below_dst')}/{nfiles} reads {js.get('reads_below_src')}/{want_reads}"
+            f" lost {js.get('lost_events')}"
+        ), args.profile)
 
     records, summaries = c.run_caches(
         bench, args, body=body, cwd=work, prepare=prepare, check_full=check_full
@@ -128,10 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"storage: median {bpe and round(bpe, 1)} bytes per stored file event "
           f"({len(full_ok)} valid full runs)")
+    c.print_problems(records)
     for r in records:
-        if r["variant"] == "full" and not r.get("valid"):
-            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
-                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
         if r["variant"] in ("floor", "relay") and (
             r.get("floor_overflows") or r.get("floor_fd_errors")
         ):

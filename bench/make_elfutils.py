@@ -129,32 +129,17 @@ def main(argv: list[str] | None = None) -> int:
 
     def check_full(rec: dict) -> None:
         js = c.journal_stats(rec["journal"], {"writes_below_tree": (0, str(tree))})
-        rec["journal_stats"] = js
         found = subprocess.run(
             ["find", str(tree), "-type", "f", "-newer", str(marker), "-printf", "."],
             capture_output=True,
             check=False,
         ).stdout
         js["files_modified_by_build"] = len(found)
-        ok = (
-            js.get("exists")
-            and js.get("commands") == 1
-            and js.get("lost_events") == 0
-            and js.get("dropped_writes") == 0
-            and js.get("dropped_reads") == 0
-            and js.get("writes_below_tree", 0) >= len(found)
-        )
-        rec["valid"] = bool(ok)
-        rec["valid_note"] = (
+        checks = js.get("commands") == 1 and js.get("writes_below_tree", 0) >= len(found)
+        c.judge_full(rec, js, checks, lambda: (
             f"stored {js.get('file_events')} events, {js.get('writes_below_tree')} writes below "
             f"the tree vs {len(found)} files modified, lost {js.get('lost_events')}"
-            if js.get("exists")
-            else "nothing stored"
-        )
-        if not ok:
-            rec["valid_note"] = "INVALID: " + rec["valid_note"]
-        if args.profile and rec.get("profiles"):
-            rec["profile_top"] = c.profile_report(rec["profiles"])
+        ), args.profile)
 
     records, summaries = c.run_caches(
         bench, args, body=body, cwd=tree, prepare=prepare, check_full=check_full
@@ -165,10 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         summaries,
         "full <= +2%",
     )
+    c.print_problems(records)
     for r in records:
-        if r["variant"] == "full" and not r.get("valid"):
-            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
-                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
         if r.get("rc"):
             print(f"  {r['variant']} {r['cache']} rep {r['rep']}: make exited {r['rc']}")
     elapsed = time.time() - t_start
