@@ -32,7 +32,16 @@ from typing import Any
 from urllib.parse import quote
 
 from shournal.capture.record import LOST_REASONS
-from shournal.data import CommandView, FileEventView, FileProbe
+from shournal.data import (
+    CommandModifications,
+    CommandView,
+    DirectoryActivity,
+    FileEventView,
+    FileProbe,
+    JournalStats,
+    SessionCommands,
+    WorkingDirCommands,
+)
 
 __all__ = [
     "BUSY_SECONDS",
@@ -119,6 +128,71 @@ _COMMAND_SELECT = (
         for table, column, own, outer in COMMAND_JOINS
     )
 )
+
+
+class StatsTally:
+    """What both statistics readers count, batch by batch, and how they make
+    the top lists of it: :func:`shournal.store.stats.compute_stats` over
+    SQLAlchemy and :meth:`LightReader.stats_of` over sqlite3 differ only in
+    the SQL that feeds this."""
+
+    def __init__(self) -> None:
+        self.modifications: Counter[int] = Counter()
+        self.sessions: Counter[int] = Counter()
+        self.session_times: dict[int, tuple[datetime, datetime]] = {}
+        self.cwds: Counter[str] = Counter()
+        self.dirs_w: Counter[int] = Counter()
+        self.dirs_r: Counter[int] = Counter()
+        self.session_ids: set[int] = set()
+
+    @staticmethod
+    def starts(out: JournalStats, first: datetime | None, last: datetime | None) -> None:
+        """Widen ``out``'s first and last start to a batch's."""
+        if first is not None and last is not None:
+            out.first_start = first if out.first_start is None else min(out.first_start, first)
+            out.last_start = last if out.last_start is None else max(out.last_start, last)
+
+    def session(self, sid: int, count: int, lo: datetime, hi: datetime) -> None:
+        """A batch's ``count`` commands of session ``sid``, from ``lo`` to ``hi``."""
+        self.sessions[sid] += count
+        old = self.session_times.get(sid)
+        self.session_times[sid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+    def directory(self, did: int, written: int | None, total: int) -> None:
+        """A batch's ``total`` events in directory ``did``, ``written`` of them writes."""
+        self.dirs_w[did] += int(written or 0)
+        self.dirs_r[did] += int(total) - int(written or 0)
+
+    def finish(
+        self,
+        out: JournalStats,
+        top: int,
+        by_id: Callable[[str, str, list[Any]], dict[Any, Any]],
+    ) -> JournalStats:
+        """``out`` with the top-``top`` lists (ties by the smaller id or
+        path); ``by_id(table, column, ids)`` reads a column of those rows."""
+
+        def best(counter: Counter[Any]) -> list[Any]:
+            return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+        top_mods = best(self.modifications)
+        texts = by_id("command", "text", [cid for cid, _ in top_mods])
+        out.most_modifications = [
+            CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
+        ]
+        top_sessions = best(self.sessions)
+        uuids = by_id("shell_session", "uuid", [sid for sid, _ in top_sessions])
+        out.sessions_most_commands = [
+            SessionCommands(bytes(uuids[sid]), n, *self.session_times[sid])
+            for sid, n in top_sessions
+        ]
+        out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(self.cwds)]
+        top_dirs = best(Counter({d: self.dirs_w[d] + self.dirs_r[d] for d in self.dirs_w}))
+        paths = by_id("directory", "path", [d for d, _ in top_dirs])
+        out.busiest_directories = [
+            DirectoryActivity(bytes(paths[d]), self.dirs_w[d], self.dirs_r[d]) for d, _ in top_dirs
+        ]
+        return out
 
 
 class Unanswered(Exception):
@@ -317,28 +391,14 @@ class LightReader:
 
     # -- statistics ----------------------------------------------------------------
 
-    def stats_of(self, command_ids: Iterable[int], top: int) -> Any:
+    def stats_of(self, command_ids: Iterable[int], top: int) -> JournalStats:
         """shournal.store.stats.compute_stats(command_ids=...) without criteria:
         totals and top-``top`` lists over these commands."""
-        from shournal.data import (
-            CommandModifications,
-            DirectoryActivity,
-            JournalStats,
-            SessionCommands,
-            WorkingDirCommands,
-        )
-
         out = JournalStats()
         ids = sorted(set(command_ids))
         if not ids:
             return out
-        modifications: Counter[int] = Counter()
-        sessions: Counter[int] = Counter()
-        session_times: dict[int, tuple[datetime, datetime]] = {}
-        cwds: Counter[str] = Counter()
-        dirs_w: Counter[int] = Counter()
-        dirs_r: Counter[int] = Counter()
-        session_ids: set[int] = set()
+        tally = StatsTally()
         for start in range(0, len(ids), _IN_BATCH):
             batch = ids[start : start + _IN_BATCH]
             inc = f"id IN ({_marks(batch)})"
@@ -348,10 +408,7 @@ class LightReader:
                 batch,
             )
             out.commands += n
-            first, last = _utc(first), _utc(last)
-            if first is not None and last is not None:
-                out.first_start = first if out.first_start is None else min(out.first_start, first)
-                out.last_start = last if out.last_start is None else max(out.last_start, last)
+            tally.starts(out, _utc(first), _utc(last))
             for table, attr in (("write_event", "written_events"), ("read_event", "read_events")):
                 ((count,),) = self._rows(f"SELECT count(*) FROM {table} WHERE {inw}", batch)
                 setattr(out, attr, getattr(out, attr) + count)
@@ -359,25 +416,20 @@ class LightReader:
                 f"SELECT command_id, count(*) FROM write_event WHERE {inw} GROUP BY command_id",
                 batch,
             ):
-                modifications[cid] += count
+                tally.modifications[cid] += count
             for sid, count, lo, hi in self._rows(
                 "SELECT session_id, count(*), min(start_time), max(end_time) FROM command "
                 f"WHERE session_id IS NOT NULL AND {inc} GROUP BY session_id",
                 batch,
             ):
-                session_ids.add(sid)
-                sessions[sid] += count
-                lo, hi = _utc(lo), _utc(hi)
-                old = session_times.get(sid)
-                session_times[sid] = (
-                    (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))  # type: ignore[type-var]
-                )
+                tally.session_ids.add(sid)
+                tally.session(sid, count, _utc(lo), _utc(hi))
             for path, count in self._rows(
                 "SELECT w.path, p.n FROM working_dir w JOIN (SELECT cwd_id, count(*) AS n "
                 f"FROM command WHERE {inc} GROUP BY cwd_id) p ON p.cwd_id = w.id",
                 batch,
             ):
-                cwds[path] += count
+                tally.cwds[path] += count
             # Every event once: writes, and reads through their read file.
             for did, w, total in self._rows(
                 "SELECT directory_id, sum(w), count(*) FROM ("
@@ -386,12 +438,8 @@ class LightReader:
                 f"ON f.id = r.read_file_id WHERE r.{inw}) GROUP BY directory_id",
                 [*batch, *batch],
             ):
-                dirs_w[did] += int(w or 0)
-                dirs_r[did] += int(total) - int(w or 0)
-        out.sessions = len(session_ids)
-
-        def best(counter: Counter[Any]) -> list[Any]:
-            return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+                tally.directory(did, w, total)
+        out.sessions = len(tally.session_ids)
 
         def by_id(table: str, column: str, wanted: list[Any]) -> dict[Any, Any]:
             if not wanted:
@@ -402,23 +450,7 @@ class LightReader:
                 )
             )
 
-        top_mods = best(modifications)
-        texts = by_id("command", "text", [cid for cid, _ in top_mods])
-        out.most_modifications = [
-            CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
-        ]
-        top_sessions = best(sessions)
-        uuids = by_id("shell_session", "uuid", [sid for sid, _ in top_sessions])
-        out.sessions_most_commands = [
-            SessionCommands(bytes(uuids[sid]), n, *session_times[sid]) for sid, n in top_sessions
-        ]
-        out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(cwds)]
-        top_dirs = best(Counter({d: dirs_w[d] + dirs_r[d] for d in dirs_w}))
-        paths = by_id("directory", "path", [d for d, _ in top_dirs])
-        out.busiest_directories = [
-            DirectoryActivity(bytes(paths[d]), dirs_w[d], dirs_r[d]) for d, _ in top_dirs
-        ]
-        return out
+        return tally.finish(out, top, by_id)
 
 
 def _events_sql(writes: bool, n: int, limited: bool) -> str:
