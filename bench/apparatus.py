@@ -30,7 +30,6 @@ build: a setuid copy of the helper, the work tree's listener).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -41,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import as_user, bench_home, cli_args, ensure_user, timed, write_results  # noqa: E402
+from common import as_user, bench_home, cli_args, ensure_user, report_result, timed  # noqa: E402
 
 ANALYSIS = """\
 import configparser, csv, json, statistics, sys
@@ -125,9 +124,7 @@ def main() -> int:
             figures = _replay_figures(args.cli, home, args.user, args.replay_reps)
         finally:
             subprocess.run(["rm", "-rf", str(home)], check=False)
-        figures["loadavg"] = os.getloadavg()
-        print(json.dumps(figures, indent=1))
-        write_results(args.results_dir, "apparatus-replay", {"result": figures}, args.tag)
+        report_result(args, "apparatus-replay", figures)
         return 0
     try:
         _run(args.cli, home, args.user, "--apparatus")
@@ -166,9 +163,7 @@ def main() -> int:
         "loadavg": os.getloadavg(),
         "reps": args.reps,
     }
-    print(json.dumps(result, indent=1))
-    write_results(args.results_dir, "apparatus",
-                  {"result": result, "times": times, "cpu": cpu, "ratios": ratios}, args.tag)
+    report_result(args, "apparatus", result, times=times, cpu=cpu, ratios=ratios)
     return 0
 
 

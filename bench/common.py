@@ -950,6 +950,30 @@ def _jsonable(o):
     raise TypeError(type(o).__name__)
 
 
+def report_result(args: argparse.Namespace, name: str, result: dict, **more: object) -> Path:
+    """Print ``result`` with the load average and write it (and ``more``)
+    as the result file ``name``."""
+    result.setdefault("loadavg", os.getloadavg())
+    print(json.dumps(result, indent=1))
+    return write_results(args.results_dir, name, {"result": result, **more}, args.tag)
+
+
+def bench_user(args: argparse.Namespace) -> tuple[User, Path]:
+    """Needs root; the bench user (--user) and its workspace (--workspace)."""
+    require_root()
+    user = ensure_user(args.user)
+    return user, ensure_workspace(user, args.workspace)
+
+
+def write_run(args: argparse.Namespace, name: str, t_start: float, payload: dict) -> Path:
+    """write_results of a run started at ``t_start`` (time.time()), with
+    its arguments and elapsed seconds (printed too)."""
+    elapsed = time.time() - t_start
+    print(f"elapsed {elapsed / 60:.1f} min")
+    payload = {**payload, "args": vars(args), "elapsed_s": elapsed}
+    return write_results(args.results_dir, name, payload, args.tag)
+
+
 def write_results(results_dir: Path, name: str, payload: dict, tag: str = "") -> Path:
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{name}{'-' + tag if tag else ''}.json"

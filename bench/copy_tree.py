@@ -63,10 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         help="record reads only below $HOME (the default config), i.e. store only the writes",
     )
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     tree = ensure_tree(work, user)
     nfiles = count_files(tree)
     dst = work / "copy-dst"
@@ -121,23 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         ):
             print(f"  {r['variant']} lost events: {r['cache']} rep {r['rep']}: overflows "
                   f"{r['floor_overflows']} fd errors {r['floor_fd_errors']}")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "copy_tree",
-        {
-            "command": body,
-            "files": nfiles,
-            "reads_stored": not args.no_reads,
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "summaries": summaries,
-            "storage_bytes_per_event_median": bpe,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.write_run(args, "copy_tree", t_start, {
+        "command": body,
+        "files": nfiles,
+        "reads_stored": not args.no_reads,
+        "summaries": summaries,
+        "storage_bytes_per_event_median": bpe,
+        "runs": records,
+    })
     return 0
 
 

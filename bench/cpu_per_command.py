@@ -216,6 +216,13 @@ def run_lines(
         child.expect_exact(PROMPT)
     wait_recorded(home)
     cpu1, d1 = tree_cpu(daemon)
+    finish(child, home)
+    return (cpu1 - cpu0) / n, (d1 - d0) / n
+
+
+def finish(child: pexpect.spawn, home: Path) -> None:
+    """Exit the shell, let everything be stored, stop the daemon, reap what
+    is left and remove the home."""
     child.sendline("exit")
     child.expect(pexpect.EOF)
     child.close()
@@ -223,7 +230,6 @@ def run_lines(
     stop_daemon(home)
     reap_all()
     shutil.rmtree(home, ignore_errors=True)
-    return (cpu1 - cpu0) / n, (d1 - d0) / n
 
 
 def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> float:
@@ -243,13 +249,7 @@ def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> floa
     for _ in range(n):
         child.expect_exact(PROMPT)
     took = time.monotonic() - start
-    child.sendline("exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    wait_recorded(home)
-    stop_daemon(home)
-    reap_all()
-    shutil.rmtree(home, ignore_errors=True)
+    finish(child, home)
     return took
 
 

@@ -83,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delete", type=int, default=2000, help="files deleted by commit B")
     p.add_argument("--edit", type=int, default=2000, help="files edited by commit B")
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     tree = copy_tree.ensure_tree(work, user)
     repo = work / "git" / "repo"
     bench = c.Bench(
@@ -127,21 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         "full <= +3%",
     )
     c.print_problems(records)
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "git_checkout",
-        {
-            "command": body,
-            "changed_files": changed,
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "summaries": summaries,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.write_run(args, "git_checkout", t_start, {
+        "command": body,
+        "changed_files": changed,
+        "summaries": summaries,
+        "runs": records,
+    })
     return 0
 
 

@@ -105,10 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="make -jN")
     p.add_argument("--setup-only", action="store_true")
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     root = work / "elfutils"
     bench = c.Bench(
         user, work, "make_elfutils", read_includes=["$HOME", str(root)], nofile=args.nofile,
@@ -154,22 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in records:
         if r.get("rc"):
             print(f"  {r['variant']} {r['cache']} rep {r['rep']}: make exited {r['rc']}")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "make_elfutils",
-        {
-            "command": body,
-            "tree": str(tree),
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "cpus": os.cpu_count(),
-            "summaries": summaries,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.write_run(args, "make_elfutils", t_start, {
+        "command": body,
+        "tree": str(tree),
+        "cpus": os.cpu_count(),
+        "summaries": summaries,
+        "runs": records,
+    })
     return 0
 
 

@@ -23,7 +23,6 @@ passed as for bench/apparatus.py (--cli, SHOURNAL_SUID_PATH, ...).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sqlite3
 import statistics
@@ -32,7 +31,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import as_user, bench_home, cli_args, ensure_user, timed, write_results  # noqa: E402
+from common import as_user, bench_home, cli_args, ensure_user, report_result, timed  # noqa: E402
 
 PY_TOOL = """\
 import configparser, json, os, sys
@@ -153,9 +152,7 @@ def main() -> int:
         result = {name: _measure(args.cli, args.user, home, name, args.reps) for name in TOOLS}
     finally:
         subprocess.run(["rm", "-rf", str(home)], check=False)
-    result["loadavg"] = os.getloadavg()
-    print(json.dumps(result, indent=1))
-    write_results(args.results_dir, "rereso_image", {"result": result}, args.tag)
+    report_result(args, "rereso_image", result)
     return 0
 
 
