@@ -10,10 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url
-
-from shournal.query.find import find_commands
-from shournal.store import Store
+from fixtures_shell import Shell, recorded
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -22,11 +19,7 @@ def journaled(home: Path) -> list[str]:
     """Texts of every journaled command, oldest first (`exit` and the
     history listings of these tests left out)."""
     skip = ("exit ", "HISTTIMEFORMAT= history", "fc -ln")
-    store = Store(journal_url(home))
-    try:
-        return [c.text for c in find_commands(store) if not c.text.startswith(skip)]
-    finally:
-        store.close()
+    return [c.text for c in recorded(home) if not c.text.startswith(skip)]
 
 
 def history(sh: Shell) -> list[str]:
