@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from shournal.capture import protocol
+from shournal.capture.collector import Collector
 from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.listener import Collector, Relay
+from shournal.capture.listener import Relay
 from shournal.capture.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.config import load_config
 
