@@ -158,9 +158,9 @@ def test_records_wait_until_settled_and_keep_their_order(pair, collector):
 def test_kept_fds_are_bounded(pair, collector, monkeypatch):
     """Script candidates' fds are not hoarded while the command runs: past
     the bound, the kept messages are handled (and their fds closed)."""
-    import shournal.capture.listener as listener
+    import shournal.capture.collector as collector_module
 
-    monkeypatch.setattr(listener, "_PENDING_FDS", 2)
+    monkeypatch.setattr(collector_module, "_PENDING_FDS", 2)
     relay, holder = pair
     home = Path.home().as_posix().encode()
     fds = [os.memfd_create(f"s{i}") for i in range(3)]
