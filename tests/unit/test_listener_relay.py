@@ -238,3 +238,14 @@ def test_a_flush_gives_up_on_a_silent_holder(pair, collector, monkeypatch):
     monkeypatch.setattr(listener_mod, "_FLUSH_TIMEOUT", 0.3)
     relay, _holder = pair
     assert not relay.flush(collector)
+
+
+def test_a_flush_finds_the_answer_that_waited_past_the_deadline(pair, collector, monkeypatch):
+    """The listener got no CPU from its FLUSH until past the deadline (a
+    busy machine, its nice value): the holder's answer, waiting in the
+    socket, still counts."""
+    relay, holder = pair
+    holder.send(events([], forwarded=0, mtype=protocol.MSG_FLUSHED, seq=1))
+    clock = iter([0.0] + [1000.0] * 100)
+    monkeypatch.setattr(listener_mod.time, "monotonic", lambda: next(clock))
+    assert relay.flush(collector)
