@@ -98,7 +98,13 @@ class Collector:
         self.read_only_writable = cfg.read_events.only_writable
         # shournal's own in-flight files (a nested recorded shell's
         # markers, listener warnings) are never the command's
-        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
+        # (and the starts of a nested recorded shell's lines: spool.STARTS)
+        from shournal.capture.spool import starts_dir
+
+        self.own_dirs = (
+            os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/",
+            os.fsencode(os.path.realpath(starts_dir())) + b"/",
+        )
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
@@ -170,7 +176,7 @@ class Collector:
                 os.close(fd)
 
     def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
-        if path.startswith(self.own_dir):
+        if path.startswith(self.own_dirs):
             return
         if not self.may_write(mode, owner, group, self.uid, self.gids):
             return
@@ -183,7 +189,7 @@ class Collector:
 
     def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
         uid, gids = self.uid, self.gids
-        if path.startswith(self.own_dir):
+        if path.startswith(self.own_dirs):
             return
         if not self.may_read(mode, owner, group, uid, gids):
             return
