@@ -698,11 +698,15 @@ static int pending_listeners(void)
         /* our listeners run as us: EPERM is a reused pid, not one */
         if (process_lives((pid_t)pid)) {
             n++;
-        } else if ((errno == ESRCH || errno == EPERM) && unlinkat(dirfd(d), e->d_name, 0) == 0 &&
-                   !start_file_of(pid)) {
-            /* (with its start on disk, the line is stored from there, and
-             * whoever does so says so, naming it) */
-            warn_once("the recorder of an earlier command line died; it was not recorded");
+        } else if ((errno == ESRCH || errno == EPERM) && unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            /* Said even when the start is on disk (whoever stores the line
+             * from there names it too): a listener that cannot run at all
+             * must not lose every line silently. */
+            if (start_file_of(pid))
+                warn_once("the recorder of an earlier command line died; its start is kept on "
+                          "disk, to be stored as incomplete by the next listener or store daemon");
+            else
+                warn_once("the recorder of an earlier command line died; it was not recorded");
         }
     }
     closedir(d);
