@@ -111,6 +111,7 @@ class Daemon:
         # Starts of lines whose recorder died (spool.recover_starts): looked
         # for at once, then every _STARTS_CHECK seconds.
         self._starts_checked = -_STARTS_CHECK
+        self._reading: set[int] = set()  # listener pids of the lines being read
         self._queue: list[tuple[CommandRecord, _Waiter]] = []
         self._spooled_at: float | None = None  # oldest unstored one's
         self._draining = 0  # callers of drain(): store at once
@@ -265,9 +266,15 @@ class Daemon:
             os.close(ctl)
             os.close(relay)
             raise
-        rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
-        if rec is not None and self.spool_record(rec):
-            forget_start(pid, rec.session_uuid, rec.start_ns)
+        with self.lock:
+            self._reading.add(pid)  # its start is not to be recovered meanwhile
+        try:
+            rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
+            if rec is not None and self.spool_record(rec):
+                forget_start(pid, rec.session_uuid, rec.start_ns)
+        finally:
+            with self.lock:
+                self._reading.discard(pid)
         forget_started(pid)
         listener._remove_markers(pid)
         with suppress(OSError):
@@ -426,7 +433,7 @@ class Daemon:
                 from shournal.store import Store
 
                 store = Store(resolve_url(config=self.cfg))
-            n = listener.recover_starts(store, self.cfg)
+            n = listener.recover_starts(store, self.cfg, self._reading)
             with self.lock:
                 self.stored += n
         except Exception as exc:  # noqa: BLE001 - retried at the next check

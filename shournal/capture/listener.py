@@ -42,7 +42,7 @@ from shournal import _paths
 from shournal.capture import protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container
     from pathlib import Path
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.data import RETURN_VALUE_UNKNOWN
@@ -615,13 +615,25 @@ def store_record(rec: CommandRecord, cfg) -> int:
             except Exception as exc:  # noqa: BLE001 - they stay for the next taker
                 _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
         try:
-            recover_starts(journal.store, cfg)
+            if not _daemon_runs():  # (it recovers them, knowing what it reads now)
+                recover_starts(journal.store, cfg)
         except Exception as exc:  # noqa: BLE001 - they stay for the next one
             _warn(f"command lines of killed recorders not stored yet: {exc}".splitlines()[0])
         return command_id
 
 
-def recover_starts(store, cfg) -> int:
+def _daemon_runs() -> bool:
+    """Does the user's store daemon (the pid in its lock file) run?"""
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+        pid = int((rundir / protocol.DAEMON_LOCK).read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"daemon" in fh.read()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
     """Store the command lines whose recorder was killed while they ran
     from their starts on disk (shournal.capture.spool.recover_starts)."""
     import pwd
@@ -638,7 +650,7 @@ def recover_starts(store, cfg) -> int:
         _warn(f"{message}: {short_command(text)}", start.session)
 
     return spool.recover_starts(
-        store, username, socket.gethostname(), lambda text: _ignored(cfg, text), warn
+        store, username, socket.gethostname(), lambda text: _ignored(cfg, text), warn, busy=busy
     )
 
 

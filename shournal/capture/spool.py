@@ -32,7 +32,7 @@ import stat
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import suppress
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -605,7 +605,7 @@ def orphaned_starts(directory: Path | None = None) -> list[Path]:
 
 
 def recover_starts(store, username: str, hostname: str, ignored, warn,
-                   directory: Path | None = None) -> int:
+                   directory: Path | None = None, busy: Container[int] = frozenset()) -> int:
     """Store every start whose recorder is gone as an incomplete command
     (Store `store`), once; the number stored.  Only when the daemon's spool
     has no backlog (a line spooled but not yet in the journal would be
@@ -613,8 +613,10 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
     time; one unlinked meanwhile was taken), looked up first (a recorder
     killed between storing the line and removing its start stored it
     already).  `ignored(text)`: a command the config ignores (dropped);
-    `warn(start, message)`: the warning naming the command.  Store errors
-    propagate: what is not stored stays."""
+    `warn(start, message)`: the warning naming the command; `busy`: the
+    listener pids of lines the caller (the daemon) is reading now, whose
+    forwarder may be gone already.  Store errors propagate: what is not
+    stored stays."""
     paths = orphaned_starts(directory)
     if not paths or backlog_of(directory)[0]:
         return 0
@@ -632,7 +634,7 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
             if os.fstat(fd).st_nlink == 0:
                 continue
             start = _parse_start(fd)
-            if start is None or not recorder_gone(start):
+            if start is None or start.listener_pid in busy or not recorder_gone(start):
                 continue
             text = start.text.decode("utf-8", errors="backslashreplace")
             if text.strip() and not ignored(text):

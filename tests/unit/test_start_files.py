@@ -133,3 +133,14 @@ def test_stale_temporary_and_torn_files_are_removed(tmp_path):
     torn.write_bytes(b"SHSP\0")
     assert sp.orphaned_starts(tmp_path) == []
     assert sorted(p.name for p in d.iterdir()) == [".2-x-2"]
+
+
+def test_a_line_the_daemon_reads_now_is_not_recovered(tmp_path):
+    """Its forwarder may be gone (killed) while the daemon still reads the
+    line, which it then stores itself."""
+    dead = (_dead_pid(), 0)
+    path = write_start(tmp_path, b"make", 100, holder=dead, listener=dead)
+    store = FakeStore()
+    assert sp.recover_starts(store, "u", "h", lambda t: False, lambda s, m: None, tmp_path,
+                             busy={dead[0]}) == 0  # fmt: skip
+    assert path.exists() and store.recs == []
