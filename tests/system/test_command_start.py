@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, Shell, journal_url, wait_for, wait_stored, warnings_in
+from fixtures_shell import PROMPT, Shell, recorded, wait_for, wait_stored, warnings_in
 from test_daemon import (
     JournalLock,
     daemon_env,
@@ -27,8 +27,6 @@ from test_daemon import (
 
 from shournal.capture import spool as sp
 from shournal.data import RETURN_VALUE_UNKNOWN
-from shournal.query.find import find_commands
-from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -44,11 +42,7 @@ def _stored(home: Path, listener: str):
         wait_drained(home)
     else:
         wait_stored(home)
-    store = Store(journal_url(home), create=False)
-    try:
-        return find_commands(store)
-    finally:
-        store.close()
+    return recorded(home, create=False)
 
 
 def _only(found, text: str):
