@@ -56,13 +56,25 @@ class Collector:
         self.read_only_writable = cfg.read_events.only_writable
         # shournal's own in-flight files (a nested recorded shell's
         # markers, listener warnings) are never the command's
-        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
+        # (and the starts of a nested recorded shell's lines: spool.STARTS)
+        from shournal.capture.spool import starts_dir
+
+        self.own_dirs = (
+            os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/",
+            os.fsencode(os.path.realpath(starts_dir())) + b"/",
+        )
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0
         self._pending_fds = 0
         # The shell's START (through the holder): what is stored when the
         # shell never reports the line's end.
         self.start: protocol.CommandMessage | None = None
+        # When the line's last process exited (listener.listen()).
+        self.eof_ns = 0
+        # The relay ended early and no command was known to name in the
+        # warning yet (listener.collect() says it once the start is found
+        # on disk).
+        self.relay_unreported = False
 
     def lose(self, reason: str, n: int = 1) -> None:
         if n > 0:
@@ -123,7 +135,7 @@ class Collector:
                 os.close(fd)
 
     def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
-        if path.startswith(self.own_dir):
+        if path.startswith(self.own_dirs):
             return
         if not self.may_write(mode, owner, group, self.uid, self.gids):
             return
@@ -136,7 +148,7 @@ class Collector:
 
     def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
         uid, gids = self.uid, self.gids
-        if path.startswith(self.own_dir):
+        if path.startswith(self.own_dirs):
             return
         if not self.may_read(mode, owner, group, uid, gids):
             return

@@ -43,9 +43,10 @@ from shournal.capture import protocol, setup_args
 from shournal.capture.collector import Collector
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container
     from pathlib import Path
 from shournal.capture.record import CommandRecord
+from shournal.data import RETURN_VALUE_UNKNOWN
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
@@ -313,10 +314,14 @@ def listen(
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
         collector.lose("relay")
-        _warn_about(command, "event relay ended early: file events of this command may be missing")
+        if command is None and collector.start is None:
+            collector.relay_unreported = True
+        else:
+            _warn_about(command or collector.start, RELAY_ENDED_EARLY)
     else:
         collector.lose("relay", relay.missing(collector))
     eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
+    collector.eof_ns = eof_ns
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         command.end_ns = max(command.end_ns, eof_ns)
@@ -326,6 +331,9 @@ def listen(
         command = collector.start
         command.end_ns = max(eof_ns, command.start_ns)
     return command
+
+
+RELAY_ENDED_EARLY = "event relay ended early: file events of this command may be missing"
 
 
 def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
@@ -385,7 +393,44 @@ def store_record(rec: CommandRecord, cfg) -> int:
                 spool.take_inbox(journal.store)
             except Exception as exc:  # noqa: BLE001 - they stay for the next taker
                 _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
+        try:
+            if not _daemon_runs():  # (it recovers them, knowing what it reads now)
+                recover_starts(journal.store, cfg)
+        except Exception as exc:  # noqa: BLE001 - they stay for the next one
+            _warn(f"command lines of killed recorders not stored yet: {exc}".splitlines()[0])
         return command_id
+
+
+def _daemon_runs() -> bool:
+    """Does the user's store daemon (the pid in its lock file) run?"""
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+        pid = int((rundir / protocol.DAEMON_LOCK).read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"daemon" in fh.read()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
+    """Store the command lines whose recorder was killed while they ran
+    from their starts on disk (shournal.capture.spool.recover_starts)."""
+    import pwd
+
+    from shournal.capture import spool
+
+    try:
+        username = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        username = str(os.getuid())
+
+    def warn(start, message: str) -> None:
+        text = start.text.decode("utf-8", errors="backslashreplace")
+        _warn(f"{message}: {short_command(text)}", start.session)
+
+    return spool.recover_starts(
+        store, username, socket.gethostname(), lambda text: _ignored(cfg, text), warn, busy=busy
+    )
 
 
 def keep_record(rec: CommandRecord, exc: BaseException) -> int:
@@ -466,14 +511,32 @@ def collect(
                 f"the store daemon was killed while it read this command line: "
                 f"{lost} file event(s) lost",
             )
-    if command is None or not command.text.strip():
+    if command is None:
+        # Neither the shell's report nor the start through the holder (it
+        # was killed, then the line ended without a prompt): the start the
+        # shell left on disk.
+        found = spool.find_start(forwarder)
+        if found is not None:
+            _path, start = found
+            command = protocol.CommandMessage(
+                RETURN_VALUE_UNKNOWN,
+                start.start_ns,
+                max(collector.eof_ns, start.start_ns),
+                start.session,
+                start.text,
+                incomplete=True,
+            )
+            cwd = start.cwd
+            if collector.relay_unreported:
+                _warn_about(command, RELAY_ENDED_EARLY)
+    if command is None or not command.text.strip() or _ignored(
+        cfg, command.text.decode("utf-8", errors="backslashreplace")
+    ):
         spool.forget_started(forwarder)
+        if command is not None:
+            spool.forget_start(forwarder, command.session, command.start_ns)
         return None
-    rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
-        spool.forget_started(forwarder)
-        return None
-    return rec
+    return build_record(cwd, command, collector)
 
 
 def run(sock: socket.socket, relay: Relay) -> int:
@@ -489,7 +552,7 @@ def run(sock: socket.socket, relay: Relay) -> int:
 
     cfg = load_listener_config()
     _write_setup_args(cfg)
-    from shournal.capture.spool import forget_started
+    from shournal.capture.spool import forget_start, forget_started
 
     rec = collect(sock, relay, cfg, cwd)
     if rec is None:
@@ -500,9 +563,12 @@ def run(sock: socket.socket, relay: Relay) -> int:
     except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
         status = keep_record(rec, exc)
         forget_started(os.getpid())
+        if status == EXIT_KEPT:  # (else its start stays, to be stored from)
+            forget_start(os.getpid(), rec.session_uuid, rec.start_ns)
         _remove_markers()
         return status
     forget_started(os.getpid())
+    forget_start(os.getpid(), rec.session_uuid, rec.start_ns)
     _remove_markers()
     return 0
 

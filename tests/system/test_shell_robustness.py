@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, REPO, Shell, recorded
+from fixtures_shell import PROMPT, REPO, Shell, recorded, write_config
 
 from shournal.query.find import RETURN_VALUE_UNKNOWN
 
@@ -263,7 +263,10 @@ def test_ctrl_c_while_the_program_runs_is_130(kind, install, user_home):
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
 def test_nested_shell_leaves_no_runtime_files_in_the_journal(kind, install, user_home):
     """A command line that runs a nested recorded shell: the outer command's
-    written files contain nothing of shournal's runtime directory."""
+    written files contain nothing of shournal's runtime directory, nor of
+    the command lines' starts on disk (hidden files recorded, so that the
+    starts under ~/.local are not dropped as hidden anyway)."""
+    write_config(user_home, "[write_events]\nexclude_hidden = false\n", install)
     sh = Shell(kind, install, user_home)
     rc = user_home / (".bashrc" if kind == "bash" else ".zshrc")
     nested = f"bash --noprofile --rcfile {rc} -i" if kind == "bash" else "zsh -i"
@@ -275,8 +278,11 @@ def test_nested_shell_leaves_no_runtime_files_in_the_journal(kind, install, user
     sh.run("true")
     sh.exit()
     rundir = os.fsencode(user_home / "run")
+    starts = os.fsencode(user_home / ".local" / "share" / "shournal" / "spool" / "starts")
     outer = only(user_home, nested)
     assert [e.path for e in outer.writes if e.path.startswith(rundir)] == []
+    # nor the starts the nested shell kept on disk for its lines
+    assert [e.path for e in outer.writes if e.path.startswith(starts)] == []
     inner = only(user_home, "echo inner > inner_out")
     assert [os.path.basename(e.path) for e in inner.writes] == [b"inner_out"]
     for cmd in recorded(user_home):
