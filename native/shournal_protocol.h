@@ -90,6 +90,35 @@ struct shournal_command {
 #define SHOURNAL_MSG_START 14u
 #define SHOURNAL_MAX_START_TEXT (SHOURNAL_MAX_EVENTS_MSG - 64)
 
+/* The same start, kept on disk by the shell before the line runs (zsh: the
+ * shell; bash: PS0's command substitution), so that a line whose recorder
+ * is killed (holder, helper or forwarder, the store daemon) or a machine
+ * that crashes while it runs still leaves it: one file per line in
+ * <data dir>/spool/SHOURNAL_STARTS_DIR (the user's durable spool, mode
+ * 0700), named "<listener pid>-<session, 32 hex digits>-<start_ns>", whole
+ * or not at all (written to "." + name, then renamed; no fsync: it
+ * survives any process being killed, see docs/design.md "On disk").  One
+ * frame as in the spool's records file: "SHSP", the payload's length
+ * (u32), the CRC-32 of that length's 4 bytes and the payload (u32); the
+ * payload is this struct, cwd_len bytes of working directory, then the
+ * command text to the frame's end.  Whoever stores the line removes the
+ * file; one whose holder and listener are both gone (starttime: field 22
+ * of /proc/<pid>/stat, so a reused pid is not taken for them; 0: unknown)
+ * is stored from it as incomplete by the store daemon or a listener. */
+#define SHOURNAL_STARTS_DIR "starts"
+#define SHOURNAL_START_FORMAT 1u
+
+struct shournal_start_file {
+    uint32_t format; /* SHOURNAL_START_FORMAT */
+    int32_t holder_pid;
+    int32_t listener_pid; /* the helper, later the forwarder or listener */
+    uint32_t cwd_len;
+    uint64_t holder_starttime;
+    uint64_t listener_starttime;
+    int64_t start_ns; /* as in COMMAND */
+    uint8_t session[16];
+};
+
 /* The relay, holder <-> listener over the socket on SHOURNAL_FD_EVENTS.
  * The fanotify group was made with CAP_SYS_ADMIN, so the kernel opens its
  * event fds without any permission check: they never leave the holder,

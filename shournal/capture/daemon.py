@@ -49,7 +49,14 @@ from pathlib import Path
 from shournal import _paths
 from shournal.capture import listener, protocol
 from shournal.capture.record import CommandRecord
-from shournal.capture.spool import forget_started, started_pids, take_inbox
+from shournal.capture.spool import (
+    find_start,
+    forget_start,
+    forget_started,
+    orphaned_starts,
+    started_pids,
+    take_inbox,
+)
 from shournal.capture.spool import inbox_count as spool_inbox_count
 from shournal.store.errors import journal_condition
 
@@ -69,6 +76,9 @@ _DEFER_MAX = 1.0
 # How often the accept loop looks at the idle time.
 _TICK = 1.0
 _CWD_MAX = 4096
+# How often the store thread looks for starts of command lines whose
+# recorder died (one directory listing when there are none).
+_STARTS_CHECK = 2.0
 
 
 class Daemon:
@@ -98,6 +108,10 @@ class Daemon:
                 "a crash while it was written): that command line was not recorded"
             )
         self._forget_dead_started()
+        # Starts of lines whose recorder died (spool.recover_starts): looked
+        # for at once, then every _STARTS_CHECK seconds.
+        self._starts_checked = -_STARTS_CHECK
+        self._reading: set[int] = set()  # listener pids of the lines being read
         self._queue: list[tuple[CommandRecord, _Waiter]] = []
         self._spooled_at: float | None = None  # oldest unstored one's
         self._draining = 0  # callers of drain(): store at once
@@ -122,7 +136,9 @@ class Daemon:
                 pass  # a reused pid
             started = take_started(pid, self.spool.dir)
             forget_started(pid, self.spool.dir)
-            if started is not None:
+            if started is not None and find_start(pid, self.spool.dir) is None:
+                # (with its start on disk, the line is stored from there:
+                # _recover_starts, which says so)
                 cmd, _cwd = started
                 listener._warn_about(
                     cmd, "the store daemon and the recorder were killed while they read "
@@ -250,9 +266,15 @@ class Daemon:
             os.close(ctl)
             os.close(relay)
             raise
-        rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
-        if rec is not None:
-            self.spool_record(rec)
+        with self.lock:
+            self._reading.add(pid)  # its start is not to be recovered meanwhile
+        try:
+            rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
+            if rec is not None and self.spool_record(rec):
+                forget_start(pid, rec.session_uuid, rec.start_ns)
+        finally:
+            with self.lock:
+                self._reading.discard(pid)
         forget_started(pid)
         listener._remove_markers(pid)
         with suppress(OSError):
@@ -260,9 +282,10 @@ class Daemon:
 
     # -- spooling -----------------------------------------------------------
 
-    def spool_record(self, rec: CommandRecord) -> None:
+    def spool_record(self, rec: CommandRecord) -> bool:
         """Append to the spool; command lines finishing together share one
-        write and fsync (the first one in writes for all)."""
+        write and fsync (the first one in writes for all).  False: neither
+        spooled nor stored."""
         me = _Waiter()
         with self.lock:
             self._queue.append((rec, me))
@@ -290,9 +313,10 @@ class Daemon:
                 w.done(err)
         if me.wait() is not None:
             # The spool itself failed (its disk is full): store directly.
-            self._store_direct(rec, me.error)
+            return self._store_direct(rec, me.error)
+        return True
 
-    def _store_direct(self, rec: CommandRecord, why: OSError | None) -> None:
+    def _store_direct(self, rec: CommandRecord, why: OSError | None) -> bool:
         try:
             listener.store_record(rec, self.cfg)
         except Exception as exc:  # noqa: BLE001
@@ -303,6 +327,8 @@ class Daemon:
                 f"{str(exc).splitlines()[0]}): {listener.short_command(rec.text)}",
                 rec.session_uuid,
             )
+            return False
+        return True
 
     # -- storing ------------------------------------------------------------
 
@@ -323,15 +349,24 @@ class Daemon:
             with self.lock:
                 while not self.stopping:
                     if self.spool.backlog() == 0:
-                        self.lock.wait()
+                        due = self._starts_checked + _STARTS_CHECK - time.monotonic()
+                        if due <= 0:
+                            break
+                        self.lock.wait(due)
                         continue
                     wait = self._defer()
                     if wait <= 0:
                         break
                     self.lock.wait(wait)
                 if self.spool.backlog() == 0:
-                    break
-                batch = self.spool.pending(_BATCH)
+                    if self.stopping:
+                        break
+                    batch = None
+                else:
+                    batch = self.spool.pending(_BATCH)
+            if batch is None:
+                store = self._recover_starts(store)
+                continue
             if not batch:
                 # Cannot happen (the spool checked its records): stop
                 # rather than spin.
@@ -383,6 +418,31 @@ class Daemon:
                 self.lock.notify_all()
         if store is not None:
             store.close()
+
+    def _recover_starts(self, store):
+        """Store the lines whose recorder died while they ran, from their
+        starts on disk (the spool is drained: see spool.recover_starts).
+        The journal is opened only when there is one; a failure leaves
+        them for the next check."""
+        self._starts_checked = time.monotonic()
+        if not orphaned_starts(self.spool.dir):
+            return store
+        try:
+            if store is None:
+                from shournal.journal import resolve_url
+                from shournal.store import Store
+
+                store = Store(resolve_url(config=self.cfg))
+            n = listener.recover_starts(store, self.cfg, self._reading)
+            with self.lock:
+                self.stored += n
+        except Exception as exc:  # noqa: BLE001 - retried at the next check
+            self._journal_failed(exc, [])
+            if store is not None:
+                with suppress(Exception):
+                    store.close()
+            store = None
+        return store
 
     def _defer(self) -> float:
         """How long the store thread should still wait before storing

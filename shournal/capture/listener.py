@@ -39,218 +39,29 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from shournal import _paths
-from shournal.capture import protocol
+from shournal.capture import protocol, setup_args
+from shournal.capture.collector import Collector
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Container
     from pathlib import Path
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.capture.record import CommandRecord
+from shournal.data import RETURN_VALUE_UNKNOWN
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
 # After EOF, closes that raced the socket's release may still arrive.
 _GRACE_FLUSHES = 2
 _GRACE_SLEEP = 0.01
-# How long to wait for the holder to answer a flush.
+# How long a flush waits for the holder while it sends nothing: its answer
+# comes after everything it queued before (up to QUEUE_MAX in
+# shournal_holder.c), which a listener starved of CPU (it runs niced, see
+# protocol.LISTENER_NICE) may take long to read; only the holder's silence
+# means it is gone or hung.  _FLUSH_MAX bounds a flush in all (a holder
+# kept busy by processes still writing in the namespace).
 _FLUSH_TIMEOUT = 10.0
+_FLUSH_MAX = 300.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
-# While the command runs, messages are only received and kept; filtering
-# and building events waits until it has ended, so Python takes (almost) no
-# CPU while the user's command runs (on 2 cores it would compete with it).
-# These bound what is kept: past them, the pending messages are handled at
-# once.
-_PENDING_BYTES = 16 << 20
-_PENDING_FDS = 512
-
-
-class Collector:
-    """Turns the holder's records into FileEvents, applying the config's
-    rules.  The holder already took fstat, path and partial hash when it
-    read each event; what is left here is policy."""
-
-    def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
-        from shournal.capture import filters
-
-        self.uid = uid
-        self.gids = gids
-        self.writes: dict[bytes, FileEvent] = {}
-        self.reads: dict[bytes, FileEvent] = {}
-        self.received = 0  # records, to check against the holder's count
-        self.dropped_writes = 0
-        self.dropped_reads = 0
-        # lost events by reason (shournal.capture.record.LOST_REASONS)
-        self.lost: dict[str, int] = {}
-        self.archived = 0
-        self.write_rule = filters.PathRule.from_config(cfg.write_events)
-        self.read_rule = filters.PathRule.from_config(cfg.read_events)
-        self.archive_rule = filters.ScriptArchiveRule.from_config(cfg.script_archive)
-        self.may_read = filters.may_read_ids
-        self.may_write = filters.may_write_ids
-        # What the holder hashed with (it says so in every message); the
-        # config's until the first message.
-        self.hash_settings: tuple[int, int] | None = (
-            (cfg.hash.chunk_size, cfg.hash.max_count_of_reads) if cfg.hash.enable else None
-        )
-        self.max_w = cfg.write_events.max_event_count or sys.maxsize
-        self.max_r = cfg.read_events.max_event_count or sys.maxsize
-        self.read_enabled = cfg.read_events.enable
-        self.read_only_writable = cfg.read_events.only_writable
-        # shournal's own in-flight files (a nested recorded shell's
-        # markers, listener warnings) are never the command's
-        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
-        self._pending: list[tuple[bytes, int, list[int]]] = []
-        self._pending_bytes = 0
-        self._pending_fds = 0
-        # The shell's START (through the holder): what is stored when the
-        # shell never reports the line's end.
-        self.start: protocol.CommandMessage | None = None
-
-    def lose(self, reason: str, n: int = 1) -> None:
-        if n > 0:
-            self.lost[reason] = self.lost.get(reason, 0) + n
-
-    def take(self, data: bytes, count: int, fds: list[int]) -> None:
-        """Keep one message of records for settle() (order matters: a later
-        record of a path replaces an earlier one, and caps count in order)."""
-        self._pending.append((data, count, fds))
-        self._pending_bytes += len(data)
-        self._pending_fds += len(fds)
-        if self._pending_bytes > _PENDING_BYTES or self._pending_fds > _PENDING_FDS:
-            self.settle()
-
-    def settle(self) -> None:
-        """Handle every kept message."""
-        pending, self._pending = self._pending, []
-        self._pending_bytes = self._pending_fds = 0
-        for i, (data, count, fds) in enumerate(pending):
-            try:
-                self.handle_records(data, count, fds)
-            except BaseException:
-                for _, _, rest in pending[i + 1 :]:
-                    for fd in rest:
-                        os.close(fd)
-                raise
-
-    def handle_records(self, data: bytes, count: int, fds: list[int]) -> None:
-        unpack = protocol.RECORD.unpack_from
-        rsize = protocol.RECORD.size
-        end = len(data)
-        off = 0
-        fdi = 0
-        try:
-            for _ in range(count):
-                if end - off < rsize:
-                    return  # cannot happen; Relay.missing() counts the rest
-                mask, size, mtime, hsh, mode, owner, group, _pid, plen, flags, _ = unpack(
-                    data, off
-                )
-                start = off + rsize
-                path = data[start : start + plen]
-                off = start + ((plen + 7) & ~7)
-                self.received += 1
-                fd = -1
-                if flags & protocol.REC_FD:
-                    if fdi < len(fds):
-                        fd = fds[fdi]
-                    fdi += 1
-                if not flags & protocol.REC_HASH:
-                    hsh = None
-                if mask & protocol.FAN_CLOSE_WRITE:
-                    self._write(path, size, mtime, mode, owner, group, hsh)
-                if mask & protocol.FAN_CLOSE_NOWRITE:
-                    self._read(path, size, mtime, mode, owner, group, hsh, fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
-        if path.startswith(self.own_dir):
-            return
-        if not self.may_write(mode, owner, group, self.uid, self.gids):
-            return
-        if not self.write_rule.match(path):
-            return
-        if path not in self.writes and len(self.writes) >= self.max_w:
-            self.dropped_writes += 1
-            return
-        self.writes[path] = FileEvent(path, size, mtime, mode, hsh)
-
-    def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
-        uid, gids = self.uid, self.gids
-        if path.startswith(self.own_dir):
-            return
-        if not self.may_read(mode, owner, group, uid, gids):
-            return
-        writable = None
-        general = False
-        if self.read_enabled and self.read_rule.match(path):
-            if self.read_only_writable:
-                writable = self.may_write(mode, owner, group, uid, gids)
-                general = writable
-            else:
-                general = True
-        archive = False
-        rule = self.archive_rule
-        if (
-            fd >= 0
-            and rule.enable
-            and self.archived < rule.max_count_of_files
-            and rule.match(path, size)
-        ):
-            if rule.only_writable:
-                if writable is None:
-                    writable = self.may_write(mode, owner, group, uid, gids)
-                archive = writable
-            else:
-                archive = True
-        if not general and not archive:
-            return
-        known = self.reads.get(path)
-        if known is None and len(self.reads) >= self.max_r:
-            self.dropped_reads += 1
-            return
-        content = None
-        if archive and (known is None or known.content is None):
-            content = self._content(fd, size, hsh)
-            if content is not None:
-                self.archived += 1
-        elif known is not None:
-            content = known.content
-        self.reads[path] = FileEvent(path, size, mtime, mode, hsh, content)
-
-    def _content(self, fd: int, size: int, hsh: int | None) -> bytes | None:
-        """The script as the command read it, or None if it has changed
-        since the holder hashed it (a later command line rewrote it)."""
-        try:
-            data = _read_all(fd, size)
-        except OSError:
-            return None
-        if data is None:
-            return None
-        if hsh is not None:
-            from shournal.capture.hashing import partial_xxh64_bytes
-
-            chunk, reads = self.hash_settings or (
-                protocol.DEFAULT_HASH_CHUNK,
-                protocol.DEFAULT_HASH_READS,
-            )
-            if partial_xxh64_bytes(data, chunk, reads) != hsh:
-                return None
-        return data
-
-
-def _read_all(fd: int, size: int) -> bytes | None:
-    parts, off = [], 0
-    while off < size:
-        block = os.pread(fd, size - off, off)
-        if not block:
-            break
-        parts.append(block)
-        off += len(block)
-    data = b"".join(parts)
-    return data if len(data) == size else None
-
-
 def _raise_nofile() -> None:
     """Reads of script candidates arrive with their fd (up to 253 per
     message) and are kept until settled (up to _PENDING_FDS): a login's
@@ -274,6 +85,7 @@ class Relay:
         self.seq = 0
         self.flushed = 0
         self.forwarded = 0
+        self.messages = 0
         self.closed = False
 
     def fileno(self) -> int:
@@ -297,6 +109,7 @@ class Relay:
             if not data:
                 self.closed = True
                 break
+            self.messages += 1
             total += self._handle(data, fds, collector)
         return total
 
@@ -344,13 +157,20 @@ class Relay:
             return False
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
-        deadline = time.monotonic() + _FLUSH_TIMEOUT
+        start = time.monotonic()
+        deadline = start + _FLUSH_TIMEOUT
         while self.flushed != self.seq and not self.closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if poller.poll(left * 1000):
+            left = min(deadline, start + _FLUSH_MAX) - time.monotonic()
+            # Past the deadline too, one look: a listener that got no CPU
+            # for that long finds the answer waiting.
+            if poller.poll(max(left, 0.0) * 1000):
+                before = self.messages
                 self.pump(collector)
+                if self.messages != before and time.monotonic() < start + _FLUSH_MAX:
+                    deadline = time.monotonic() + _FLUSH_TIMEOUT  # it still sends
+                    continue
+            if left <= 0:
+                break
         return self.flushed == self.seq
 
     def close(self) -> None:
@@ -404,52 +224,23 @@ def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:
     _warn(f"{message}: {short_command(text)}", command.session)
 
 
-def _write_setup_args(cfg, path: Path | None = None, apparatus: bool = False) -> None:
-    """Leave the helper options for the shell's next command line (the
-    preload library reads <rundir>/setup-args; it cannot read TOML).
-    ``path``/``apparatus``: the options with the apparatus
-    (shournal.reproduce: per shell and per directory)."""
-    from shournal.config import helper_options
-
-    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg, apparatus=apparatus))
-    if path is None:
-        try:
-            path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
-        except OSError:
-            return
-        if cfg.apparatus.paths or apparatus_paths_left(path):
-            from shournal import reproduce
-
-            with suppress(OSError):
-                reproduce.write_apparatus_args(cfg)
-    _write_file(path, data)
-
-
-def apparatus_paths_left(setup_args: Path) -> bool:
-    return os.path.lexists(setup_args.parent / protocol.APPARATUS_PATHS_FILE)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically, unless it holds it already."""
-    import tempfile
-
+def _write_setup_args(cfg) -> None:
+    """Leave the helper options for the shell's next command line (with
+    the apparatus's per-directory options when it has paths)."""
     try:
-        with open(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as fh:
-            if fh.read() == data:
-                return
-    except OSError:
-        pass
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+        path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
     except OSError:
         return
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
+    if cfg.apparatus.paths or apparatus_paths_left(path):
+        from shournal import reproduce
+
         with suppress(OSError):
-            os.unlink(tmp)
+            reproduce.write_apparatus_args(cfg)
+    setup_args.write_options(cfg, path)
+
+
+def apparatus_paths_left(setup_args_file: Path) -> bool:
+    return os.path.lexists(setup_args_file.parent / protocol.APPARATUS_PATHS_FILE)
 
 
 def _mark_drained(pid: int | None = None) -> None:
@@ -523,10 +314,14 @@ def listen(
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
         collector.lose("relay")
-        _warn_about(command, "event relay ended early: file events of this command may be missing")
+        if command is None and collector.start is None:
+            collector.relay_unreported = True
+        else:
+            _warn_about(command or collector.start, RELAY_ENDED_EARLY)
     else:
         collector.lose("relay", relay.missing(collector))
     eof_ns = time.time_ns() - int((time.monotonic() - eof_at) * 1e9)
+    collector.eof_ns = eof_ns
     if command is not None and command_seen and eof_at - command_seen > 0.2:
         # Background processes kept the command line open past the prompt.
         command.end_ns = max(command.end_ns, eof_ns)
@@ -536,6 +331,9 @@ def listen(
         command = collector.start
         command.end_ns = max(eof_ns, command.start_ns)
     return command
+
+
+RELAY_ENDED_EARLY = "event relay ended early: file events of this command may be missing"
 
 
 def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
@@ -595,7 +393,44 @@ def store_record(rec: CommandRecord, cfg) -> int:
                 spool.take_inbox(journal.store)
             except Exception as exc:  # noqa: BLE001 - they stay for the next taker
                 _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
+        try:
+            if not _daemon_runs():  # (it recovers them, knowing what it reads now)
+                recover_starts(journal.store, cfg)
+        except Exception as exc:  # noqa: BLE001 - they stay for the next one
+            _warn(f"command lines of killed recorders not stored yet: {exc}".splitlines()[0])
         return command_id
+
+
+def _daemon_runs() -> bool:
+    """Does the user's store daemon (the pid in its lock file) run?"""
+    try:
+        rundir = _paths.private_runtime_dir(create=False)
+        pid = int((rundir / protocol.DAEMON_LOCK).read_text().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"daemon" in fh.read()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
+    """Store the command lines whose recorder was killed while they ran
+    from their starts on disk (shournal.capture.spool.recover_starts)."""
+    import pwd
+
+    from shournal.capture import spool
+
+    try:
+        username = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        username = str(os.getuid())
+
+    def warn(start, message: str) -> None:
+        text = start.text.decode("utf-8", errors="backslashreplace")
+        _warn(f"{message}: {short_command(text)}", start.session)
+
+    return spool.recover_starts(
+        store, username, socket.gethostname(), lambda text: _ignored(cfg, text), warn, busy=busy
+    )
 
 
 def keep_record(rec: CommandRecord, exc: BaseException) -> int:
@@ -676,14 +511,32 @@ def collect(
                 f"the store daemon was killed while it read this command line: "
                 f"{lost} file event(s) lost",
             )
-    if command is None or not command.text.strip():
+    if command is None:
+        # Neither the shell's report nor the start through the holder (it
+        # was killed, then the line ended without a prompt): the start the
+        # shell left on disk.
+        found = spool.find_start(forwarder)
+        if found is not None:
+            _path, start = found
+            command = protocol.CommandMessage(
+                RETURN_VALUE_UNKNOWN,
+                start.start_ns,
+                max(collector.eof_ns, start.start_ns),
+                start.session,
+                start.text,
+                incomplete=True,
+            )
+            cwd = start.cwd
+            if collector.relay_unreported:
+                _warn_about(command, RELAY_ENDED_EARLY)
+    if command is None or not command.text.strip() or _ignored(
+        cfg, command.text.decode("utf-8", errors="backslashreplace")
+    ):
         spool.forget_started(forwarder)
+        if command is not None:
+            spool.forget_start(forwarder, command.session, command.start_ns)
         return None
-    rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
-        spool.forget_started(forwarder)
-        return None
-    return rec
+    return build_record(cwd, command, collector)
 
 
 def run(sock: socket.socket, relay: Relay) -> int:
@@ -699,7 +552,7 @@ def run(sock: socket.socket, relay: Relay) -> int:
 
     cfg = load_listener_config()
     _write_setup_args(cfg)
-    from shournal.capture.spool import forget_started
+    from shournal.capture.spool import forget_start, forget_started
 
     rec = collect(sock, relay, cfg, cwd)
     if rec is None:
@@ -710,9 +563,12 @@ def run(sock: socket.socket, relay: Relay) -> int:
     except Exception as exc:  # noqa: BLE001 - the journal's failure: kept, or one warning
         status = keep_record(rec, exc)
         forget_started(os.getpid())
+        if status == EXIT_KEPT:  # (else its start stays, to be stored from)
+            forget_start(os.getpid(), rec.session_uuid, rec.start_ns)
         _remove_markers()
         return status
     forget_started(os.getpid())
+    forget_start(os.getpid(), rec.session_uuid, rec.start_ns)
     _remove_markers()
     return 0
 

@@ -130,7 +130,18 @@ MSG_STATUS = 13
 DAEMON_MSG = Layout(
     "shournal_daemon_msg", ("type", "I"), ("pid", "i"), ("arg", "I"), ("reserved", "I")
 )
-LAYOUTS = (SETUP_DONE, SETUP_FAIL, COMMAND, EVENTS, RECORD, FLUSH, GO, DAEMON_MSG)
+# A command line's start on disk (shournal.capture.spool: start files)
+STARTS_DIR = "starts"
+START_FORMAT = 1
+START_FILE = Layout(
+    "shournal_start_file",
+    ("format", "I"), ("holder_pid", "i"), ("listener_pid", "i"), ("cwd_len", "I"),
+    ("holder_starttime", "Q"), ("listener_starttime", "Q"), ("start_ns", "q"),
+    ("session", "16s"),
+)  # fmt: skip
+LAYOUTS = (
+    SETUP_DONE, SETUP_FAIL, COMMAND, EVENTS, RECORD, FLUSH, GO, DAEMON_MSG, START_FILE,
+)  # fmt: skip
 
 
 class ProtocolError(RuntimeError):

@@ -32,14 +32,15 @@ import stat
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import suppress
-from dataclasses import astuple
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from shournal import _paths
-from shournal.capture.protocol import CommandMessage
+from shournal.capture.protocol import STARTS_DIR, CommandMessage
 from shournal.capture.record import CommandRecord, FileEvent
+from shournal.data import RETURN_VALUE_UNKNOWN
 
 MAGIC = b"SHSP"
 FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
@@ -448,6 +449,216 @@ def take_inbox(store, directory: Path | None = None) -> int:
             if not store.has_command(rec):
                 store.add_command(rec)
                 stored += 1
+            os.unlink(path)
+        finally:
+            os.close(fd)
+    return stored
+
+
+# -- command lines' starts ------------------------------------------------------
+#
+# The shell leaves each command line's start (text, working directory, start
+# time, session, and which processes record it) in `<spool>/starts/` before
+# the line runs (native/libshournal_preload.c write_start_file; the format is
+# struct shournal_start_file in native/shournal_protocol.h, one frame as
+# above).  Whoever stores the line removes it: the daemon once the line is
+# in its spool (fsynced), a listener once the journal (or the inbox) has it.
+# A start whose holder and listener (the helper, then the forwarder or the
+# Python listener: one pid) are both gone -- killed, or a machine crash --
+# has nobody left to store it: recover_starts stores it as incomplete.
+
+STARTS = STARTS_DIR
+# A temporary file (".<name>") of a writer killed before its rename is
+# removed when it is older than this.
+_STALE_TMP_SECONDS = 3600
+
+
+def starts_dir(directory: Path | None = None) -> Path:
+    return (directory or spool_dir()) / STARTS
+
+
+def start_name(pid: int, session: bytes | None, start_ns: int) -> str:
+    """The start file's name of the command line whose listener is `pid`
+    (shournal_protocol.h)."""
+    return f"{pid}-{(session or bytes(16)).hex()}-{start_ns}"
+
+
+def forget_start(
+    pid: int, session: bytes | None, start_ns: int, directory: Path | None = None
+) -> None:
+    """The line is stored (or not to be stored): its start goes."""
+    with suppress(OSError):
+        os.unlink(starts_dir(directory) / start_name(pid, session, start_ns))
+
+
+@dataclass(slots=True)
+class StartFile:
+    holder_pid: int
+    holder_starttime: int
+    listener_pid: int
+    listener_starttime: int
+    start_ns: int
+    session: bytes
+    cwd: str
+    text: bytes
+
+
+def _parse_start(fd: int) -> StartFile | None:
+    from shournal.capture.protocol import MAX_COMMAND_TEXT, START_FILE, START_FORMAT, cut_mark
+
+    frames = [payload for _o, _e, payload in scan(fd, 0)]
+    if len(frames) != 1 or len(frames[0]) < START_FILE.size:
+        return None
+    payload = frames[0]
+    fmt, hpid, lpid, cwd_len, hstart, lstart, start_ns, session = START_FILE.unpack_from(payload)
+    if fmt != START_FORMAT or START_FILE.size + cwd_len > len(payload):
+        return None
+    cwd = payload[START_FILE.size : START_FILE.size + cwd_len]
+    text = payload[START_FILE.size + cwd_len :]
+    if len(text) > MAX_COMMAND_TEXT:
+        text = text[:MAX_COMMAND_TEXT] + cut_mark(MAX_COMMAND_TEXT).encode()
+    return StartFile(
+        hpid, hstart, lpid, lstart, start_ns, session, os.fsdecode(cwd) or "/", text
+    )
+
+
+def read_start(path: Path) -> StartFile | None:
+    """The start in `path`; None if it is not one (absent, torn)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return _parse_start(fd)
+    finally:
+        os.close(fd)
+
+
+def find_start(pid: int, directory: Path | None = None) -> tuple[Path, StartFile] | None:
+    """The start a shell left for the listener `pid`, if any (its listener
+    got neither the shell's report nor the start through the holder)."""
+    prefix = f"{pid}-"
+    try:
+        names = [n for n in os.listdir(starts_dir(directory)) if n.startswith(prefix)]
+    except OSError:
+        return None
+    for name in sorted(names):
+        path = starts_dir(directory) / name
+        start = read_start(path)
+        if start is not None and start.listener_pid == pid:
+            return path, start
+    return None
+
+
+def _runs(pid: int, starttime: int) -> bool:
+    """Does the process `pid` that started at `starttime` (field 22 of
+    /proc/<pid>/stat; 0: unknown, any process of that pid counts) still
+    run?  A zombie does not; a later process with the pid is not it."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat_line = fh.read()
+    except OSError:
+        return False
+    fields = stat_line[stat_line.rfind(b")") + 2 :].split()
+    if not fields or fields[0] == b"Z":
+        return False
+    return starttime == 0 or (len(fields) > 19 and int(fields[19]) == starttime)
+
+
+def recorder_gone(start: StartFile) -> bool:
+    return not _runs(start.listener_pid, start.listener_starttime) and not _runs(
+        start.holder_pid, start.holder_starttime
+    )
+
+
+def orphaned_starts(directory: Path | None = None) -> list[Path]:
+    """Start files whose recorder is gone (cheap: no journal); removes
+    temporary files left by killed writers, and files that do not check
+    out once their recorder is gone."""
+    base = starts_dir(directory)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    out: list[Path] = []
+    for name in names:
+        path = base / name
+        if name.startswith("."):
+            with suppress(OSError):
+                if time.time() - os.lstat(path).st_mtime > _STALE_TMP_SECONDS:
+                    os.unlink(path)
+            continue
+        start = read_start(path)
+        if start is None:
+            pid = name.split("-", 1)[0]
+            if pid.isdigit() and not _runs(int(pid), 0):
+                # torn (a crash before the kernel wrote it back): nothing
+                # in it can be stored
+                with suppress(OSError):
+                    os.unlink(path)
+            continue
+        if recorder_gone(start):
+            out.append(path)
+    return out
+
+
+def recover_starts(store, username: str, hostname: str, ignored, warn,
+                   directory: Path | None = None, busy: Container[int] = frozenset()) -> int:
+    """Store every start whose recorder is gone as an incomplete command
+    (Store `store`), once; the number stored.  Only when the daemon's spool
+    has no backlog (a line spooled but not yet in the journal would be
+    missed by the lookup).  Each file under flock (one recoverer at a
+    time; one unlinked meanwhile was taken), looked up first (a recorder
+    killed between storing the line and removing its start stored it
+    already).  `ignored(text)`: a command the config ignores (dropped);
+    `warn(start, message)`: the warning naming the command; `busy`: the
+    listener pids of lines the caller (the daemon) is reading now, whose
+    forwarder may be gone already.  Store errors propagate: what is not
+    stored stays."""
+    paths = orphaned_starts(directory)
+    if not paths or backlog_of(directory)[0]:
+        return 0
+    stored = 0
+    for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # another recoverer has it
+            if os.fstat(fd).st_nlink == 0:
+                continue
+            start = _parse_start(fd)
+            if start is None or start.listener_pid in busy or not recorder_gone(start):
+                continue
+            text = start.text.decode("utf-8", errors="backslashreplace")
+            if text.strip() and not ignored(text):
+                rec = CommandRecord(
+                    text=text,
+                    return_value=RETURN_VALUE_UNKNOWN,
+                    start_ns=start.start_ns,
+                    end_ns=start.start_ns,
+                    working_dir=start.cwd,
+                    username=username,
+                    hostname=hostname,
+                    session_uuid=start.session if any(start.session) else None,
+                    hash_chunk_size=None,
+                    hash_max_reads=None,
+                    lost_events=1,
+                    lost_reasons={"relay": 1},
+                    incomplete=True,
+                )
+                if not store.has_command(rec):
+                    store.add_command(rec)
+                    stored += 1
+                    warn(start, "the recorder of this command line was killed while it ran: "
+                         "stored from its start, without its end and file events "
+                         "(event relay ended early)")
             os.unlink(path)
         finally:
             os.close(fd)

@@ -77,6 +77,8 @@ int main(void)
     STRING(SHOURNAL_APPARATUS_PATHS_FILE);
     STRING(SHOURNAL_DAEMON_SOCKET);
     STRING(SHOURNAL_DAEMON_LOCK);
+    STRING(SHOURNAL_STARTS_DIR);
+    VALUE(SHOURNAL_START_FORMAT);
 
     SIZEOF(shournal_setup_done);
     MEMBER(shournal_setup_done, type);
@@ -135,5 +137,15 @@ int main(void)
     MEMBER(shournal_daemon_msg, pid);
     MEMBER(shournal_daemon_msg, arg);
     MEMBER(shournal_daemon_msg, reserved);
+
+    SIZEOF(shournal_start_file);
+    MEMBER(shournal_start_file, format);
+    MEMBER(shournal_start_file, holder_pid);
+    MEMBER(shournal_start_file, listener_pid);
+    MEMBER(shournal_start_file, cwd_len);
+    MEMBER(shournal_start_file, holder_starttime);
+    MEMBER(shournal_start_file, listener_starttime);
+    MEMBER(shournal_start_file, start_ns);
+    ARRAY(shournal_start_file, session);
     return 0;
 }

@@ -15,12 +15,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_for, wait_stored
-from test_daemon import daemon_env, daemon_pid, wait_drained
+from fixtures_shell import PROMPT, Shell, recorded, wait_for, wait_stored, warnings_in
+from test_daemon import (
+    JournalLock,
+    daemon_env,
+    daemon_pid,
+    spool_backlog,
+    stored_texts,
+    wait_drained,
+)
 
+from shournal.capture import spool as sp
 from shournal.data import RETURN_VALUE_UNKNOWN
-from shournal.query.find import find_commands
-from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -36,11 +42,7 @@ def _stored(home: Path, listener: str):
         wait_drained(home)
     else:
         wait_stored(home)
-    store = Store(journal_url(home), create=False)
-    try:
-        return find_commands(store)
-    finally:
-        store.close()
+    return recorded(home, create=False)
 
 
 def _only(found, text: str):
@@ -133,3 +135,218 @@ def test_space_prefixed_line_ending_in_exec_stays_unrecorded(kind, install, user
     # `exit`, which no prompt follows either, is stored from its start
     texts = [c.text for c in _stored(user_home, "python")]
     assert texts == ["echo shown > visible", "exit 123"], texts
+
+
+# -- the start on disk: a recorder killed, or a crash, while the line runs ----
+
+
+def _starts(home: Path) -> Path:
+    return home / ".local" / "share" / "shournal" / "spool" / "starts"
+
+
+def _start_files(home: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in _starts(home).iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def _recorder_of_running_line(install, home: Path) -> tuple[int, int]:
+    """(helper -- later the forwarder or listener --, holder) of the one
+    command line running: the helper named by its `.run` marker, the holder
+    its child running the helper."""
+    rundir = home / "run" / "shournal"
+    (marker,) = list(rundir.glob("*.run"))
+    helper = int(marker.stem)
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == helper and os.readlink(d / "exe") == str(install.helper):
+                return helper, int(d.name)
+        except (OSError, IndexError):
+            continue
+    raise AssertionError(f"no holder of helper {helper}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _starttime(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def _sleep_runs(install, pattern: str) -> bool:
+    return subprocess.run(
+        ["pgrep", "-u", install.user.pw_name, "-f", pattern], capture_output=True
+    ).returncode == 0
+
+
+def _session_warnings(home: Path, session: bytes) -> list[str]:
+    path = home / "run" / "shournal" / f"warnings.{session.hex()}"
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _assert_recovered(cmd, home: Path) -> None:
+    assert cmd.return_value == RETURN_VALUE_UNKNOWN
+    assert cmd.incomplete
+    assert cmd.working_dir == str(home / "work")
+    assert cmd.session_uuid is not None
+    assert cmd.lost_reasons.get("relay", 0) >= 1, cmd.lost_reasons
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_holder_killed_then_terminal_closed_stores_the_line_from_its_start(
+    kind, listener, install, user_home
+):
+    """The holder (which keeps the start it got from the shell) is killed
+    while the line runs, then the terminal is closed: no prompt reports the
+    line and its start went with the holder -- it is stored from the start
+    the shell left on disk, incomplete, the loss counted with its reason,
+    one warning for that shell naming it."""
+    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    try:
+        pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
+        line = "echo one > before_kill; sleep 300.25"
+        sh.proc.sendline(line)
+        wait_for(lambda: _sleep_runs(install, "^sleep 300.25$"), "the command to run")
+        _helper, holder = _recorder_of_running_line(install, user_home)
+        os.kill(holder, signal.SIGKILL)
+        wait_for(lambda: _gone(holder), "the holder to die")
+        os.kill(pid, signal.SIGHUP)
+        sh.wait_exit()
+        cmd = _only(_stored(user_home, listener), line)
+        _assert_recovered(cmd, user_home)
+        wait_for(lambda: _start_files(user_home) == [], "the start to be removed")
+        warned = _session_warnings(user_home, cmd.session_uuid)
+        assert len(warned) == 1 and "sleep 300.25" in warned[0], warned
+        assert "event relay ended early" in warned[0], warned
+    finally:
+        _kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
+    kind, listener, install, user_home
+):
+    """A simulated crash of everything that records a line (holder, helper,
+    store daemon: SIGKILL) while it runs: the line is stored once from its
+    start by the next daemon (or listener), incomplete, and the shell gets
+    one warning naming it."""
+    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    try:
+        sh.run("echo first > first")
+        wait_stored(user_home)  # (its start is gone)
+        line = "echo one > before_crash; sleep 300.25"
+        sh.proc.sendline(line)
+        wait_for(lambda: _sleep_runs(install, "^sleep 300.25$"), "the command to run")
+        helper, holder = _recorder_of_running_line(install, user_home)
+        # the start names them, with their start times (pid reuse)
+        (name,) = _start_files(user_home)
+        start = sp.read_start(_starts(user_home) / name)
+        assert start is not None and start.text.decode() == line
+        assert (start.holder_pid, start.listener_pid) == (holder, helper)
+        assert start.holder_starttime == _starttime(holder)
+        assert start.listener_starttime == _starttime(helper)
+        daemon = daemon_pid(user_home) if listener == "daemon" else None
+        for p in (holder, helper, daemon):
+            if p is not None:
+                os.kill(p, signal.SIGKILL)
+        for p in (holder, helper, daemon):
+            if p is not None:
+                wait_for(lambda p=p: _gone(p), f"{p} to die")
+        subprocess.run(["pkill", "-INT", "-u", install.user.pw_name, "-f", "^sleep 300.25$"])
+        sh.proc.expect(PROMPT)
+        outs = [sh.proc.before]
+        outs.append(sh.run("echo after > after"))  # a new daemon (or a listener) recovers
+        wait_for(lambda: line in [c.text for c in _stored(user_home, listener)],
+                 "the line to be stored")
+        outs.append(sh.run("true"))
+        sh.exit()
+        found = _stored(user_home, listener)
+        _assert_recovered(_only(found, line), user_home)
+        _only(found, "echo after > after")
+        assert _start_files(user_home) == []
+        warned = warnings_in("".join(outs))
+        assert len(warned) == 1 and "sleep 300.25" in warned[0], outs
+    finally:
+        _kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
+    kind, listener, install, user_home
+):
+    """The command itself sees its start on disk (text, working directory,
+    start time, session, its recorder's pids); once the line is stored the
+    start is gone and the line is stored once, complete."""
+    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    try:
+        copy = user_home / "work" / "copy"
+        line = f"cp -r {_starts(user_home)} {copy}"
+        sh.run(line)
+        sh.run("true")
+        sh.exit()
+        found = _stored(user_home, listener)
+        cmd = _only(found, line)
+        assert cmd.return_value == 0 and not cmd.incomplete
+        assert _start_files(user_home) == []
+        (name,) = [p.name for p in copy.iterdir()]
+        start = sp.read_start(copy / name)
+        assert start is not None
+        assert name == sp.start_name(start.listener_pid, start.session, start.start_ns)
+        assert start.text.decode() == line
+        assert start.cwd == str(user_home / "work")
+        assert start.session == cmd.session_uuid
+        assert start.holder_pid > 0 and start.holder_starttime > 0
+        assert start.listener_starttime > 0
+        assert abs(start.start_ns - int(cmd.start_time.timestamp() * 1e9)) < 1e6
+    finally:
+        _kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_daemon_killed_between_spool_and_journal_leaves_no_start(kind, install, user_home):
+    """Lines spooled while the journal is locked, the daemon killed before
+    it stored them: their starts went when they were spooled, so the next
+    daemon stores each once, complete -- no incomplete copy from a start."""
+    sh = Shell(kind, install, user_home, extra_env=daemon_env(install))
+    try:
+        sh.run("echo before > before")
+        wait_drained(user_home)
+        lock = JournalLock(install, user_home)
+        lines = [f"echo {i} > killed{i}" for i in range(2)]
+        lines.append(f"ls {_starts(user_home)} > seen")
+        for line in lines:
+            sh.run(line)
+        wait_stored(user_home)
+        assert spool_backlog(user_home) == len(lines)
+        assert _start_files(user_home) == []
+        pid = daemon_pid(user_home)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: daemon_pid(user_home) is None, "the daemon to die")
+        lock.release()
+        sh.run("echo after > after")
+        sh.exit()
+        wait_drained(user_home)
+        texts = stored_texts(user_home)
+        assert all(texts[line] == 1 for line in [*lines, "echo after > after"]), texts
+        # (`exit`, which no prompt follows, is stored from its start)
+        assert [c.text for c in _stored(user_home, "daemon") if c.incomplete] == ["exit 123"]
+        assert _start_files(user_home) == []
+        # the line saw its own start
+        assert len((user_home / "work" / "seen").read_text().split()) == 1
+    finally:
+        _kill_daemon(user_home)
