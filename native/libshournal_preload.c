@@ -446,11 +446,13 @@ static int spawn_detached(const char *path, char *const argv[], char *const envp
     return err;
 }
 
+static int uses_daemon(void);
+
 static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
 {
     /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--prepared" S]
      * "--" LISTENER */
-    char *args[2 + SETUP_MAX_OPTS + 5 + 1];
+    char *args[2 + SETUP_MAX_OPTS + 6 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     int n = 0, rc;
 
@@ -460,6 +462,8 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     /* Python starts when the command line has ended (or has many events),
      * not next to a short command */
     args[n++] = "--lazy-listener";
+    if (uses_daemon())
+        args[n++] = "--forward"; /* the helper hands over to the daemon itself */
     if (prepared) {
         args[n++] = "--prepared";
         args[n++] = PREPARED_IDLE_S;
