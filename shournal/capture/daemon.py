@@ -180,8 +180,12 @@ class Daemon:
 
     def _start(self, conn: socket.socket) -> None:
         with self.lock:
-            self.active += 1
             self.last_activity = time.monotonic()
+        if _is_probe(conn):
+            conn.close()
+            return
+        with self.lock:
+            self.active += 1
         threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
 
     def _shut_down(self) -> None:
@@ -250,11 +254,13 @@ class Daemon:
             os.close(ctl)
             os.close(relay)
             raise
-        rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
+        rec = listener.collect(
+            sock, listener.Relay(relay), self.config(), cwd, pid, self.spool.dir, self.rundir
+        )
         if rec is not None:
             self.spool_record(rec)
-        forget_started(pid)
-        listener._remove_markers(pid)
+        forget_started(pid, self.spool.dir)
+        listener._remove_markers(pid, self.rundir)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
 
@@ -445,6 +451,20 @@ class Daemon:
                 "lost": self.lost,
                 "error": self.error,
             }
+
+
+def _is_probe(conn: socket.socket) -> bool:
+    """A connection closed before it sent anything: a shell asking whether
+    a daemon is up (ensure_daemon in libshournal_preload.c, once per command
+    line).  Answered by the accept alone, without a thread (its start and
+    stack cost more than the rest of the probe).  A forwarder's message is
+    usually there already; one that is not yet gets its thread."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 class _Waiter:

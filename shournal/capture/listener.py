@@ -452,22 +452,23 @@ def _write_file(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
-def _mark_drained(pid: int | None = None) -> None:
+def _mark_drained(pid: int | None = None, rundir: Path | None = None) -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
     line may start (the shell waits for this); storing follows.  `pid`: the
     process the markers are named after (default: this one; the store
-    daemon passes its forwarder's)."""
+    daemon passes its forwarder's, and its runtime directory, checked once
+    at its start)."""
     pid = os.getpid() if pid is None else pid
     try:
-        rundir = _paths.private_runtime_dir(create=False)
+        rundir = rundir or _paths.private_runtime_dir(create=False)
         os.rename(rundir / f"{pid}.{protocol.MARK_END}", rundir / f"{pid}.{protocol.MARK_STORE}")
     except OSError:
         pass
 
 
-def _remove_markers(pid: int | None = None) -> None:
+def _remove_markers(pid: int | None = None, rundir: Path | None = None) -> None:
     try:
-        rundir = _paths.private_runtime_dir(create=False)
+        rundir = rundir or _paths.private_runtime_dir(create=False)
     except OSError:
         return
     pid = os.getpid() if pid is None else pid
@@ -636,13 +637,20 @@ def load_listener_config():
 
 
 def collect(
-    sock: socket.socket, relay: Relay, cfg, cwd: str, pid: int | None = None
+    sock: socket.socket,
+    relay: Relay,
+    cfg,
+    cwd: str,
+    pid: int | None = None,
+    spool_dir: Path | None = None,
+    rundir: Path | None = None,
 ) -> CommandRecord | None:
     """Everything of one command line up to the record to store: its events
     until every process has exited, then the policy.  None: nothing to
     store (no text, or an ignored command).  Shared by this listener and
     the store daemon (shournal.capture.daemon), which passes the `pid` its
-    forwarder's markers are named after."""
+    forwarder's markers are named after, and its spool and runtime
+    directories (found and checked once, not per command line)."""
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the
     # command is recorded with its apparatus).
@@ -655,19 +663,19 @@ def collect(
     def keep(cmd: protocol.CommandMessage) -> None:
         # (the daemon only: see shournal.capture.spool.keep_started)
         try:
-            spool.keep_started(forwarder, cmd, cwd)
+            spool.keep_started(forwarder, cmd, cwd, spool_dir)
         except (OSError, spool.SpoolError):
             pass  # only a kill of the daemon now would lose the command line
 
     command = listen(sock, relay, collector, keep if pid is not None else None)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()
-    _mark_drained(pid)
+    _mark_drained(pid, rundir)
     if command is None:
         # A daemon killed while it read this command line took its control
         # message; it left it for us.  The events it had are lost on the
         # way: counted (the holder's end-to-end count) and said.
-        started = spool.take_started(forwarder)
+        started = spool.take_started(forwarder, spool_dir)
         if started is not None:
             command, cwd = started
             lost = sum(collector.lost.values())
@@ -677,11 +685,11 @@ def collect(
                 f"{lost} file event(s) lost",
             )
     if command is None or not command.text.strip():
-        spool.forget_started(forwarder)
+        spool.forget_started(forwarder, spool_dir)
         return None
     rec = build_record(cwd, command, collector)
     if _ignored(cfg, rec.text):
-        spool.forget_started(forwarder)
+        spool.forget_started(forwarder, spool_dir)
         return None
     return rec
 
