@@ -348,14 +348,9 @@ class Daemon:
                     from shournal.store import Store
 
                     store = Store(resolve_url(config=self.cfg))
-                for _end, rec in batch:
-                    if rec is None:
-                        self.lost += 1
-                        continue
-                    if self.verify and store.has_command(rec):
-                        continue
-                    store.add_command(rec)
-                    self.stored += 1
+                recs = [rec for _end, rec in batch if rec is not None]
+                self.lost += len(batch) - len(recs)
+                self.stored += store.add_commands(recs, skip_stored=self.verify)
                 # what listeners without the daemon could not store
                 if spool_inbox_count(self.spool.dir):
                     self.stored += take_inbox(store, self.spool.dir)
