@@ -462,8 +462,12 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     /* Python starts when the command line has ended (or has many events),
      * not next to a short command */
     args[n++] = "--lazy-listener";
-    if (uses_daemon())
-        args[n++] = "--forward"; /* the helper hands over to the daemon itself */
+    /* The helper hands the line to the daemon itself -- except with the
+     * apparatus: the daemon reads the shell's environment for its manifest
+     * from /proc/<listener>/environ, which a process that was setuid root
+     * does not show the user; shournal-forward, exec'd, does. */
+    if (uses_daemon() && !g_args_apparatus)
+        args[n++] = "--forward";
     if (prepared) {
         args[n++] = "--prepared";
         args[n++] = PREPARED_IDLE_S;

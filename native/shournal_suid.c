@@ -938,7 +938,9 @@ static int cmd_setup(int argc, char **argv)
      * (it waits for one that is starting, tries the next one after a
      * daemon that ended, or runs the Python listener): an exec, the
      * dynamic loader and the image's exit per command line saved (~0.7 ms
-     * of CPU). */
+     * of CPU).  Not for the apparatus (see spawn_helper in
+     * libshournal_preload.c): our /proc/<pid>/environ is not the user's to
+     * read. */
     if (a.forward && shournal_fw_forward_once(getenv("SHOURNAL_CWD")) == 0)
         _exit(0);
     execv(argv[i], argv + i);
