@@ -78,6 +78,7 @@ class Daemon:
         self.rundir = rundir
         self.sock = sock
         self.cfg = listener.load_listener_config()
+        self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
         listener._write_setup_args(self.cfg)
         self.spool = Spool()
@@ -133,7 +134,7 @@ class Daemon:
 
     def _config_stamp(self) -> tuple[int, int] | None:
         try:
-            st = os.stat(_paths.config_file())
+            st = os.stat(self._cfg_path)
         except OSError:
             return None
         return st.st_mtime_ns, st.st_ino

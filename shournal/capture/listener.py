@@ -29,6 +29,7 @@ owner/group/other test against the real ids on top.
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import signal
@@ -539,13 +540,18 @@ def listen(
     return command
 
 
-def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
+@functools.cache
+def _username(uid: int) -> str:
+    """(Cached: the store daemon asks once per command line.)"""
     import pwd
 
     try:
-        username = pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        username = str(os.getuid())
+        return str(uid)
+
+
+def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
     hashed = collector.hash_settings
     return CommandRecord(
         text=cmd.text.decode("utf-8", errors="backslashreplace"),
@@ -553,7 +559,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         start_ns=cmd.start_ns,
         end_ns=max(cmd.end_ns, cmd.start_ns),
         working_dir=cwd,
-        username=username,
+        username=_username(os.getuid()),
         hostname=socket.gethostname(),
         session_uuid=cmd.session if any(cmd.session) else None,
         hash_chunk_size=hashed[0] if hashed else None,
