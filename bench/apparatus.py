@@ -30,7 +30,6 @@ build: a setuid copy of the helper, the work tree's listener).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -38,11 +37,10 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHOURNAL, as_user, ensure_user, timed, write_results  # noqa: E402
+from common import as_user, bench_home, cli_args, ensure_user, report_result, timed  # noqa: E402
 
 ANALYSIS = """\
 import configparser, csv, json, statistics, sys
@@ -101,26 +99,18 @@ def _manifest_bytes(home: Path) -> int:
 
 
 def _fresh_home(uid: int, gid: int) -> Path:
-    home = Path(tempfile.mkdtemp(prefix="shournal-bench-apparatus-", dir="/var/tmp"))
-    for sub in ("run", "work"):
-        (home / sub).mkdir()
-    (home / "work/analysis.py").write_text(ANALYSIS)
-    (home / "work/config.ini").write_text("[analysis]\nscale = 2\n")
     rows = "".join(f"r{i},{i * 0.5}\n" for i in range(2000))
-    (home / "work/data.csv").write_text("name,value\n" + rows)
-    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
-    home.chmod(0o755)
-    (home / "run").chmod(0o700)
-    return home
+    files = {
+        "work/analysis.py": ANALYSIS,
+        "work/config.ini": "[analysis]\nscale = 2\n",
+        "work/data.csv": "name,value\n" + rows,
+    }
+    return bench_home("shournal-bench-apparatus-", uid, gid, files=files)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--user", default="shournal-bench")
-    p.add_argument("--cli", default=SHOURNAL)
-    p.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
-    p.add_argument("--tag", default="")
+    cli_args(p, reps=15)
     p.add_argument("--replay-reps", type=int, default=7)
     p.add_argument("--replay-only", action="store_true")
     args = p.parse_args()
@@ -134,9 +124,7 @@ def main() -> int:
             figures = _replay_figures(args.cli, home, args.user, args.replay_reps)
         finally:
             subprocess.run(["rm", "-rf", str(home)], check=False)
-        figures["loadavg"] = os.getloadavg()
-        print(json.dumps(figures, indent=1))
-        write_results(args.results_dir, "apparatus-replay", {"result": figures}, args.tag)
+        report_result(args, "apparatus-replay", figures)
         return 0
     try:
         _run(args.cli, home, args.user, "--apparatus")
@@ -175,9 +163,7 @@ def main() -> int:
         "loadavg": os.getloadavg(),
         "reps": args.reps,
     }
-    print(json.dumps(result, indent=1))
-    write_results(args.results_dir, "apparatus",
-                  {"result": result, "times": times, "cpu": cpu, "ratios": ratios}, args.tag)
+    report_result(args, "apparatus", result, times=times, cpu=cpu, ratios=ratios)
     return 0
 
 

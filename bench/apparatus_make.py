@@ -49,14 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="make -jN")
     p.add_argument("--user", default=c.DEFAULT_USER)
     p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
-    p.add_argument("--results-dir", type=Path, default=c.DEFAULT_RESULTS)
-    p.add_argument("--tag", default="")
+    c.results_args(p)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     bench = c.Bench(user, work, "apparatus_make", read_includes=["$HOME", str(work)])
     tree = ensure_source(bench)
     bench.user_run(["make", "-s", f"-j{args.jobs}", "-C", "lib"], tree, stdout=subprocess.DEVNULL)
@@ -125,10 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         f.stat().st_size for f in archive.rglob("*") if f.is_file()) if archive.exists() else None
     for k, v in summary.items():
         print(f"{k}: {v}")
-    elapsed = time.time() - t_start
-    c.write_results(args.results_dir, "apparatus_make",
-                    {"command": f"cd {libelf} && {body}", "args": vars(args),
-                     "elapsed_s": elapsed, "summary": summary, "runs": records}, args.tag)
+    c.write_run(args, "apparatus_make", t_start,
+                {"command": f"cd {libelf} && {body}", "summary": summary, "runs": records})
     return 0
 
 

@@ -40,6 +40,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,24 @@ def ensure_user(name: str = DEFAULT_USER) -> User:
         sh(["useradd", "-m", "-s", "/bin/bash", name])
         pw = pwd.getpwnam(name)
     return User(pw.pw_name, pw.pw_uid, pw.pw_gid, pw.pw_dir)
+
+
+def bench_home(
+    prefix: str, uid: int, gid: int, subdirs: Sequence[str] = ("run", "work"),
+    files: dict[str, str] | None = None,
+) -> Path:
+    """A fresh home under /var/tmp owned by uid:gid, with ``subdirs`` and
+    ``files`` (relative path: text) in it; its run/ is private, as the
+    helper requires of the runtime directory."""
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    for sub in subdirs:
+        (home / sub).mkdir()
+    for rel, text in (files or {}).items():
+        (home / rel).write_text(text)
+    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
+    home.chmod(0o755)
+    (home / "run").chmod(0o700)
+    return home
 
 
 def chown_tree(path: Path, user: User) -> None:
@@ -627,6 +646,36 @@ def run_groups(
     return records
 
 
+def judge_full(
+    rec: dict, js: dict, checks: bool, note: Callable[[], str], profile: bool
+) -> None:
+    """Mark a full run valid when the journal (``js``, journal_stats) holds
+    it, lost and dropped no event and the benchmark's own ``checks`` hold;
+    ``valid_note`` says what was stored (``note``, asked only when the
+    journal exists), after "INVALID: " when not valid."""
+    rec["journal_stats"] = js
+    ok = bool(
+        js.get("exists")
+        and js.get("lost_events") == 0
+        and js.get("dropped_writes") == 0
+        and js.get("dropped_reads") == 0
+        and checks
+    )
+    rec["valid"] = ok
+    text = note() if js.get("exists") else "nothing stored"
+    rec["valid_note"] = text if ok else "INVALID: " + text
+    if profile and rec.get("profiles"):
+        rec["profile_top"] = profile_report(rec["profiles"])
+
+
+def print_problems(records: list[dict]) -> None:
+    """One line for each full run judge_full found invalid."""
+    for r in records:
+        if r["variant"] == "full" and not r.get("valid"):
+            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
+                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
+
+
 def run_caches(
     bench: Bench,
     args: argparse.Namespace,
@@ -791,6 +840,21 @@ def print_table(title: str, summaries: list[dict], targets: str = "") -> None:
 # ------------------------------------------------------------------- CLI
 
 
+def results_args(p: argparse.ArgumentParser) -> None:
+    """--results-dir and --tag: where write_results puts the result file."""
+    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--tag", default="", help="suffix of the result file name")
+
+
+def cli_args(p: argparse.ArgumentParser, reps: int) -> None:
+    """The options of a benchmark that runs the shournal CLI as the bench
+    user: --reps, --user, --cli and results_args."""
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--user", default=DEFAULT_USER, help="unprivileged user (created if missing)")
+    p.add_argument("--cli", default=SHOURNAL, help="the shournal executable")
+    results_args(p)
+
+
 def common_args(p: argparse.ArgumentParser, reps: int) -> None:
     p.add_argument("--user", default=DEFAULT_USER, help="unprivileged user (created if missing)")
     p.add_argument("--reps", type=int, default=reps, help="repetitions per cache mode")
@@ -808,8 +872,7 @@ def common_args(p: argparse.ArgumentParser, reps: int) -> None:
         "Debian); see README: the listener needs more than 1024 for bursts",
     )
     p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
-    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--tag", default="", help="suffix of the result file name")
+    results_args(p)
     p.add_argument("--profile", action="store_true", help="run the full listener under cProfile")
     p.add_argument(
         "--listener-cpu",
@@ -885,6 +948,30 @@ def _jsonable(o):
     if isinstance(o, Path):
         return str(o)
     raise TypeError(type(o).__name__)
+
+
+def report_result(args: argparse.Namespace, name: str, result: dict, **more: object) -> Path:
+    """Print ``result`` with the load average and write it (and ``more``)
+    as the result file ``name``."""
+    result.setdefault("loadavg", os.getloadavg())
+    print(json.dumps(result, indent=1))
+    return write_results(args.results_dir, name, {"result": result, **more}, args.tag)
+
+
+def bench_user(args: argparse.Namespace) -> tuple[User, Path]:
+    """Needs root; the bench user (--user) and its workspace (--workspace)."""
+    require_root()
+    user = ensure_user(args.user)
+    return user, ensure_workspace(user, args.workspace)
+
+
+def write_run(args: argparse.Namespace, name: str, t_start: float, payload: dict) -> Path:
+    """write_results of a run started at ``t_start`` (time.time()), with
+    its arguments and elapsed seconds (printed too)."""
+    elapsed = time.time() - t_start
+    print(f"elapsed {elapsed / 60:.1f} min")
+    payload = {**payload, "args": vars(args), "elapsed_s": elapsed}
+    return write_results(args.results_dir, name, payload, args.tag)
 
 
 def write_results(results_dir: Path, name: str, payload: dict, tag: str = "") -> Path:

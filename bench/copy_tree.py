@@ -63,10 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         help="record reads only below $HOME (the default config), i.e. store only the writes",
     )
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     tree = ensure_tree(work, user)
     nfiles = count_files(tree)
     dst = work / "copy-dst"
@@ -87,31 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         js = c.journal_stats(
             rec["journal"], {"writes_below_dst": (0, str(dst)), "reads_below_src": (1, str(tree))}
         )
-        rec["journal_stats"] = js
         want_reads = 0 if args.no_reads else nfiles
-        ok = (
-            js.get("exists")
-            and js.get("commands") == 1
+        counts = (
+            js.get("commands") == 1
             and js.get("writes_below_dst") == nfiles
             and js.get("reads_below_src") == want_reads
-            and js.get("lost_events") == 0
-            and js.get("dropped_writes") == 0
-            and js.get("dropped_reads") == 0
         )
-        rec["valid"] = bool(ok)
-        if ok:
-            rec["valid_note"] = (
-                f"stored {js['file_events']} events, {js['bytes_per_event']:.1f} B/ev"
-            )
-        elif not js.get("exists"):
-            rec["valid_note"] = "INVALID: nothing stored"
-        else:
-            rec["valid_note"] = (
-                f"INVALID: writes {js.get('writes_below_dst')}/{nfiles} reads "
-                f"{js.get('reads_below_src')}/{want_reads} lost {js.get('lost_events')}"
-            )
-        if args.profile and rec.get("profiles"):
-            rec["profile_top"] = c.profile_report(rec["profiles"])
+        c.judge_full(rec, js, counts, lambda: (
+            f"stored {js['file_events']} events, {js['bytes_per_event'] or 0:.1f} B/ev; writes "
+            f"{js.get('writes_below_dst')}/{nfiles} reads {js.get('reads_below_src')}/{want_reads}"
+            f" lost {js.get('lost_events')}"
+        ), args.profile)
 
     records, summaries = c.run_caches(
         bench, args, body=body, cwd=work, prepare=prepare, check_full=check_full
@@ -128,32 +112,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"storage: median {bpe and round(bpe, 1)} bytes per stored file event "
           f"({len(full_ok)} valid full runs)")
+    c.print_problems(records)
     for r in records:
-        if r["variant"] == "full" and not r.get("valid"):
-            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
-                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
         if r["variant"] in ("floor", "relay") and (
             r.get("floor_overflows") or r.get("floor_fd_errors")
         ):
             print(f"  {r['variant']} lost events: {r['cache']} rep {r['rep']}: overflows "
                   f"{r['floor_overflows']} fd errors {r['floor_fd_errors']}")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "copy_tree",
-        {
-            "command": body,
-            "files": nfiles,
-            "reads_stored": not args.no_reads,
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "summaries": summaries,
-            "storage_bytes_per_event_median": bpe,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.write_run(args, "copy_tree", t_start, {
+        "command": body,
+        "files": nfiles,
+        "reads_stored": not args.no_reads,
+        "summaries": summaries,
+        "storage_bytes_per_event_median": bpe,
+        "runs": records,
+    })
     return 0
 
 

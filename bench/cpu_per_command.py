@@ -42,6 +42,9 @@ from pathlib import Path
 
 import pexpect
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import bench_home  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 USER = "shournal-test"
 PROMPT = "BENCH-CPU-PROMPT$ "
@@ -69,13 +72,7 @@ def build(root: Path) -> dict[str, Path]:
 
 
 def make_home(uid: int, gid: int) -> Path:
-    home = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
-    for sub in ("run", "work"):
-        (home / sub).mkdir()
-    subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home)], check=True)
-    home.chmod(0o755)
-    (home / "run").chmod(0o700)
-    return home
+    return bench_home("shournal-bench-cpu-", uid, gid)
 
 
 def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:
@@ -219,6 +216,13 @@ def run_lines(
         child.expect_exact(PROMPT)
     wait_recorded(home)
     cpu1, d1 = tree_cpu(daemon)
+    finish(child, home)
+    return (cpu1 - cpu0) / n, (d1 - d0) / n
+
+
+def finish(child: pexpect.spawn, home: Path) -> None:
+    """Exit the shell, let everything be stored, stop the daemon, reap what
+    is left and remove the home."""
     child.sendline("exit")
     child.expect(pexpect.EOF)
     child.close()
@@ -226,7 +230,6 @@ def run_lines(
     stop_daemon(home)
     reap_all()
     shutil.rmtree(home, ignore_errors=True)
-    return (cpu1 - cpu0) / n, (d1 - d0) / n
 
 
 def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> float:
@@ -246,13 +249,7 @@ def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> floa
     for _ in range(n):
         child.expect_exact(PROMPT)
     took = time.monotonic() - start
-    child.sendline("exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    wait_recorded(home)
-    stop_daemon(home)
-    reap_all()
-    shutil.rmtree(home, ignore_errors=True)
+    finish(child, home)
     return took
 
 

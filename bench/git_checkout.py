@@ -83,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delete", type=int, default=2000, help="files deleted by commit B")
     p.add_argument("--edit", type=int, default=2000, help="files edited by commit B")
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     tree = copy_tree.ensure_tree(work, user)
     repo = work / "git" / "repo"
     bench = c.Bench(
@@ -109,27 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             rec["journal"],
             {"writes_below_repo": (0, str(repo)), "writes_below_git": (0, str(repo / ".git"))},
         )
-        rec["journal_stats"] = js
         if js.get("exists"):
             js["writes_worktree"] = js["writes_below_repo"] - js["writes_below_git"]
-        ok = (
-            js.get("exists")
-            and js.get("writes_worktree") == changed
-            and js.get("lost_events") == 0
-            and js.get("dropped_writes") == 0
-            and js.get("dropped_reads") == 0
-        )
-        rec["valid"] = bool(ok)
-        rec["valid_note"] = (
+        c.judge_full(rec, js, js.get("writes_worktree") == changed, lambda: (
             f"stored {js.get('file_events')} events ({js.get('writes_worktree')}/{changed} "
             f"work-tree writes, lost {js.get('lost_events')})"
-            if js.get("exists")
-            else "INVALID: nothing stored"
-        )
-        if not ok:
-            rec["valid_note"] = "INVALID: " + rec["valid_note"]
-        if args.profile and rec.get("profiles"):
-            rec["profile_top"] = c.profile_report(rec["profiles"])
+        ), args.profile)
 
     records, summaries = c.run_caches(
         bench, args, body=body, cwd=repo, prepare=prepare, check_full=check_full
@@ -141,25 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         summaries,
         "full <= +3%",
     )
-    for r in records:
-        if r["variant"] == "full" and not r.get("valid"):
-            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
-                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "git_checkout",
-        {
-            "command": body,
-            "changed_files": changed,
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "summaries": summaries,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.print_problems(records)
+    c.write_run(args, "git_checkout", t_start, {
+        "command": body,
+        "changed_files": changed,
+        "summaries": summaries,
+        "runs": records,
+    })
     return 0
 
 

@@ -861,12 +861,18 @@ def validate(db: Path, meta: dict, samples: int = 5, shournal_bin: str | None = 
     return failures
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def journal_args(p: argparse.ArgumentParser) -> None:
+    """--db, --commands, --events, --seed: the generated journal (as
+    ensure_journal takes them) a benchmark runs on."""
     p.add_argument("--db", type=Path, default=DEFAULT_DB)
     p.add_argument("--commands", type=int, default=1_000_000)
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--seed", type=int, default=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    journal_args(p)
     p.add_argument("--probes", type=int, default=200, help="commands with a file on disk")
     p.add_argument("--force", action="store_true", help="regenerate even if cached")
     p.add_argument("--no-validate", action="store_true")

@@ -153,13 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
-    p.add_argument("--results-dir", type=Path, default=c.DEFAULT_RESULTS)
-    p.add_argument("--tag", default="")
+    c.results_args(p)
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     bench = c.Bench(user, work, "latency")
     rng = random.Random(args.seed)
     rows = []
@@ -185,14 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"shell start-up (think {r['think_s']}): plain {r['startup_plain_ms']:.0f} ms, "
               f"with SHOURNAL_ENABLE (re-exec) {r['startup_monitored_ms']:.0f} ms")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "latency",
-        {"args": vars(args), "elapsed_s": elapsed, "rows": rows},
-        args.tag,
-    )
+    c.write_run(args, "latency", t_start, {"rows": rows})
     return 0
 
 

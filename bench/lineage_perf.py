@@ -177,10 +177,7 @@ def measure(copy: Path, target: Path, reps: int, depth: int, plans: bool) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--db", type=Path, default=journal_gen.DEFAULT_DB)
-    p.add_argument("--commands", type=int, default=1_000_000)
-    p.add_argument("--events", type=int, default=10_000_000)
-    p.add_argument("--seed", type=int, default=1)
+    journal_gen.journal_args(p)
     p.add_argument("--depth", type=int, default=50, help="commands in the lineage")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--plans", action="store_true", help="EXPLAIN QUERY PLAN of each statement")

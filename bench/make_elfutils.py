@@ -105,10 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="make -jN")
     p.add_argument("--setup-only", action="store_true")
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     root = work / "elfutils"
     bench = c.Bench(
         user, work, "make_elfutils", read_includes=["$HOME", str(root)], nofile=args.nofile,
@@ -129,32 +127,17 @@ def main(argv: list[str] | None = None) -> int:
 
     def check_full(rec: dict) -> None:
         js = c.journal_stats(rec["journal"], {"writes_below_tree": (0, str(tree))})
-        rec["journal_stats"] = js
         found = subprocess.run(
             ["find", str(tree), "-type", "f", "-newer", str(marker), "-printf", "."],
             capture_output=True,
             check=False,
         ).stdout
         js["files_modified_by_build"] = len(found)
-        ok = (
-            js.get("exists")
-            and js.get("commands") == 1
-            and js.get("lost_events") == 0
-            and js.get("dropped_writes") == 0
-            and js.get("dropped_reads") == 0
-            and js.get("writes_below_tree", 0) >= len(found)
-        )
-        rec["valid"] = bool(ok)
-        rec["valid_note"] = (
+        checks = js.get("commands") == 1 and js.get("writes_below_tree", 0) >= len(found)
+        c.judge_full(rec, js, checks, lambda: (
             f"stored {js.get('file_events')} events, {js.get('writes_below_tree')} writes below "
             f"the tree vs {len(found)} files modified, lost {js.get('lost_events')}"
-            if js.get("exists")
-            else "nothing stored"
-        )
-        if not ok:
-            rec["valid_note"] = "INVALID: " + rec["valid_note"]
-        if args.profile and rec.get("profiles"):
-            rec["profile_top"] = c.profile_report(rec["profiles"])
+        ), args.profile)
 
     records, summaries = c.run_caches(
         bench, args, body=body, cwd=tree, prepare=prepare, check_full=check_full
@@ -165,28 +148,17 @@ def main(argv: list[str] | None = None) -> int:
         summaries,
         "full <= +2%",
     )
+    c.print_problems(records)
     for r in records:
-        if r["variant"] == "full" and not r.get("valid"):
-            print(f"  problem: {r['cache']} rep {r['rep']}: {r.get('valid_note')} "
-                  f"{r.get('listener_warnings', '')} {r.get('stderr', '')}")
         if r.get("rc"):
             print(f"  {r['variant']} {r['cache']} rep {r['rep']}: make exited {r['rc']}")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(
-        args.results_dir,
-        "make_elfutils",
-        {
-            "command": body,
-            "tree": str(tree),
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "cpus": os.cpu_count(),
-            "summaries": summaries,
-            "runs": records,
-        },
-        args.tag,
-    )
+    c.write_run(args, "make_elfutils", t_start, {
+        "command": body,
+        "tree": str(tree),
+        "cpus": os.cpu_count(),
+        "summaries": summaries,
+        "runs": records,
+    })
     return 0
 
 

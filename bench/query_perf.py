@@ -558,10 +558,7 @@ def report(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--db", type=Path, default=journal_gen.DEFAULT_DB)
-    p.add_argument("--commands", type=int, default=1_000_000)
-    p.add_argument("--events", type=int, default=10_000_000)
-    p.add_argument("--seed", type=int, default=1)
+    journal_gen.journal_args(p)
     p.add_argument("--probes", type=int, default=200)
     p.add_argument("--reps", type=int, default=30, help="library queries per kind")
     p.add_argument("--cli-reps", type=int, default=30, help="CLI runs per kind (0: none)")

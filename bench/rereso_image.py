@@ -23,17 +23,15 @@ passed as for bench/apparatus.py (--cli, SHOURNAL_SUID_PATH, ...).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHOURNAL, as_user, ensure_user, timed, write_results  # noqa: E402
+from common import as_user, bench_home, cli_args, ensure_user, report_result, timed  # noqa: E402
 
 PY_TOOL = """\
 import configparser, json, os, sys
@@ -144,27 +142,17 @@ def _measure(cli: str, user: str, home: Path, name: str, reps: int) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--user", default="shournal-bench")
-    p.add_argument("--cli", default=SHOURNAL)
-    p.add_argument("--results-dir", type=Path, default=Path(__file__).parent / "results")
-    p.add_argument("--tag", default="")
+    cli_args(p, reps=3)
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (runuser)")
     user = ensure_user(args.user)
-    home = Path(tempfile.mkdtemp(prefix="shournal-bench-rereso-", dir="/var/tmp"))
-    (home / "run").mkdir()
-    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(home)], check=True)
-    home.chmod(0o755)
-    (home / "run").chmod(0o700)
+    home = bench_home("shournal-bench-rereso-", user.uid, user.gid, subdirs=("run",))
     try:
         result = {name: _measure(args.cli, args.user, home, name, args.reps) for name in TOOLS}
     finally:
         subprocess.run(["rm", "-rf", str(home)], check=False)
-    result["loadavg"] = os.getloadavg()
-    print(json.dumps(result, indent=1))
-    write_results(args.results_dir, "rereso_image", {"result": result}, args.tag)
+    report_result(args, "rereso_image", result)
     return 0
 
 

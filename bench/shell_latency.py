@@ -203,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.2, help="seconds between a shell's lines")
     p.add_argument("--warmup", type=int, default=2, help="lines per shell before measuring")
     p.add_argument("--rounds", type=int, default=1, help="plain/daemon pairs, order alternating")
-    p.add_argument("--results-dir", type=Path, default=c.DEFAULT_RESULTS)
-    p.add_argument("--tag", default="")
+    c.results_args(p)
     args = p.parse_args(argv)
     c.require_root()
     import pwd
@@ -237,10 +236,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{ph['max_ms']:>8.1f} {ph['loadavg_start'][0]:>8.2f}/{ph['loadavg_end'][0]:<9.2f} "
               f"{once:>12}")
     print("targets (daemon): median <= 5 ms, p99 <= 50 ms, every command stored exactly once")
-    elapsed = time.time() - t_start
-    print(f"elapsed {elapsed / 60:.1f} min")
-    c.write_results(args.results_dir, "shell_latency",
-                    {"args": vars(args), "elapsed_s": elapsed, "phases": phases}, args.tag)
+    c.write_run(args, "shell_latency", t_start, {"phases": phases})
     failed = any(ph["mode"] != "plain" and not ph["stored_exactly_once"] for ph in phases)
     return 1 if failed else 0
 

@@ -32,13 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nofile", type=int, default=None, help="soft RLIMIT_NOFILE (see README)")
     p.add_argument("--no-reads", action="store_true", help="store only the writes")
     p.add_argument("--workspace", choices=("loop", "dir"), default="loop")
-    p.add_argument("--results-dir", type=Path, default=c.DEFAULT_RESULTS)
-    p.add_argument("--tag", default="")
+    c.results_args(p)
     args = p.parse_args(argv)
-    c.require_root()
     t_start = time.time()
-    user = c.ensure_user(args.user)
-    work = c.ensure_workspace(user, args.workspace)
+    user, work = c.bench_user(args)
     tree = copy_tree.ensure_tree(work, user)
     nfiles = copy_tree.count_files(tree)
     read_includes = ["$HOME"] if args.no_reads else ["$HOME", str(tree)]
@@ -87,23 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"complete and nothing lost: {ok}; lost {second['lost_events']}, dropped "
           f"{second['dropped_writes']}+{second['dropped_reads']}")
     print("target: <= 100 bytes per file event")
-    elapsed = time.time() - t_start
-    c.write_results(
-        args.results_dir,
-        "storage",
-        {
-            "files": nfiles,
-            "reads_stored": not args.no_reads,
-            "args": vars(args),
-            "elapsed_s": elapsed,
-            "after_first": first,
-            "after_second": second,
-            "bytes_per_event_first": first["bytes_per_event"],
-            "bytes_per_event_marginal": marginal,
-            "complete": ok,
-        },
-        args.tag,
-    )
+    c.write_run(args, "storage", t_start, {
+        "files": nfiles,
+        "reads_stored": not args.no_reads,
+        "after_first": first,
+        "after_second": second,
+        "bytes_per_event_first": first["bytes_per_event"],
+        "bytes_per_event_marginal": marginal,
+        "complete": ok,
+    })
     return 0 if ok else 1
 
 

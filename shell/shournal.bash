@@ -216,8 +216,8 @@ _shournal_pc_strip() {
     _shournal_pcs=$s
 }
 
-# Put our entry first (once), keeping PROMPT_COMMAND a string or an array.
-_shournal_pc_front() {
+# Take our entry out of PROMPT_COMMAND, keeping it a string or an array.
+_shournal_pc_remove() {
     local _shournal_pcs _e
     if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
         local -a _pc=()
@@ -225,10 +225,22 @@ _shournal_pc_front() {
             _shournal_pc_strip "$_e"
             [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
         done
-        PROMPT_COMMAND=("$_SHOURNAL_PC" "${_pc[@]}")
+        PROMPT_COMMAND=("${_pc[@]}")
     else
         _shournal_pc_strip "${PROMPT_COMMAND-}"
-        PROMPT_COMMAND=$_SHOURNAL_PC${_shournal_pcs:+;$_shournal_pcs}
+        PROMPT_COMMAND=$_shournal_pcs
+    fi
+}
+
+# Put our entry first (once), keeping PROMPT_COMMAND a string or an array.
+# (An array emptied by the removal is unbound for ${PROMPT_COMMAND@a}.)
+_shournal_pc_front() {
+    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+        _shournal_pc_remove
+        PROMPT_COMMAND=("$_SHOURNAL_PC" "${PROMPT_COMMAND[@]}")
+    else
+        _shournal_pc_remove
+        PROMPT_COMMAND=$_SHOURNAL_PC${PROMPT_COMMAND:+;$PROMPT_COMMAND}
     fi
 }
 
@@ -406,18 +418,7 @@ SHOURNAL_DISABLE() {
     fi
     _shournal_trigger disable || :
     PS0=${PS0//"$_shournal_ps0"/}
-    local _shournal_pcs _e
-    if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
-        local -a _pc=()
-        for _e in "${PROMPT_COMMAND[@]}"; do
-            _shournal_pc_strip "$_e"
-            [[ -z $_shournal_pcs ]] || _pc+=("$_shournal_pcs")
-        done
-        PROMPT_COMMAND=("${_pc[@]}")
-    else
-        _shournal_pc_strip "${PROMPT_COMMAND-}"
-        PROMPT_COMMAND=$_shournal_pcs
-    fi
+    _shournal_pc_remove
     # hand back what we emulated
     if (( _SHOURNAL_IGNORESPACE )); then
         HISTCONTROL=${HISTCONTROL:+$HISTCONTROL:}ignorespace

@@ -86,74 +86,44 @@ class RestoreResult:
 # -- reading the archive ------------------------------------------------------------
 
 
-def _archived_rows(store: Store, where: object) -> Iterator[ArchivedFile]:
-    """Archived read files joined with the commands that read them.  A
-    version read by several commands is one read file (one id): it comes
-    once per reading command that ``where`` admits."""
-    from sqlalchemy import select
-
-    from shournal.store import models as m
-
-    rf, re_ = m.ReadFile, m.ReadEvent
-    stmt = (
-        select(
-            rf.id,
-            re_.command_id,
-            m.Directory.path,
-            rf.basename,
-            rf.mode,
-            rf.mtime_ns,
-            m.Content.data,
-        )
-        .join(re_, re_.read_file_id == rf.id)
-        .join(m.Directory, m.Directory.id == rf.directory_id)
-        .join(m.Content, m.Content.id == rf.content_id)
-        .where(where)  # type: ignore[arg-type]
-        .order_by(re_.command_id, rf.id)
-    )
-    with store.reading() as conn:
-        for r in conn.execute(stmt):
-            yield ArchivedFile(
-                file_id=r[0],
-                command_id=r[1],
-                path=bytes(r[2]) + bytes(r[3]),
-                mode=r[4],
-                mtime_ns=r[5],
-                data=bytes(r[6]),
-            )
+def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
+           ) -> Iterator[ArchivedFile]:
+    for file_id, command_id, directory, basename, mode, mtime_ns, data in rows:
+        yield ArchivedFile(file_id=file_id, command_id=command_id, path=directory + basename,
+                           mode=mode, mtime_ns=mtime_ns, data=data)
 
 
 def load_archived(store: Store, file_id: int) -> ArchivedFile:
     """The archived content of read file ``file_id`` (the id query prints
     for a read event; every command that read that version shows the same
-    id).  ``command_id`` is the first command that read it.
+    id).  ``command_id`` is the first command that read it.  A version read
+    by several commands is one read file (one id).
 
     :raises NotArchived: no such file, or its content was not archived.
     :raises shournal.store.StoreError: the journal cannot be read.
     """
-    from sqlalchemy import select
-
-    from shournal.store import models as m
+    from shournal.store import archived
 
     if not 0 <= file_id < 2**63:
         raise NotArchived(f"no file with id {file_id}")
-    for found in _archived_rows(store, m.ReadFile.id == file_id):
-        return found
     with store.reading() as conn:
-        exists = conn.execute(select(m.ReadFile.id).where(m.ReadFile.id == file_id)).first()
-    if exists is None:
+        for found in _files(archived.archived_of_file(conn, file_id)):
+            return found
+        exists = archived.read_file_exists(conn, file_id)
+    if not exists:
         raise NotArchived(f"no file with id {file_id} in the journal")
     raise NotArchived(f"file {file_id} was recorded but its content was not archived")
 
 
 def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[ArchivedFile]:
     """All archived read files of the given commands, by command and id."""
-    from shournal.store import models as m
+    from shournal.store import archived
 
     ids = sorted(set(command_ids))
     for start in range(0, len(ids), _IN_BATCH):
-        batch = ids[start : start + _IN_BATCH]
-        yield from _archived_rows(store, m.ReadEvent.command_id.in_(batch))
+        with store.reading() as conn:
+            rows = list(archived.archived_of_commands(conn, ids[start : start + _IN_BATCH]))
+        yield from _files(rows)
 
 
 # -- writing files safely -----------------------------------------------------------

@@ -1,5 +1,6 @@
 """The real `shournal` process for CLI tests: `cli_env` points it at a
-private SQLite journal and private XDG directories, `run_shournal` runs it."""
+private SQLite journal and private XDG directories, `run_shournal` runs it,
+`answer_shournal` runs it on a pty and answers its question."""
 
 from __future__ import annotations
 
@@ -34,3 +35,23 @@ def run_shournal(
         stdin=subprocess.DEVNULL,
         timeout=120,
     )
+
+
+def answer_shournal(
+    args: list[str], env: dict[str, str], question: str, answer: str, cwd: Path | None = None
+) -> tuple[int | None, str, str]:
+    """Run shournal on a pty, wait for ``question``, type ``answer``; its
+    exit status, what it wrote before the question and after the answer.
+    The process has no children, so the pty's EOF comes when it exits (the
+    timeout is only a bound)."""
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-m", "shournal", *args], env=env,
+                          cwd=None if cwd is None else str(cwd), encoding="utf-8",
+                          timeout=60, dimensions=(24, 80))  # fmt: skip
+    child.expect_exact(question)
+    before = child.before
+    child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, before, child.before

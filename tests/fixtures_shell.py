@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from shournal.capture import protocol
+from shournal.data import CommandView
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_USER = "shournal-test"
@@ -199,6 +201,16 @@ def write_config(home: Path, text: str, install: Install) -> None:
 
 def journal_url(home: Path) -> str:
     return f"sqlite:///{home}/.local/share/shournal/journal.sqlite"
+
+
+def recorded(home: Path, *, create: bool = True, **criteria: Any) -> list[CommandView]:
+    """The commands in the test user's journal matching ``criteria`` (as
+    :func:`shournal.query.find.find_commands` takes them), oldest first."""
+    from shournal.query.find import find_commands
+    from shournal.store import Store
+
+    with Store(journal_url(home), create=create) as store:
+        return find_commands(store, **criteria)
 
 
 class Shell:

@@ -40,12 +40,13 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from shournal import _paths
-from shournal.capture import protocol
+from shournal.capture import protocol, setup_args
+from shournal.capture.collector import Collector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.capture.record import CommandRecord
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
@@ -57,203 +58,6 @@ _GRACE = 0.02
 # How long to wait for the holder to answer a flush.
 _FLUSH_TIMEOUT = 10.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
-# While the command runs, messages are only received and kept; filtering
-# and building events waits until it has ended, so Python takes (almost) no
-# CPU while the user's command runs (on 2 cores it would compete with it).
-# These bound what is kept: past them, the pending messages are handled at
-# once.
-_PENDING_BYTES = 16 << 20
-_PENDING_FDS = 512
-
-
-class Collector:
-    """Turns the holder's records into FileEvents, applying the config's
-    rules.  The holder already took fstat, path and partial hash when it
-    read each event; what is left here is policy."""
-
-    def __init__(self, cfg, uid: int, gids: frozenset[int]) -> None:
-        from shournal.capture import filters
-
-        self.uid = uid
-        self.gids = gids
-        self.writes: dict[bytes, FileEvent] = {}
-        self.reads: dict[bytes, FileEvent] = {}
-        self.received = 0  # records, to check against the holder's count
-        self.dropped_writes = 0
-        self.dropped_reads = 0
-        # lost events by reason (shournal.capture.record.LOST_REASONS)
-        self.lost: dict[str, int] = {}
-        self.archived = 0
-        self.write_rule = filters.PathRule.from_config(cfg.write_events)
-        self.read_rule = filters.PathRule.from_config(cfg.read_events)
-        self.archive_rule = filters.ScriptArchiveRule.from_config(cfg.script_archive)
-        self.may_read = filters.may_read_ids
-        self.may_write = filters.may_write_ids
-        # What the holder hashed with (it says so in every message); the
-        # config's until the first message.
-        self.hash_settings: tuple[int, int] | None = (
-            (cfg.hash.chunk_size, cfg.hash.max_count_of_reads) if cfg.hash.enable else None
-        )
-        self.max_w = cfg.write_events.max_event_count or sys.maxsize
-        self.max_r = cfg.read_events.max_event_count or sys.maxsize
-        self.read_enabled = cfg.read_events.enable
-        self.read_only_writable = cfg.read_events.only_writable
-        # shournal's own in-flight files (a nested recorded shell's
-        # markers, listener warnings) are never the command's
-        self.own_dir = os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/"
-        self._pending: list[tuple[bytes, int, list[int]]] = []
-        self._pending_bytes = 0
-        self._pending_fds = 0
-        # The shell's START (through the holder): what is stored when the
-        # shell never reports the line's end.
-        self.start: protocol.CommandMessage | None = None
-
-    def lose(self, reason: str, n: int = 1) -> None:
-        if n > 0:
-            self.lost[reason] = self.lost.get(reason, 0) + n
-
-    def take(self, data: bytes, count: int, fds: list[int]) -> None:
-        """Keep one message of records for settle() (order matters: a later
-        record of a path replaces an earlier one, and caps count in order)."""
-        self._pending.append((data, count, fds))
-        self._pending_bytes += len(data)
-        self._pending_fds += len(fds)
-        if self._pending_bytes > _PENDING_BYTES or self._pending_fds > _PENDING_FDS:
-            self.settle()
-
-    def settle(self) -> None:
-        """Handle every kept message."""
-        pending, self._pending = self._pending, []
-        self._pending_bytes = self._pending_fds = 0
-        for i, (data, count, fds) in enumerate(pending):
-            try:
-                self.handle_records(data, count, fds)
-            except BaseException:
-                for _, _, rest in pending[i + 1 :]:
-                    for fd in rest:
-                        os.close(fd)
-                raise
-
-    def handle_records(self, data: bytes, count: int, fds: list[int]) -> None:
-        unpack = protocol.RECORD.unpack_from
-        rsize = protocol.RECORD.size
-        end = len(data)
-        off = 0
-        fdi = 0
-        try:
-            for _ in range(count):
-                if end - off < rsize:
-                    return  # cannot happen; Relay.missing() counts the rest
-                mask, size, mtime, hsh, mode, owner, group, _pid, plen, flags, _ = unpack(
-                    data, off
-                )
-                start = off + rsize
-                path = data[start : start + plen]
-                off = start + ((plen + 7) & ~7)
-                self.received += 1
-                fd = -1
-                if flags & protocol.REC_FD:
-                    if fdi < len(fds):
-                        fd = fds[fdi]
-                    fdi += 1
-                if not flags & protocol.REC_HASH:
-                    hsh = None
-                if mask & protocol.FAN_CLOSE_WRITE:
-                    self._write(path, size, mtime, mode, owner, group, hsh)
-                if mask & protocol.FAN_CLOSE_NOWRITE:
-                    self._read(path, size, mtime, mode, owner, group, hsh, fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def _write(self, path, size, mtime, mode, owner, group, hsh) -> None:
-        if path.startswith(self.own_dir):
-            return
-        if not self.may_write(mode, owner, group, self.uid, self.gids):
-            return
-        if not self.write_rule.match(path):
-            return
-        if path not in self.writes and len(self.writes) >= self.max_w:
-            self.dropped_writes += 1
-            return
-        self.writes[path] = FileEvent(path, size, mtime, mode, hsh)
-
-    def _read(self, path, size, mtime, mode, owner, group, hsh, fd) -> None:
-        uid, gids = self.uid, self.gids
-        if path.startswith(self.own_dir):
-            return
-        if not self.may_read(mode, owner, group, uid, gids):
-            return
-        writable = None
-        general = False
-        if self.read_enabled and self.read_rule.match(path):
-            if self.read_only_writable:
-                writable = self.may_write(mode, owner, group, uid, gids)
-                general = writable
-            else:
-                general = True
-        archive = False
-        rule = self.archive_rule
-        if (
-            fd >= 0
-            and rule.enable
-            and self.archived < rule.max_count_of_files
-            and rule.match(path, size)
-        ):
-            if rule.only_writable:
-                if writable is None:
-                    writable = self.may_write(mode, owner, group, uid, gids)
-                archive = writable
-            else:
-                archive = True
-        if not general and not archive:
-            return
-        known = self.reads.get(path)
-        if known is None and len(self.reads) >= self.max_r:
-            self.dropped_reads += 1
-            return
-        content = None
-        if archive and (known is None or known.content is None):
-            content = self._content(fd, size, hsh)
-            if content is not None:
-                self.archived += 1
-        elif known is not None:
-            content = known.content
-        self.reads[path] = FileEvent(path, size, mtime, mode, hsh, content)
-
-    def _content(self, fd: int, size: int, hsh: int | None) -> bytes | None:
-        """The script as the command read it, or None if it has changed
-        since the holder hashed it (a later command line rewrote it)."""
-        try:
-            data = _read_all(fd, size)
-        except OSError:
-            return None
-        if data is None:
-            return None
-        if hsh is not None:
-            from shournal.capture.hashing import partial_xxh64_bytes
-
-            chunk, reads = self.hash_settings or (
-                protocol.DEFAULT_HASH_CHUNK,
-                protocol.DEFAULT_HASH_READS,
-            )
-            if partial_xxh64_bytes(data, chunk, reads) != hsh:
-                return None
-        return data
-
-
-def _read_all(fd: int, size: int) -> bytes | None:
-    parts, off = [], 0
-    while off < size:
-        block = os.pread(fd, size - off, off)
-        if not block:
-            break
-        parts.append(block)
-        off += len(block)
-    data = b"".join(parts)
-    return data if len(data) == size else None
-
-
 def _raise_nofile() -> None:
     """Reads of script candidates arrive with their fd (up to 253 per
     message) and are kept until settled (up to _PENDING_FDS): a login's
@@ -407,52 +211,23 @@ def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:
     _warn(f"{message}: {short_command(text)}", command.session)
 
 
-def _write_setup_args(cfg, path: Path | None = None, apparatus: bool = False) -> None:
-    """Leave the helper options for the shell's next command line (the
-    preload library reads <rundir>/setup-args; it cannot read TOML).
-    ``path``/``apparatus``: the options with the apparatus
-    (shournal.reproduce: per shell and per directory)."""
-    from shournal.config import helper_options
-
-    data = b"".join(os.fsencode(a) + b"\0" for a in helper_options(cfg, apparatus=apparatus))
-    if path is None:
-        try:
-            path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
-        except OSError:
-            return
-        if cfg.apparatus.paths or apparatus_paths_left(path):
-            from shournal import reproduce
-
-            with suppress(OSError):
-                reproduce.write_apparatus_args(cfg)
-    _write_file(path, data)
-
-
-def apparatus_paths_left(setup_args: Path) -> bool:
-    return os.path.lexists(setup_args.parent / protocol.APPARATUS_PATHS_FILE)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically, unless it holds it already."""
-    import tempfile
-
+def _write_setup_args(cfg) -> None:
+    """Leave the helper options for the shell's next command line (with
+    the apparatus's per-directory options when it has paths)."""
     try:
-        with open(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as fh:
-            if fh.read() == data:
-                return
-    except OSError:
-        pass
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+        path = _paths.private_runtime_dir() / protocol.SETUP_ARGS_FILE
     except OSError:
         return
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
+    if cfg.apparatus.paths or apparatus_paths_left(path):
+        from shournal import reproduce
+
         with suppress(OSError):
-            os.unlink(tmp)
+            reproduce.write_apparatus_args(cfg)
+    setup_args.write_options(cfg, path)
+
+
+def apparatus_paths_left(setup_args_file: Path) -> bool:
+    return os.path.lexists(setup_args_file.parent / protocol.APPARATUS_PATHS_FILE)
 
 
 def _mark_drained(pid: int | None = None, rundir: Path | None = None) -> None:

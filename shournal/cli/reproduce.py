@@ -8,6 +8,8 @@ recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,21 +52,31 @@ def _open_store() -> Any:
         _fail(str(e), EXIT_STORE)
 
 
-def _load_experiment(cid: int) -> Any:
-    """Command ``cid`` with what was recorded of it; one line and the
-    documented status when it cannot be loaded."""
-    from shournal.reproduce.experiment import ExperimentError, load
+@contextmanager
+def _experiments() -> Iterator[Any]:
+    """The journal's store for loading experiments, closed after; the
+    loaders' errors as one line and the documented status."""
+    from shournal.reproduce.experiment import ExperimentError
     from shournal.store import StoreError
 
     store = _open_store()
     try:
-        return load(store, cid)
+        yield store
     except ExperimentError as e:
         _fail(str(e), EXIT_USAGE)
     except StoreError as e:
         _fail(str(e), EXIT_STORE)
     finally:
         store.close()
+
+
+def _load_experiment(cid: int) -> Any:
+    """Command ``cid`` with what was recorded of it; one line and the
+    documented status when it cannot be loaded."""
+    from shournal.reproduce.experiment import load
+
+    with _experiments() as store:
+        return load(store, cid)
 
 
 def diff(
@@ -89,8 +101,7 @@ def diff(
 ) -> None:
     """Every difference between two recorded commands (Rex's expdiff)."""
     from shournal.reproduce.diff import compare, render_human
-    from shournal.reproduce.experiment import ExperimentError, load, load_by_file
-    from shournal.store import StoreError
+    from shournal.reproduce.experiment import load, load_by_file
 
     ids = commands or []
     if lineage is not None:
@@ -99,8 +110,7 @@ def diff(
         _diff_lineage(lineage, output_format)
     if (wfile is None) == (len(ids) != 2) or (wfile is not None and ids):
         _fail("give two command ids, or --wfile F1 F2", EXIT_USAGE)
-    store = _open_store()
-    try:
+    with _experiments() as store:
         if wfile is not None:
             for f in wfile:
                 if not Path(f).is_file():
@@ -109,12 +119,6 @@ def diff(
         else:
             a, b = (load(store, _command_id(i)) for i in ids)
         report = compare(a, b, detail)
-    except ExperimentError as e:
-        _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
-    finally:
-        store.close()
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:

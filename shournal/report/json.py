@@ -9,7 +9,6 @@ undecodable bytes appear as \\udcXX escapes: the output is plain ASCII, and
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from shournal.data import CommandView, FileEventView
+from shournal.report.shournal_json import command_fields, event_object
 
 
 def _iso(moment: datetime) -> str:
@@ -30,19 +30,9 @@ def _ns_iso(ns: int) -> str:
 
 
 def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "id": ev.id,
-        "path": os.fsdecode(ev.path),
-        "size": ev.size,
-        "mtime": _ns_iso(ev.mtime_ns),
-        "mtimeNs": ev.mtime_ns,
-        "hash": None if ev.hash is None else str(ev.hash),
-        # --stat result (U, M, N, ERROR); "NA" when not checked, as the original.
-        "status": ev.status or "NA",
-    }
-    if is_read:
-        obj["isStoredToDisk"] = ev.is_stored
-    return obj
+    return event_object(
+        ev, is_read, os.fsdecode(ev.path), mtime=_ns_iso(ev.mtime_ns), mtimeNs=ev.mtime_ns
+    )
 
 
 def command_object(cmd: CommandView) -> dict[str, Any]:
@@ -56,21 +46,12 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
 
 def _command_fields(cmd: CommandView) -> dict[str, Any]:
     return {
-        "id": cmd.id,
-        "command": cmd.text,
-        "returnValue": cmd.return_value if cmd.return_value_known else None,
-        "username": cmd.username,
-        "hostname": cmd.hostname,
-        "hashChunkSize": cmd.hash_chunk_size,
-        "hashMaxCountOfReads": cmd.hash_max_reads,
-        "sessionUuid": (
-            None if cmd.session_uuid is None else base64.b64encode(cmd.session_uuid).decode()
+        **command_fields(
+            cmd,
+            return_value=cmd.return_value if cmd.return_value_known else None,
+            time=_iso,
+            event=_event,
         ),
-        "startTime": _iso(cmd.start_time),
-        "endTime": _iso(cmd.end_time),
-        "workingDir": cmd.working_dir,
-        "fileReadEvents": [_event(ev, True) for ev in cmd.reads],
-        "fileWriteEvents": [_event(ev, False) for ev in cmd.writes],
         "droppedWriteEvents": cmd.dropped_writes,
         "droppedReadEvents": cmd.dropped_reads,
         "lostEvents": cmd.lost_events,

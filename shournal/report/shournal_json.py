@@ -24,7 +24,7 @@ import base64
 import io
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -40,13 +40,16 @@ def _ns_local(ns: int) -> str:
     return datetime.fromtimestamp(ns // 1_000_000_000).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
+def event_object(ev: FileEventView, is_read: bool, path: str, **times: Any) -> dict[str, Any]:
+    """A file event in the original's fields, with the caller's ``path``
+    and time fields (the ``json`` output writes them its own way)."""
     obj: dict[str, Any] = {
         "id": ev.id,
-        "path": ev.path.decode("utf-8", "replace"),
+        "path": path,
         "size": ev.size,
-        "mtime": _ns_local(ev.mtime_ns),
+        **times,
         "hash": None if ev.hash is None else str(ev.hash),
+        # --stat result (U, M, N, ERROR); "NA" when not checked, as the original.
         "status": ev.status or "NA",
     }
     if is_read:
@@ -54,11 +57,26 @@ def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
     return obj
 
 
-def command_object(cmd: CommandView) -> dict[str, Any]:
+def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
+    return event_object(
+        ev, is_read, ev.path.decode("utf-8", "replace"), mtime=_ns_local(ev.mtime_ns)
+    )
+
+
+def command_fields(
+    cmd: CommandView,
+    *,
+    return_value: int | None,
+    time: Callable[[datetime], str],
+    event: Callable[[FileEventView, bool], dict[str, Any]],
+) -> dict[str, Any]:
+    """A command in the original's fields, with the caller's conversions
+    (the ``json`` output writes null for an unknown exit status and UTC
+    times)."""
     return {
         "id": cmd.id,
         "command": cmd.text,
-        "returnValue": cmd.return_value,
+        "returnValue": return_value,
         "username": cmd.username,
         "hostname": cmd.hostname,
         "hashChunkSize": cmd.hash_chunk_size,
@@ -66,12 +84,16 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         "sessionUuid": (
             None if cmd.session_uuid is None else base64.b64encode(cmd.session_uuid).decode()
         ),
-        "startTime": _local(cmd.start_time),
-        "endTime": _local(cmd.end_time),
+        "startTime": time(cmd.start_time),
+        "endTime": time(cmd.end_time),
         "workingDir": cmd.working_dir,
-        "fileReadEvents": [_event(ev, True) for ev in cmd.reads],
-        "fileWriteEvents": [_event(ev, False) for ev in cmd.writes],
+        "fileReadEvents": [event(ev, True) for ev in cmd.reads],
+        "fileWriteEvents": [event(ev, False) for ev in cmd.writes],
     }
+
+
+def command_object(cmd: CommandView) -> dict[str, Any]:
+    return command_fields(cmd, return_value=cmd.return_value, time=_local, event=_event)
 
 
 def _line(tag: str, obj: dict[str, Any]) -> str:

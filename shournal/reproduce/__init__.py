@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from shournal.capture.listener import Collector
+    from shournal.capture.collector import Collector
 
 # Set by `shournal run --apparatus` in the helper's environment, which the
 # listener inherits (never in the command's): a JSON object
@@ -57,7 +57,7 @@ def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
         from shournal.reproduce.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids, shell)
-    from shournal.capture.listener import Collector
+    from shournal.capture.collector import Collector
 
     return Collector(cfg, uid, gids)
 
@@ -139,9 +139,9 @@ def set_shell_state(cfg: Any, shell: int, on: bool) -> None:
     if start is None:
         raise OSError(f"no process {shell}")
     state.write_text(start + "\n", encoding="ascii")
-    from shournal.capture.listener import _write_setup_args
+    from shournal.capture import setup_args
 
-    _write_setup_args(cfg, args, apparatus=True)
+    setup_args.write_options(cfg, args, apparatus=True)
 
 
 def shell_state(shell: int) -> bool:
@@ -164,14 +164,14 @@ def shell_state(shell: int) -> bool:
 def write_apparatus_args(cfg: Any) -> None:
     """Keep <rundir>/apparatus-paths and setup-args.apparatus in step with
     [apparatus] paths (removed when there are none)."""
-    from shournal.capture.listener import _write_file, _write_setup_args
+    from shournal.capture import setup_args
 
     rundir = _rundir()
     if not cfg.apparatus.paths:
         (rundir / protocol.APPARATUS_PATHS_FILE).unlink(missing_ok=True)
         return
-    _write_setup_args(cfg, rundir / protocol.SETUP_ARGS_APPARATUS_FILE, apparatus=True)
-    _write_file(rundir / protocol.APPARATUS_PATHS_FILE,
+    setup_args.write_options(cfg, rundir / protocol.SETUP_ARGS_APPARATUS_FILE, apparatus=True)
+    setup_args.write_file(rundir / protocol.APPARATUS_PATHS_FILE,
                 b"".join(os.fsencode(p) + b"\0" for p in cfg.apparatus.paths))
 
 

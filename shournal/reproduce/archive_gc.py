@@ -83,14 +83,12 @@ def _live(store: Store) -> set[str]:
 
     :raises ValueError: a manifest cannot be decoded.
     """
-    from sqlalchemy import select
-
-    from shournal.store import models as m
+    from shournal.store import archived
 
     live: set[str] = set()
     with store.reading() as conn:
-        for (manifest,) in conn.execute(select(m.Apparatus.manifest)):
-            live |= digests_of(bytes(manifest))
+        for manifest in archived.apparatus_manifests(conn):
+            live |= digests_of(manifest)
     return live
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-
 from shournal.reproduce.archive import decode_manifest
-from shournal.store import models as m
+from shournal.store import archived
 
 if TYPE_CHECKING:
     from shournal.data import CommandView
@@ -51,10 +49,8 @@ class Experiment:
 
 def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
     with store.reading() as conn:
-        row = conn.execute(
-            select(m.Apparatus.manifest).where(m.Apparatus.command_id == command_id)
-        ).scalar_one_or_none()
-    return None if row is None else decode_manifest(bytes(row))
+        raw = archived.apparatus_manifest(conn, command_id)
+    return None if raw is None else decode_manifest(raw)
 
 
 def load(store: Store, command_id: int) -> Experiment:

@@ -36,8 +36,8 @@ from typing import Any
 import xxhash
 
 from shournal import _paths
+from shournal.capture.collector import Collector, read_all
 from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
-from shournal.capture.listener import Collector, _read_all
 from shournal.reproduce import ENV_VAR, summary_path
 from shournal.reproduce.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
 
@@ -170,7 +170,7 @@ class ApparatusCollector(Collector):
                 return
             keep = self.app_cfg.archive_outputs and size <= self.app_cfg.max_file_size
             if keep:
-                data = _read_all(fd, size)
+                data = read_all(fd, size)
                 if data is None:
                     entry[5] = CHANGED
                     return

@@ -80,17 +80,12 @@ class JournalArchive:
     def __call__(self, version: FileVersion) -> bytes | None:
         if version.content_id is None:
             return None
-        from sqlalchemy import select
-
-        from shournal.store import models as m
+        from shournal.store import archived
 
         with self._store.reading() as conn:
-            row = conn.execute(
-                select(m.Content.data).where(m.Content.id == version.content_id)
-            ).first()
-        if row is None:
+            data = archived.content(conn, version.content_id)
+        if data is None:
             return None
-        data = bytes(row[0])
         # A stored row that is not this version (size differs) is not used.
         return data if len(data) == version.size else None
 

@@ -32,7 +32,16 @@ from typing import Any
 from urllib.parse import quote
 
 from shournal.capture.record import LOST_REASONS
-from shournal.data import CommandView, FileEventView, FileProbe
+from shournal.data import (
+    CommandModifications,
+    CommandView,
+    DirectoryActivity,
+    FileEventView,
+    FileProbe,
+    JournalStats,
+    SessionCommands,
+    WorkingDirCommands,
+)
 
 __all__ = [
     "BUSY_SECONDS",
@@ -77,17 +86,113 @@ READS_SCHEMA = 7
 
 _IN_BATCH = 500
 
-_COMMAND_SELECT = (
-    "SELECT c.id, c.text, c.return_value, c.start_time, c.end_time, w.path, e.username, "
-    "e.hostname, s.uuid, h.chunk_size, h.max_reads, c.dropped_writes, c.dropped_reads, "
-    "c.lost_events, a.derived_from, "
-    + ", ".join(f"c.lost_{reason}" for reason in LOST_REASONS)
-    + ", c.incomplete FROM command c JOIN env e ON e.id = c.env_id "
-    "JOIN working_dir w ON w.id = c.cwd_id "
-    "LEFT OUTER JOIN shell_session s ON s.id = c.session_id "
-    "LEFT OUTER JOIN hash_setting h ON h.id = c.hash_setting_id "
-    "LEFT OUTER JOIN apparatus a ON a.command_id = c.id"
+# A command's view, as (table, column) in the order command_view reads
+# them: both readers select this list (shournal.store.reader through the
+# models' tables), so the two agree by construction.
+COMMAND_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("command", "id"),
+    ("command", "text"),
+    ("command", "return_value"),
+    ("command", "start_time"),
+    ("command", "end_time"),
+    ("working_dir", "path"),
+    ("env", "username"),
+    ("env", "hostname"),
+    ("shell_session", "uuid"),
+    ("hash_setting", "chunk_size"),
+    ("hash_setting", "max_reads"),
+    ("command", "dropped_writes"),
+    ("command", "dropped_reads"),
+    ("command", "lost_events"),
+    ("apparatus", "derived_from"),
+    *(("command", f"lost_{reason}") for reason in LOST_REASONS),
+    ("command", "incomplete"),
 )
+
+# The tables COMMAND_COLUMNS joins to command: (table, its column, the
+# command's column equal to it, outer join).
+COMMAND_JOINS: tuple[tuple[str, str, str, bool], ...] = (
+    ("env", "id", "env_id", False),
+    ("working_dir", "id", "cwd_id", False),
+    ("shell_session", "id", "session_id", True),
+    ("hash_setting", "id", "hash_setting_id", True),
+    ("apparatus", "command_id", "id", True),
+)
+
+_COMMAND_SELECT = (
+    "SELECT "
+    + ", ".join(f"{table}.{column}" for table, column in COMMAND_COLUMNS)
+    + " FROM command"
+    + "".join(
+        f" {'LEFT OUTER ' if outer else ''}JOIN {table} ON {table}.{column} = command.{own}"
+        for table, column, own, outer in COMMAND_JOINS
+    )
+)
+
+
+class StatsTally:
+    """What both statistics readers count, batch by batch, and how they make
+    the top lists of it: :func:`shournal.store.stats.compute_stats` over
+    SQLAlchemy and :meth:`LightReader.stats_of` over sqlite3 differ only in
+    the SQL that feeds this."""
+
+    def __init__(self) -> None:
+        self.modifications: Counter[int] = Counter()
+        self.sessions: Counter[int] = Counter()
+        self.session_times: dict[int, tuple[datetime, datetime]] = {}
+        self.cwds: Counter[str] = Counter()
+        self.dirs_w: Counter[int] = Counter()
+        self.dirs_r: Counter[int] = Counter()
+        self.session_ids: set[int] = set()
+
+    @staticmethod
+    def starts(out: JournalStats, first: datetime | None, last: datetime | None) -> None:
+        """Widen ``out``'s first and last start to a batch's."""
+        if first is not None and last is not None:
+            out.first_start = first if out.first_start is None else min(out.first_start, first)
+            out.last_start = last if out.last_start is None else max(out.last_start, last)
+
+    def session(self, sid: int, count: int, lo: datetime, hi: datetime) -> None:
+        """A batch's ``count`` commands of session ``sid``, from ``lo`` to ``hi``."""
+        self.sessions[sid] += count
+        old = self.session_times.get(sid)
+        self.session_times[sid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+    def directory(self, did: int, written: int | None, total: int) -> None:
+        """A batch's ``total`` events in directory ``did``, ``written`` of them writes."""
+        self.dirs_w[did] += int(written or 0)
+        self.dirs_r[did] += int(total) - int(written or 0)
+
+    def finish(
+        self,
+        out: JournalStats,
+        top: int,
+        by_id: Callable[[str, str, list[Any]], dict[Any, Any]],
+    ) -> JournalStats:
+        """``out`` with the top-``top`` lists (ties by the smaller id or
+        path); ``by_id(table, column, ids)`` reads a column of those rows."""
+
+        def best(counter: Counter[Any]) -> list[Any]:
+            return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+        top_mods = best(self.modifications)
+        texts = by_id("command", "text", [cid for cid, _ in top_mods])
+        out.most_modifications = [
+            CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
+        ]
+        top_sessions = best(self.sessions)
+        uuids = by_id("shell_session", "uuid", [sid for sid, _ in top_sessions])
+        out.sessions_most_commands = [
+            SessionCommands(bytes(uuids[sid]), n, *self.session_times[sid])
+            for sid, n in top_sessions
+        ]
+        out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(self.cwds)]
+        top_dirs = best(Counter({d: self.dirs_w[d] + self.dirs_r[d] for d in self.dirs_w}))
+        paths = by_id("directory", "path", [d for d, _ in top_dirs])
+        out.busiest_directories = [
+            DirectoryActivity(bytes(paths[d]), self.dirs_w[d], self.dirs_r[d]) for d, _ in top_dirs
+        ]
+        return out
 
 
 class Unanswered(Exception):
@@ -223,11 +328,11 @@ class LightReader:
         sql, params = _COMMAND_SELECT, []
         if written is not None:
             match, params = self._written_match(written)
-            sql += f" WHERE c.id IN ({match})"
+            sql += f" WHERE command.id IN ({match})"
         if history is None:
-            sql += " ORDER BY c.start_time, c.id"
+            sql += " ORDER BY command.start_time, command.id"
         else:
-            sql += " ORDER BY c.start_time DESC, c.id DESC LIMIT ?"
+            sql += " ORDER BY command.start_time DESC, command.id DESC LIMIT ?"
             params.append(history)
         rows = self._rows(sql, params)
         if history is not None:
@@ -286,28 +391,14 @@ class LightReader:
 
     # -- statistics ----------------------------------------------------------------
 
-    def stats_of(self, command_ids: Iterable[int], top: int) -> Any:
+    def stats_of(self, command_ids: Iterable[int], top: int) -> JournalStats:
         """shournal.store.stats.compute_stats(command_ids=...) without criteria:
         totals and top-``top`` lists over these commands."""
-        from shournal.data import (
-            CommandModifications,
-            DirectoryActivity,
-            JournalStats,
-            SessionCommands,
-            WorkingDirCommands,
-        )
-
         out = JournalStats()
         ids = sorted(set(command_ids))
         if not ids:
             return out
-        modifications: Counter[int] = Counter()
-        sessions: Counter[int] = Counter()
-        session_times: dict[int, tuple[datetime, datetime]] = {}
-        cwds: Counter[str] = Counter()
-        dirs_w: Counter[int] = Counter()
-        dirs_r: Counter[int] = Counter()
-        session_ids: set[int] = set()
+        tally = StatsTally()
         for start in range(0, len(ids), _IN_BATCH):
             batch = ids[start : start + _IN_BATCH]
             inc = f"id IN ({_marks(batch)})"
@@ -317,10 +408,7 @@ class LightReader:
                 batch,
             )
             out.commands += n
-            first, last = _utc(first), _utc(last)
-            if first is not None and last is not None:
-                out.first_start = first if out.first_start is None else min(out.first_start, first)
-                out.last_start = last if out.last_start is None else max(out.last_start, last)
+            tally.starts(out, _utc(first), _utc(last))
             for table, attr in (("write_event", "written_events"), ("read_event", "read_events")):
                 ((count,),) = self._rows(f"SELECT count(*) FROM {table} WHERE {inw}", batch)
                 setattr(out, attr, getattr(out, attr) + count)
@@ -328,25 +416,20 @@ class LightReader:
                 f"SELECT command_id, count(*) FROM write_event WHERE {inw} GROUP BY command_id",
                 batch,
             ):
-                modifications[cid] += count
+                tally.modifications[cid] += count
             for sid, count, lo, hi in self._rows(
                 "SELECT session_id, count(*), min(start_time), max(end_time) FROM command "
                 f"WHERE session_id IS NOT NULL AND {inc} GROUP BY session_id",
                 batch,
             ):
-                session_ids.add(sid)
-                sessions[sid] += count
-                lo, hi = _utc(lo), _utc(hi)
-                old = session_times.get(sid)
-                session_times[sid] = (
-                    (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))  # type: ignore[type-var]
-                )
+                tally.session_ids.add(sid)
+                tally.session(sid, count, _utc(lo), _utc(hi))
             for path, count in self._rows(
                 "SELECT w.path, p.n FROM working_dir w JOIN (SELECT cwd_id, count(*) AS n "
                 f"FROM command WHERE {inc} GROUP BY cwd_id) p ON p.cwd_id = w.id",
                 batch,
             ):
-                cwds[path] += count
+                tally.cwds[path] += count
             # Every event once: writes, and reads through their read file.
             for did, w, total in self._rows(
                 "SELECT directory_id, sum(w), count(*) FROM ("
@@ -355,12 +438,8 @@ class LightReader:
                 f"ON f.id = r.read_file_id WHERE r.{inw}) GROUP BY directory_id",
                 [*batch, *batch],
             ):
-                dirs_w[did] += int(w or 0)
-                dirs_r[did] += int(total) - int(w or 0)
-        out.sessions = len(session_ids)
-
-        def best(counter: Counter[Any]) -> list[Any]:
-            return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+                tally.directory(did, w, total)
+        out.sessions = len(tally.session_ids)
 
         def by_id(table: str, column: str, wanted: list[Any]) -> dict[Any, Any]:
             if not wanted:
@@ -371,23 +450,7 @@ class LightReader:
                 )
             )
 
-        top_mods = best(modifications)
-        texts = by_id("command", "text", [cid for cid, _ in top_mods])
-        out.most_modifications = [
-            CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
-        ]
-        top_sessions = best(sessions)
-        uuids = by_id("shell_session", "uuid", [sid for sid, _ in top_sessions])
-        out.sessions_most_commands = [
-            SessionCommands(bytes(uuids[sid]), n, *session_times[sid]) for sid, n in top_sessions
-        ]
-        out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(cwds)]
-        top_dirs = best(Counter({d: dirs_w[d] + dirs_r[d] for d in dirs_w}))
-        paths = by_id("directory", "path", [d for d, _ in top_dirs])
-        out.busiest_directories = [
-            DirectoryActivity(bytes(paths[d]), dirs_w[d], dirs_r[d]) for d, _ in top_dirs
-        ]
-        return out
+        return tally.finish(out, top, by_id)
 
 
 def _events_sql(writes: bool, n: int, limited: bool) -> str:
@@ -418,9 +481,8 @@ def _events_sql(writes: bool, n: int, limited: bool) -> str:
 
 
 def command_view(r: Sequence[Any], time: Callable[[Any], Any] = _utc) -> CommandView:
-    """A command row as _COMMAND_SELECT lists its columns (the SQLAlchemy
-    reader selects them in the same order) -> its view; ``time`` makes the
-    start and end datetimes of what the driver returned."""
+    """A command row as COMMAND_COLUMNS lists its columns -> its view;
+    ``time`` makes the start and end datetimes of what the driver returned."""
     return CommandView(
         id=r[0],
         text=r[1],

@@ -24,7 +24,6 @@ from sqlalchemy import (
     select,
 )
 
-from shournal.capture.record import LOST_REASONS
 from shournal.data import (
     RETURN_VALUE_UNKNOWN,
     CommandView,
@@ -38,7 +37,7 @@ from shournal.data import (
 )
 from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
-from shournal.store.light import PREVIEW_BYTES, command_view
+from shournal.store.light import COMMAND_COLUMNS, COMMAND_JOINS, PREVIEW_BYTES, command_view
 from shournal.store.models import KIND_READ, KIND_WRITE
 
 __all__ = [
@@ -251,38 +250,19 @@ def _file_criteria(dialect: str, kind: int, fc: FileCriteria) -> Select[tuple[in
 
 @functools.cache
 def _command_select() -> Select:
-    """A command's own columns (no files), built once."""
-    c = m.Command
-    return (
-        select(
-            c.id,
-            c.text,
-            c.return_value,
-            c.start_time,
-            c.end_time,
-            m.WorkingDir.path,
-            m.Env.username,
-            m.Env.hostname,
-            m.ShellSession.uuid,
-            m.HashSetting.chunk_size,
-            m.HashSetting.max_reads,
-            c.dropped_writes,
-            c.dropped_reads,
-            c.lost_events,
-            m.Apparatus.derived_from,
-            *(getattr(c, f"lost_{reason}") for reason in LOST_REASONS),
-            c.incomplete,
-        )
-        .join(m.Env, m.Env.id == c.env_id)
-        .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
-        .outerjoin(m.ShellSession, m.ShellSession.id == c.session_id)
-        .outerjoin(m.HashSetting, m.HashSetting.id == c.hash_setting_id)
-        .outerjoin(m.Apparatus, m.Apparatus.command_id == c.id)
-    )
+    """A command's own columns (no files), built once from the list the
+    light reader selects too."""
+    tables = m.Base.metadata.tables
+    command = tables["command"]
+    joined = command
+    for table, column, own, outer in COMMAND_JOINS:
+        other = tables[table]
+        joined = joined.join(other, other.c[column] == command.c[own], isouter=outer)
+    return select(*(tables[t].c[col] for t, col in COMMAND_COLUMNS)).select_from(joined)
 
 
 def _command_view(r: Any) -> CommandView:
-    # the columns of _select_commands, in store.light's order
+    # the driver's datetimes are already aware (models.UtcDateTime)
     return command_view(r, time=lambda t: t)
 
 

@@ -13,21 +13,16 @@ result is deterministic.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shournal.data import (
     DEFAULT_TOP,
     INT64_MAX,
-    CommandModifications,
     Criteria,
-    DirectoryActivity,
     JournalStats,
-    SessionCommands,
-    WorkingDirCommands,
 )
+from shournal.store.light import StatsTally
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -100,13 +95,7 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
 
     c, we, re_, rf = m.Command, m.WriteEvent, m.ReadEvent, m.ReadFile
     out = JournalStats()
-    modifications: Counter[int] = Counter()
-    sessions: Counter[int] = Counter()
-    session_times: dict[int, tuple[datetime, datetime]] = {}
-    cwds: Counter[str] = Counter()
-    dirs_w: Counter[int] = Counter()
-    dirs_r: Counter[int] = Counter()
-    session_ids: set[int] = set()
+    tally = StatsTally()
     limit = top if limit_in_sql else None
     for part in parts:
         where_c = _restrict(c.id, part)
@@ -123,9 +112,7 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         out.commands += n
         if limit_in_sql:
             out.sessions = nsess
-        if first is not None:
-            out.first_start = first if out.first_start is None else min(out.first_start, first)
-            out.last_start = last if out.last_start is None else max(out.last_start, last)
+        tally.starts(out, first, last)
         out.written_events += conn.execute(
             select(func.count()).select_from(we).where(*where_w)
         ).scalar_one()
@@ -143,7 +130,7 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         )
         q = q.limit(limit) if limit is not None else q
         for cid, count in conn.execute(q):
-            modifications[cid] += count
+            tally.modifications[cid] += count
 
         # Sessions with most commands.
         cnt = func.count().label("n")
@@ -156,15 +143,13 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         if limit_in_sql:
             q = q.limit(limit)
         else:
-            session_ids.update(
+            tally.session_ids.update(
                 conn.execute(
                     select(c.session_id).where(c.session_id.is_not(None), *where_c).distinct()
                 ).scalars()
             )
         for sid, count, lo, hi in conn.execute(q):
-            sessions[sid] += count
-            old = session_times.get(sid)
-            session_times[sid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+            tally.session(sid, count, lo, hi)
 
         # Working directories with most commands.
         per_cwd = (
@@ -181,7 +166,7 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         )
         q = q.limit(limit) if limit is not None else q
         for path, count in conn.execute(q):
-            cwds[path] += count
+            tally.cwds[path] += count
 
         # Directories with most input/output activity.
         # Every event once: writes, and reads through their read file.
@@ -201,44 +186,12 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         )
         q = q.limit(limit) if limit is not None else q
         for did, w, total in conn.execute(q):
-            dirs_w[did] += int(w or 0)
-            dirs_r[did] += int(total) - int(w or 0)
+            tally.directory(did, w, total)
     if not limit_in_sql:
-        out.sessions = len(session_ids)
+        out.sessions = len(tally.session_ids)
 
-    def best(counter: Counter[Any], key: Any = None) -> list[Any]:
-        items = sorted(counter.items(), key=key or (lambda kv: (-kv[1], kv[0])))
-        return items[:top]
+    def by_id(table: str, column: str, wanted: list[Any]) -> dict[Any, Any]:
+        t = m.Base.metadata.tables[table]
+        return dict(conn.execute(select(t.c.id, t.c[column]).where(t.c.id.in_(wanted))).all())
 
-    top_mods = best(modifications)
-    texts = dict(
-        conn.execute(select(c.id, c.text).where(c.id.in_([cid for cid, _ in top_mods]))).all()
-    )
-    out.most_modifications = [
-        CommandModifications(cid, texts.get(cid, ""), n) for cid, n in top_mods
-    ]
-    top_sessions = best(sessions)
-    uuids = dict(
-        conn.execute(
-            select(m.ShellSession.id, m.ShellSession.uuid).where(
-                m.ShellSession.id.in_([sid for sid, _ in top_sessions])
-            )
-        ).all()
-    )
-    out.sessions_most_commands = [
-        SessionCommands(bytes(uuids[sid]), n, *session_times[sid]) for sid, n in top_sessions
-    ]
-    out.busiest_working_dirs = [WorkingDirCommands(p, n) for p, n in best(cwds)]
-    totals = Counter({d: dirs_w[d] + dirs_r[d] for d in dirs_w})
-    top_dirs = best(totals)
-    paths = dict(
-        conn.execute(
-            select(m.Directory.id, m.Directory.path).where(
-                m.Directory.id.in_([d for d, _ in top_dirs])
-            )
-        ).all()
-    )
-    out.busiest_directories = [
-        DirectoryActivity(bytes(paths[d]), dirs_w[d], dirs_r[d]) for d, _ in top_dirs
-    ]
-    return out
+    return tally.finish(out, top, by_id)

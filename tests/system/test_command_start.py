@@ -15,12 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_for, wait_stored
+from fixtures_shell import Shell, recorded, wait_for, wait_stored
 from test_daemon import daemon_env, daemon_pid, wait_drained
 
 from shournal.data import RETURN_VALUE_UNKNOWN
-from shournal.query.find import find_commands
-from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -36,11 +34,7 @@ def _stored(home: Path, listener: str):
         wait_drained(home)
     else:
         wait_stored(home)
-    store = Store(journal_url(home), create=False)
-    try:
-        return find_commands(store)
-    finally:
-        store.close()
+    return recorded(home, create=False)
 
 
 def _only(found, text: str):

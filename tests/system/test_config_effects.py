@@ -11,20 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_stored, write_config
-
-from shournal.query.find import find_commands
-from shournal.store import Store
+from fixtures_shell import Shell, recorded, wait_stored, write_config
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
 
 def _commands(home: Path) -> dict[str, object]:
-    store = Store(journal_url(home))
-    try:
-        return {c.text: c for c in find_commands(store)}
-    finally:
-        store.close()
+    return {c.text: c for c in recorded(home)}
 
 
 @pytest.fixture

@@ -133,6 +133,23 @@ class JournalLock:
         assert self.proc.wait(timeout=30) == 0
 
 
+def spooled_behind_a_lock(
+    install, home: Path, lines: list[str], env: dict[str, str] | None = None
+) -> tuple[Shell, JournalLock]:
+    """A bash through the daemon whose first command is stored, then the
+    journal locked by another process and ``lines`` run: they wait in the
+    spool."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install) if env is None else env)
+    sh.run("echo before > before")
+    wait_drained(home)
+    lock = JournalLock(install, home)
+    for line in lines:
+        sh.run(line)
+    wait_stored(home)  # spooled: the forwarders are done
+    assert spool_backlog(home) == len(lines)
+    return sh, lock
+
+
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
 def test_commands_are_stored_once_through_the_daemon(kind, install, home):
     sh = Shell(kind, install, home, extra_env=daemon_env(install))
@@ -189,17 +206,9 @@ def test_helper_hands_over_to_a_running_daemon_without_the_forwarder(kind, insta
 
 
 def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home):
-    env = daemon_env(install)
-    sh = Shell("bash", install, home, extra_env=env)
-    sh.run("echo before > before")
-    wait_drained(home)
-    lock = JournalLock(install, home)
-    started = time.monotonic()
     lines = [f"echo {i} > locked{i}" for i in range(3)]
-    for line in lines:
-        sh.run(line)
-    wait_stored(home)  # spooled: the forwarders are done
-    assert spool_backlog(home) == len(lines)
+    sh, lock = spooled_behind_a_lock(install, home, lines)
+    started = time.monotonic()
     # The daemon gives up one attempt after the busy timeout and says so.
     wait_for(lambda: "locked" in warnings_text(home), "the locked-journal warning", 60)
     text = warnings_text(home)
@@ -240,15 +249,8 @@ def test_daemon_killed_between_spool_and_journal_replays_once(
     env = daemon_env(install)
     if backoff == "long":
         env["SHOURNAL_PRELOAD_LIB"] = str(request.getfixturevalue("long_backoff_preload"))
-    sh = Shell("bash", install, home, extra_env=env)
-    sh.run("echo before > before")
-    wait_drained(home)
-    lock = JournalLock(install, home)
     lines = [f"echo {i} > killed{i}" for i in range(3)]
-    for line in lines:
-        sh.run(line)
-    wait_stored(home)
-    assert spool_backlog(home) == len(lines)
+    sh, lock = spooled_behind_a_lock(install, home, lines, env)
     pid = daemon_pid(home)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
@@ -482,13 +484,8 @@ def test_query_waits_for_spooled_commands(install, home):
     that does not ask reads the journal without the command."""
     import threading
 
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
-    sh.run("echo before > before")
-    wait_drained(home)
-    lock = JournalLock(install, home)
-    sh.run("echo q > qfile")
-    wait_stored(home)
-    assert spool_backlog(home) == 1 and daemon_connections(home) == 0
+    sh, lock = spooled_behind_a_lock(install, home, ["echo q > qfile"])
+    assert daemon_connections(home) == 0
     done = threading.Event()
 
     def release_when_asked() -> None:
@@ -509,13 +506,7 @@ def test_query_says_when_spooled_commands_are_not_in_its_result(install, home):
     """The journal stays locked past the query's bounded wait: the query
     shows what the journal has and says, in one line, how many finished
     commands are not in it yet."""
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
-    sh.run("echo before > before")
-    wait_drained(home)
-    lock = JournalLock(install, home)
-    sh.run("echo q > qfile")
-    wait_stored(home)
-    assert spool_backlog(home) == 1
+    sh, lock = spooled_behind_a_lock(install, home, ["echo q > qfile"])
     out = sh.run("shournal query --history 5")
     lock.release()
     sh.exit()
@@ -525,12 +516,7 @@ def test_query_says_when_spooled_commands_are_not_in_its_result(install, home):
 
 
 def test_doctor_shows_the_daemon_and_its_backlog(install, home):
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
-    sh.run("echo before > before")
-    wait_drained(home)
-    lock = JournalLock(install, home)
-    sh.run("echo d > dfile")
-    wait_stored(home)
+    sh, lock = spooled_behind_a_lock(install, home, ["echo d > dfile"])
     out = sh.run("shournal doctor")
     lock.release()
     sh.exit()

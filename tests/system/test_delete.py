@@ -3,12 +3,11 @@ and the CLI (including its prompt on a real pty), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pexpect
 import pytest
+from fixtures_cli import answer_shournal
 from fixtures_cli import run_shournal as shournal
 from sqlalchemy import func, select, text
 from typer.testing import CliRunner
@@ -478,36 +477,16 @@ def test_cli_no_journal_yet(tmp_path, cli_env):
     assert not (tmp_path / "journal.sqlite").exists()
 
 
-def _spawn(args: list[str], env: dict[str, str]) -> pexpect.spawn:
-    return pexpect.spawn(
-        sys.executable,
-        ["-m", "shournal", *args],
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(24, 80),
-    )
-
-
 def test_cli_prompt_on_a_terminal(cli_journal, cli_env):
     before = cli_journal.read_bytes()
-    child = _spawn(["delete", "--cwd", "/srv/build"], cli_env)
-    child.expect_exact("cmd-id 3 ")
-    child.expect_exact("Delete 1 command and 0 file events? [y/N]: ")
-    child.sendline("n")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 1
-    assert "nothing deleted" in child.before
+    args = ["delete", "--cwd", "/srv/build"]
+    question = "Delete 1 command and 0 file events? [y/N]: "
+    status, listed, out = answer_shournal(args, cli_env, question, "n")
+    assert status == 1 and "cmd-id 3 " in listed and "nothing deleted" in out, out
     assert cli_journal.read_bytes() == before
 
-    child = _spawn(["delete", "--cwd", "/srv/build"], cli_env)
-    child.expect_exact("[y/N]: ")
-    child.sendline("y")
-    child.expect_exact("Deleted 1 command and 0 file events.")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    status, _, out = answer_shournal(args, cli_env, question, "y")
+    assert status == 0 and "Deleted 1 command and 0 file events." in out, out
     with Store(f"sqlite:///{cli_journal}") as s:
         assert ids(s) == [1, 2]
 

@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, wait_for, wait_stored, warnings_in
+from fixtures_shell import Shell, recorded, wait_for, wait_stored, warnings_in
 
-from shournal.query.find import find_commands
 from shournal.report.human import render_human
 from shournal.report.json import write_json
-from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -152,11 +150,7 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     sh.exit()
     left = {p.name: p.read_text() for p in rundir.glob("warnings*")}
     assert not left, left
-    store = Store(journal_url(user_home))
-    try:
-        (cmd,) = find_commands(store, command_text="sleep 1; mkdir ov%")
-    finally:
-        store.close()
+    (cmd,) = recorded(user_home, command_text="sleep 1; mkdir ov%")
     assert cmd.lost_events > 0
     # the reason is the kernel's queue, nothing else
     assert cmd.lost_reasons.get("overflow", 0) > 0, cmd.lost_reasons
@@ -178,11 +172,7 @@ def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_ho
     assert (user_home / "work" / "out1").read_text() == "after\n"
     assert len(warnings_in(out1 + out2)) == 1, (out1, out2)
     assert "event relay ended early" in warnings_in(out1 + out2)[0]
-    store = Store(journal_url(user_home))
-    try:
-        (cmd,) = find_commands(store, command_text=text)
-    finally:
-        store.close()
+    (cmd,) = recorded(user_home, command_text=text)
     assert cmd.lost_events >= 1
     # stored and shown as what it was: the relay ended, not an overflow
     assert cmd.lost_reasons.get("relay", 0) >= 1, cmd.lost_reasons

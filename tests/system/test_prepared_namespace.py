@@ -20,15 +20,12 @@ from fixtures_shell import (
     SCHED_OTHER,
     Install,
     Shell,
-    journal_url,
     proc_sched,
+    recorded,
     wait_for,
     wait_stored,
     warnings_in,
 )
-
-from shournal.query.find import find_commands
-from shournal.store import Store
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -99,14 +96,6 @@ def steady(sh: Shell, home: Path) -> None:
     sh.run("true")
 
 
-def stored(home: Path, **criteria) -> list:
-    store = Store(journal_url(home))
-    try:
-        return find_commands(store, **criteria)
-    finally:
-        store.close()
-
-
 @pytest.mark.parametrize("kind", SHELLS)
 def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, user_home):
     work = user_home / "work"
@@ -120,7 +109,7 @@ def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, use
     assert (work / "ns").read_text().strip() == ns
     assert the_prepared_helper(install, user_home) != helper  # the next one, for the next line
     sh.exit()
-    assert [c.text for c in stored(user_home, wfile=work / "ns")] == [
+    assert [c.text for c in recorded(user_home, wfile=work / "ns")] == [
         f"readlink /proc/self/ns/mnt > {work}/ns"]
 
 
@@ -144,7 +133,7 @@ def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, us
     sh.run("echo x > rel")
     sh.exit()
     assert (there / "rel").read_text() == "x\n"
-    (cmd,) = stored(user_home, wfile=there / "rel")
+    (cmd,) = recorded(user_home, wfile=there / "rel")
     assert cmd.working_dir == str(there)
 
 
@@ -164,7 +153,7 @@ def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
         sh.run(f"echo x > {mnt}/f")
         sh.exit()
         assert (mnt / "f").read_text() == "x\n"  # in the tmpfs, not under it
-        assert [c.text for c in stored(user_home, wfile=mnt / "f")] == [f"echo x > {mnt}/f"]
+        assert [c.text for c in recorded(user_home, wfile=mnt / "f")] == [f"echo x > {mnt}/f"]
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
 
@@ -179,7 +168,7 @@ def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, us
     out = sh.run(f"echo x > {work}/f")
     assert warnings_in(out) == [], out  # nothing of the user's was lost
     sh.exit()
-    assert [c.text for c in stored(user_home, wfile=work / "f")] == [f"echo x > {work}/f"]
+    assert [c.text for c in recorded(user_home, wfile=work / "f")] == [f"echo x > {work}/f"]
 
 
 # A forked shell (no exec) that outlives the prompt, like an async prompt
@@ -222,7 +211,7 @@ def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, 
         sh.run(f"readlink /proc/self/ns/mnt > {work}/ns; echo x > {work}/f")
         assert (work / "ns").read_text().strip() == ns  # the line took that namespace
         # stored once the line ended, while the child still runs
-        wait_for(lambda: len(stored(user_home, wfile=work / "f")) == 1,
+        wait_for(lambda: len(recorded(user_home, wfile=work / "f")) == 1,
                  "the command line's record", timeout=60)
         assert Path(f"/proc/{child}").exists()
         sh.exit()

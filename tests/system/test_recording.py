@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url, write_config
+from fixtures_shell import Shell, journal_url, recorded, write_config
 from sqlalchemy import select
 
-from shournal.query.find import find_commands
 from shournal.store import Store
 from shournal.store.models import Content
 
@@ -21,16 +20,8 @@ pytestmark = [pytest.mark.shell, pytest.mark.root]
 SHELLS = ["bash", "zsh"]
 
 
-def query(home: Path, **criteria):
-    store = Store(journal_url(home))
-    try:
-        return find_commands(store, **criteria)
-    finally:
-        store.close()
-
-
 def only_command(home: Path, **criteria):
-    found = query(home, **criteria)
+    found = recorded(home, **criteria)
     assert len(found) == 1, [c.text for c in found]
     return found[0]
 
@@ -93,9 +84,9 @@ def test_path_spellings_resolve_to_the_same_file(kind, install, user_home):
     sh.exit()
     cmd = only_command(user_home, wfile=work / "d" / "f1")
     assert cmd.text == lines[-1]
-    texts = {c.text for c in query(user_home, command_text="%> %f1")}
+    texts = {c.text for c in recorded(user_home, command_text="%> %f1")}
     assert texts == set(lines)
-    for c in query(user_home, command_text="%> %f1"):
+    for c in recorded(user_home, command_text="%> %f1"):
         assert [e.path for e in c.writes] == [os.fsencode(work / "d" / "f1")]
 
 
@@ -148,7 +139,7 @@ def test_script_archived_once(kind, install, user_home):
     sh.run(f"cat {script}")
     sh.run(f"cat {script} > /dev/null")
     sh.exit()
-    cmds = query(user_home, command_text=f"cat {script}%")
+    cmds = recorded(user_home, command_text=f"cat {script}%")
     assert len(cmds) == 2
     for cmd in cmds:
         (ev,) = cmd.reads
@@ -204,7 +195,7 @@ def test_workloads(kind, install, user_home):
                 else:
                     out = out.format(uid=uid)
                     path = Path(out) if out.startswith("/") else work / out
-                found = [c.text for c in query(user_home, wfile=path)]
+                found = [c.text for c in recorded(user_home, wfile=path)]
                 assert typed in found, (name, path, found)
     finally:
         Path(f"/dev/shm/shournal_test_{uid}").unlink(missing_ok=True)
@@ -250,7 +241,7 @@ def test_two_shells_at_once(kind, install, user_home):
             assert cmd.text.startswith(f"for j in 1 2 3; do echo {who}{i}")
             paths = sorted(e.path for e in cmd.writes)
             assert paths == [os.fsencode(work / f"{who}_{i}_{j}") for j in (1, 2, 3)]
-    sessions = {c.session_uuid for c in query(user_home, command_text="for j in%")}
+    sessions = {c.session_uuid for c in recorded(user_home, command_text="for j in%")}
     assert len(sessions) == 2
 
 
@@ -294,7 +285,7 @@ def test_pasted_lines_each_hash_their_own_content(kind, install, user_home):
         sh.proc.expect(PROMPT, timeout=60)
     sh.exit()
     for i, line in enumerate(lines):
-        (cmd,) = query(user_home, command_text=line)
+        (cmd,) = recorded(user_home, command_text=line)
         (ev,) = cmd.writes
         content = b"x" * (i + 1) + b"\n"
         assert (ev.size, ev.hash) == (len(content), xxhash.xxh64_intdigest(content)), line

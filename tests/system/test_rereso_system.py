@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,18 +21,13 @@ from shournal.store import Store
 
 pytestmark = [pytest.mark.root]
 
-# A tool with a helper module and a config file it finds next to itself.
-TOOL = """\
-import configparser, json, os, sys
-import helper
-cfg = configparser.ConfigParser()
-cfg.read(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tool.ini"))
-rows = [line.split(",") for line in open(sys.argv[1]).read().split()]
-json.dump({"rows": len(rows) - 1, "sum": helper.total(rows[1:]),
-           "unit": cfg["out"]["unit"]}, open(sys.argv[2], "w"))
-"""
-HELPER = "def total(rows):\n    return sum(int(v) for row in rows for v in row)\n"
-INI = "[out]\nunit = mm\n"
+# A tool with a helper module and a config file it finds next to itself:
+# the python tool of bench/rereso_image.py.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from rereso_image import PY_HELPER as HELPER  # noqa: E402
+from rereso_image import PY_INI as INI  # noqa: E402
+from rereso_image import PY_TOOL as TOOL  # noqa: E402
+
 CSVS = {
     "in1.csv": "a,b\n1,2\n3,4\n",
     "in2.csv": "a,b\n5,6\n",

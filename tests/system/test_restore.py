@@ -5,11 +5,10 @@ and PostgreSQL, hostile stored paths and symlinks, and `shournal restore`
 from __future__ import annotations
 
 import stat
-import sys
 from pathlib import Path
 
-import pexpect
 import pytest
+from fixtures_cli import answer_shournal
 from fixtures_cli import run_shournal as shournal
 from typer.testing import CliRunner
 
@@ -311,31 +310,14 @@ def test_cli_asks_before_overwriting_on_a_terminal(tmp_path, cli_env, cli_journa
     work.mkdir()
     (work / "demo.sh").write_bytes(b"edited")
 
-    def spawn() -> pexpect.spawn:
-        return pexpect.spawn(
-            sys.executable,
-            ["-m", "shournal", "restore", "--file-id", str(archived)],
-            env=cli_env,
-            cwd=str(work),
-            encoding="utf-8",
-            timeout=60,
-        )
-
-    child = spawn()
-    child.expect_exact(f"{work}/demo.sh exists. Overwrite? [y/N]: ")
-    child.sendline("")  # default: no
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 1 and "not overwriting" in child.before
+    args = ["restore", "--file-id", str(archived)]
+    question = f"{work}/demo.sh exists. Overwrite? [y/N]: "
+    status, _, out = answer_shournal(args, cli_env, question, "", work)  # default: no
+    assert status == 1 and "not overwriting" in out, out
     assert (work / "demo.sh").read_bytes() == b"edited"
 
-    child = spawn()
-    child.expect_exact("[y/N]: ")
-    child.sendline("y")
-    child.expect_exact("Restored /home/u/demo.sh")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    status, _, out = answer_shournal(args, cli_env, question, "y", work)
+    assert status == 0 and "Restored /home/u/demo.sh" in out, out
     assert (work / "demo.sh").read_bytes() == V1
 
 

@@ -10,10 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, journal_url
-
-from shournal.query.find import find_commands
-from shournal.store import Store
+from fixtures_shell import Shell, recorded
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -22,11 +19,7 @@ def journaled(home: Path) -> list[str]:
     """Texts of every journaled command, oldest first (`exit` and the
     history listings of these tests left out)."""
     skip = ("exit ", "HISTTIMEFORMAT= history", "fc -ln")
-    store = Store(journal_url(home))
-    try:
-        return [c.text for c in find_commands(store) if not c.text.startswith(skip)]
-    finally:
-        store.close()
+    return [c.text for c in recorded(home) if not c.text.startswith(skip)]
 
 
 def history(sh: Shell) -> list[str]:
@@ -39,15 +32,20 @@ def history(sh: Shell) -> list[str]:
     return [ln for ln in lines if "history" not in ln and not ln.startswith("fc -l")]
 
 
+def check_kept(sh: Shell, home: Path, lines: list[str], kept: list[str]) -> None:
+    """Run ``lines`` in ``sh``; the history, and after the shell's exit the
+    journal, hold ``kept``."""
+    for line in lines:
+        sh.run(line)
+    assert history(sh) == kept
+    sh.exit()
+    assert journaled(home) == kept
+
+
 def test_bash_histignore_lines_are_neither_journaled_nor_in_history(install, user_home):
     sh = Shell("bash", install, user_home, rc_extra="HISTIGNORE='echo secret*:ls'")
-    sh.run("echo one > f1")
-    sh.run("echo secret > f2")
-    sh.run("ls")
-    sh.run("echo two > f3")
-    assert history(sh) == ["echo one > f1", "echo two > f3"]
-    sh.exit()
-    assert journaled(user_home) == ["echo one > f1", "echo two > f3"]
+    lines = ["echo one > f1", "echo secret > f2", "ls", "echo two > f3"]
+    check_kept(sh, user_home, lines, ["echo one > f1", "echo two > f3"])
     saved = (user_home / ".bash_history").read_text()
     assert "secret" not in saved and "ls\n" not in saved, saved
     assert "echo two > f3" in saved
@@ -55,36 +53,35 @@ def test_bash_histignore_lines_are_neither_journaled_nor_in_history(install, use
 
 def test_bash_histignore_ampersand_is_the_previous_line(install, user_home):
     sh = Shell("bash", install, user_home, rc_extra="HISTIGNORE='&'")
-    sh.run("echo a >> f")
-    sh.run("echo a >> f")
-    sh.run("echo b >> f")
-    sh.run("echo a >> f")
-    assert history(sh) == ["echo a >> f", "echo b >> f", "echo a >> f"]
-    sh.exit()
-    assert journaled(user_home) == ["echo a >> f", "echo b >> f", "echo a >> f"]
+    lines = ["echo a >> f", "echo a >> f", "echo b >> f", "echo a >> f"]
+    check_kept(sh, user_home, lines, ["echo a >> f", "echo b >> f", "echo a >> f"])
     assert (user_home / "work" / "f").read_text() == "a\na\nb\na\n"
 
 
-def test_bash_histignore_escaped_colon_brackets_and_extglob(install, user_home):
-    rc = "shopt -s extglob\nHISTIGNORE='echo a\\:b*:echo[[:space:]]x*:@(true|false)'"
-    sh = Shell("bash", install, user_home, rc_extra=rc)
-    sh.run("echo first > f0")
-    sh.run("echo a:b > f1")
-    sh.run("echo x > f2")
-    sh.run("true")
-    sh.run("echo a > f3")
-    sh.run("echo a:c > f4")
-    assert history(sh) == ["echo first > f0", "echo a > f3", "echo a:c > f4"]
-    sh.exit()
-    assert journaled(user_home) == ["echo first > f0", "echo a > f3", "echo a:c > f4"]
-
-
-def test_bash_histignore_without_extglob_is_literal(install, user_home):
-    sh = Shell("bash", install, user_home, rc_extra="HISTIGNORE='@(true|false)'")
-    sh.run("true")
-    assert history(sh) == ["true"]
-    sh.exit()
-    assert journaled(user_home) == ["true"]
+@pytest.mark.parametrize(
+    ("rc", "lines", "kept"),
+    [
+        pytest.param(
+            "shopt -s extglob\nHISTIGNORE='echo a\\:b*:echo[[:space:]]x*:@(true|false)'",
+            ["echo first > f0", "echo a:b > f1", "echo x > f2", "true", "echo a > f3",
+             "echo a:c > f4"],
+            ["echo first > f0", "echo a > f3", "echo a:c > f4"],
+            id="histignore-escaped-colon-brackets-and-extglob",
+        ),
+        pytest.param(
+            "HISTIGNORE='@(true|false)'", ["true"], ["true"],
+            id="histignore-without-extglob-is-literal",
+        ),
+        pytest.param(
+            "HISTCONTROL=ignoreboth\nHISTIGNORE='echo x*'",
+            ["echo a > f1", " echo hidden > f2", " echo x > f3", "echo x > f4", "echo b > f5"],
+            ["echo a > f1", "echo b > f5"],
+            id="ignorespace-and-histignore-together",
+        ),
+    ],
+)
+def test_bash_lines_kept_out_of_history(rc, lines, kept, install, user_home):
+    check_kept(Shell("bash", install, user_home, rc_extra=rc), user_home, lines, kept)
 
 
 def test_bash_histignore_changed_during_the_session(install, user_home):
@@ -128,19 +125,6 @@ def test_bash_histignore_with_ignoredups_or_erasedups(control, install, user_hom
     sh.exit()
     # a duplicate bash keeps out of history is still journaled, as before
     assert journaled(user_home) == ["echo a >> f", "echo a >> f", "echo b >> f", "echo a >> f"]
-
-
-def test_bash_ignorespace_and_histignore_together(install, user_home):
-    rc = "HISTCONTROL=ignoreboth\nHISTIGNORE='echo x*'"
-    sh = Shell("bash", install, user_home, rc_extra=rc)
-    sh.run("echo a > f1")
-    sh.run(" echo hidden > f2")
-    sh.run(" echo x > f3")
-    sh.run("echo x > f4")
-    sh.run("echo b > f5")
-    assert history(sh) == ["echo a > f1", "echo b > f5"]
-    sh.exit()
-    assert journaled(user_home) == ["echo a > f1", "echo b > f5"]
 
 
 def test_zsh_hist_ignore_space_and_history_ignore(install, user_home):

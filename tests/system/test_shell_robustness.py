@@ -16,27 +16,18 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, REPO, Shell, journal_url
+from fixtures_shell import PROMPT, REPO, Shell, recorded
 
-from shournal.query.find import RETURN_VALUE_UNKNOWN, find_commands
-from shournal.store import Store
+from shournal.query.find import RETURN_VALUE_UNKNOWN
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
 BASH_PREEXEC = REPO / "tests" / "vendor" / "bash-preexec.sh"
 
 
-def commands(home: Path, **criteria):
-    store = Store(journal_url(home))
-    try:
-        return find_commands(store, **criteria)
-    finally:
-        store.close()
-
-
 def only(home: Path, text: str):
-    found = commands(home, command_text=f"eq:{text}")
-    assert len(found) == 1, (text, [c.text for c in commands(home)])
+    found = recorded(home, command_text=f"eq:{text}")
+    assert len(found) == 1, (text, [c.text for c in recorded(home)])
     return found[0]
 
 
@@ -173,7 +164,7 @@ def test_exit_status_survives_other_prompt_hooks(kind, name, before, after, inst
     # the other hooks still see the command's status
     assert "status=1" in out, out
     sh.exit()
-    found = [c for c in commands(user_home) if not c.text.startswith("exit")]
+    found = [c for c in recorded(user_home) if not c.text.startswith("exit")]
     statuses = [(c.text, c.return_value) for c in found]
     assert statuses == [("false", 1), ("true", 0), ("(exit 3)", 3), ("false", 1),
                         ("echo status=$?", 0)], statuses
@@ -195,7 +186,7 @@ def test_hook_added_by_a_command_line_never_stores_a_wrong_status(how, install, 
     sh.run("false")
     sh.run("true")
     sh.exit()
-    (first,) = [c for c in commands(user_home) if c.text.startswith("_st_precmd")]
+    (first,) = [c for c in recorded(user_home) if c.text.startswith("_st_precmd")]
     assert first.return_value == (RETURN_VALUE_UNKNOWN if how == "string" else 1)
     assert only(user_home, "false").return_value == 1
     assert only(user_home, "true").return_value == 0
@@ -238,7 +229,7 @@ def test_ctrl_c_right_after_enter_is_never_stored_as_success(kind, install, user
             ran.add(line)
         sh.run("true")
     sh.exit()
-    stored = [c for line in lines for c in commands(user_home, command_text=f"eq:{line}")]
+    stored = [c for line in lines for c in recorded(user_home, command_text=f"eq:{line}")]
     # a line the interrupt took before the shell read it is not a command
     # line; those interrupted in the set-up are (the sleeping helper makes
     # sure some are)
@@ -288,7 +279,7 @@ def test_nested_shell_leaves_no_runtime_files_in_the_journal(kind, install, user
     assert [e.path for e in outer.writes if e.path.startswith(rundir)] == []
     inner = only(user_home, "echo inner > inner_out")
     assert [os.path.basename(e.path) for e in inner.writes] == [b"inner_out"]
-    for cmd in commands(user_home):
+    for cmd in recorded(user_home):
         assert not [e.path for e in cmd.writes if e.path.startswith(rundir)], cmd.text
 
 
@@ -305,7 +296,7 @@ def test_long_command_line_is_stored_whole(kind, install, user_home):
     sh.proc.send("\r")
     sh.proc.expect(PROMPT, timeout=120)
     sh.exit()
-    (cmd,) = [c for c in commands(user_home) if c.text.startswith("v='")]
+    (cmd,) = [c for c in recorded(user_home) if c.text.startswith("v='")]
     assert len(cmd.text) == len(line)
     assert cmd.text == line
     assert [os.path.basename(e.path) for e in cmd.writes] == [b"long_out"]

@@ -440,17 +440,24 @@ def journal_bytes(path: Path) -> int:
     )
 
 
-def test_storage_bytes_per_event(tmp_path: Path) -> None:
-    n = 20_000
-    path = tmp_path / "j.sqlite"
-    writes, reads = source_tree_events(n)
+def stored_bytes_per_event(
+    path: Path, writes: list[FileEvent], reads: list[FileEvent], what: str
+) -> float:
+    """Bytes per file event of a new SQLite journal at ``path`` holding one
+    command with these events (how fast the store takes them is
+    bench/storage.py's business)."""
     with Store(sqlite_url(path)) as s:
         s.add_command(record(writes=writes, reads=reads))
     # Closing the last connection checkpoints the WAL into the main file.
     size = journal_bytes(path)
-    per_event = size / n
-    # (how fast the store takes them is bench/storage.py's business)
-    print(f"\nstorage: {per_event:.1f} bytes/event ({size} bytes, {n} events)")
+    n = len(writes) + len(reads)
+    print(f"\nstorage ({what}): {size / n:.1f} bytes/event ({size} bytes, {n} events)")
+    return size / n
+
+
+def test_storage_bytes_per_event(tmp_path: Path) -> None:
+    writes, reads = source_tree_events(20_000)
+    per_event = stored_bytes_per_event(tmp_path / "j.sqlite", writes, reads, "build")
     # Schema 2 (one file_event table): 93.6; schema 3: 99.9 (96.3 at
     # 150,000 events), every read here being a new version (nothing to
     # deduplicate) that costs a read_file row and index entry plus a
@@ -485,14 +492,8 @@ def copy_tree_events(files: int, seed: int = 2) -> tuple[list[FileEvent], list[F
 
 def test_storage_bytes_per_event_copy(tmp_path: Path) -> None:
     """The copy benchmark's shape: long paths, every read a new version."""
-    files = 20_000
-    path = tmp_path / "j.sqlite"
-    writes, reads = copy_tree_events(files)
-    with Store(sqlite_url(path)) as s:
-        s.add_command(record(writes=writes, reads=reads))
-    size = journal_bytes(path)
-    per_event = size / (2 * files)
-    print(f"\nstorage (copy): {per_event:.1f} bytes/event ({size} bytes, {2 * files} events)")
+    writes, reads = copy_tree_events(20_000)
+    per_event = stored_bytes_per_event(tmp_path / "j.sqlite", writes, reads, "copy")
     # 107.1 with a unique index on directory paths and every mode stored;
     # 99.7 now (100.1 for all 78,579 files; the real benchmark's paths, in
     # their directory order, come out ~1 byte lower).

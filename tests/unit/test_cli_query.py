@@ -106,7 +106,7 @@ def test_bad_input_is_one_line_exit_2(project: Path, args: list[str], fragment: 
 
 def test_html_report_from_the_cli(project: Path, tmp_path: Path) -> None:
     """The CLI writes the report atomically; its content is checked in a real
-    browser by tests/system/test_html_report.py."""
+    browser by tests/system/test_html_browser.py."""
     report = tmp_path / "r.html"
     code, out, err = cli("query", "--history", "5", "--output-format", "html", "-o", str(report))
     assert (code, out, err) == (0, "", ""), err

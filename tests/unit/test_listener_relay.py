@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from shournal.capture import protocol
+from shournal.capture.collector import Collector
 from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.listener import Collector, Relay
+from shournal.capture.listener import Relay
 from shournal.capture.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.config import load_config
 
@@ -157,9 +158,9 @@ def test_records_wait_until_settled_and_keep_their_order(pair, collector):
 def test_kept_fds_are_bounded(pair, collector, monkeypatch):
     """Script candidates' fds are not hoarded while the command runs: past
     the bound, the kept messages are handled (and their fds closed)."""
-    import shournal.capture.listener as listener
+    import shournal.capture.collector as collector_module
 
-    monkeypatch.setattr(listener, "_PENDING_FDS", 2)
+    monkeypatch.setattr(collector_module, "_PENDING_FDS", 2)
     relay, holder = pair
     home = Path.home().as_posix().encode()
     fds = [os.memfd_create(f"s{i}") for i in range(3)]

@@ -12,8 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_html_report import Page, browser  # noqa: F401  (the fixture)
-from test_lineage import J, j  # noqa: F401  (the fixture)
+from fixtures_lineage import J
 
 from shournal.provenance.export import export_workflow, skipped_message
 from shournal.provenance.graph import DiskTarget
@@ -31,7 +30,7 @@ def _run(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str
 
 @pytest.mark.parametrize("fmt", ["make", "snakemake"])
 def test_a_command_that_rewrote_a_file_in_place_joins_the_rule_before_it(
-    fmt: str, j: J, tmp_path: Path  # noqa: F811
+    fmt: str, j: J, tmp_path: Path
 ) -> None:
     raw = b"a,2\nb,1\na,3\n" * 20
     v1, v2 = raw, raw.replace(b"a", b"X")
@@ -60,7 +59,7 @@ def test_a_command_that_rewrote_a_file_in_place_joins_the_rule_before_it(
     assert (copy / "f").read_bytes() == v2
 
 
-def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: Path) -> None:  # noqa: F811
+def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: Path) -> None:
     notes, count, other = b"line\n" * 30, b"30 notes.txt\n", b"elsewhere\n" * 9
     c_vim = j.cmd("vim notes.txt", 10, writes=[j.v("notes.txt", notes, 10)])
     j.cmd("wc -l notes.txt > count", 20, reads=[j.v("notes.txt", notes, 10)],
@@ -96,7 +95,7 @@ def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: 
 
 
 def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
-    j: J, tmp_path: Path  # noqa: F811
+    j: J, tmp_path: Path
 ) -> None:
     script_v1 = b"print(1)\n"
     script_path = j.root / "run.py"
@@ -121,7 +120,7 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     assert os.path.exists(script_path)
 
 
-def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> None:  # noqa: F811
+def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> None:
     data = b"payload\n" * 12
     text = f"cat {j.root}/in > '{j.root}/out'"
     j.cmd(text, 10, reads=[j.v("in", data, 1)], writes=[j.v("out", data, 10)])
@@ -140,31 +139,7 @@ def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> 
     assert (copy / "out").read_bytes() == data and not (j.root / "out").exists()
 
 
-def test_html_lineage_in_chromium(j: J, tmp_path: Path, browser: Page) -> None:  # noqa: F811
-    """The page works offline under its CSP: a click on a command shows it."""
-    from shournal.provenance.render import render_html
-
-    raw, mid = b"<script>alert(1)</script>\n" * 4, b"m" * 50
-    j.cmd("gen </script> raw", 5, writes=[j.v("raw", raw, 5)])
-    c_mid = j.cmd("sort raw > mid", 10, reads=[j.v("raw", raw, 5)], writes=[j.v("mid", mid, 10)])
-    target = j.disk("mid", mid, 10)
-    page = tmp_path / "lineage.html"
-    page.write_text(render_html(j.lineage(DiskTarget(str(target)))))
-    assert page.read_text().isascii() and "<script>alert" not in page.read_text()
-    browser.call("Page.navigate", url=page.as_uri())
-    browser.wait_event("Page.loadEventFired")
-    assert browser.js("document.querySelectorAll('#graph .node').length") == 4
-    x, y = browser.center(f'#graph .node.cmd[data-id="{c_mid}"]')
-    browser.click(x, y)
-    assert browser.js("document.querySelector('#details pre').textContent") == "sort raw > mid"
-    x, y = browser.center('#graph .node.file.target')
-    browser.click(x, y)
-    assert browser.js("document.querySelector('#details pre').textContent") == str(target)
-    assert browser.problems() == []
-    assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()
-
-
-def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Path) -> None:  # noqa: F811
+def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Path) -> None:
     from shournal.provenance.export import unnamed_message
 
     main, helpers = j.v("main.py", b"import helpers\n", 5), j.v("helpers.py", b"X = 1\n", 5)
@@ -184,7 +159,7 @@ def test_a_script_the_command_line_does_not_name_is_reported(j: J, tmp_path: Pat
     assert message is not None and f"helpers.py (command {cid})" in message
 
 
-def _analysis(j: J) -> tuple[Path, dict[str, int], bytes]:  # noqa: F811
+def _analysis(j: J) -> tuple[Path, dict[str, int], bytes]:
     """sort, a Python script (archived), a failed retry: the lineage of out."""
     raw, clean = b"b 2\na 1\n" * 50, b"a 1\nb 2\n" * 50
     script = b"import sys\nprint(open(sys.argv[1]).read().upper())\n"
@@ -201,7 +176,7 @@ def _analysis(j: J) -> tuple[Path, dict[str, int], bytes]:  # noqa: F811
     return j.disk("out.txt", clean.upper(), 22), ids, script
 
 
-def test_rocrate_is_a_valid_process_run_crate(j: J, tmp_path: Path) -> None:  # noqa: F811
+def test_rocrate_is_a_valid_process_run_crate(j: J, tmp_path: Path) -> None:
     from records_check import issues, validate_crate
 
     from shournal.provenance.records import export_record
@@ -233,7 +208,7 @@ def test_rocrate_is_a_valid_process_run_crate(j: J, tmp_path: Path) -> None:  # 
 
 
 def test_rocrate_validator_rejects_a_crate_without_its_required_parts(
-    j: J, tmp_path: Path  # noqa: F811
+    j: J, tmp_path: Path
 ) -> None:
     """Positive control: the validator as the test runs it does report a
     REQUIRED issue (here the missing licence)."""
@@ -252,7 +227,7 @@ def test_rocrate_validator_rejects_a_crate_without_its_required_parts(
     assert any("license" in i for i in found), found
 
 
-def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> None:  # noqa: F811
+def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> None:
     from prov.model import ProvActivity, ProvAgent, ProvEntity
     from records_check import read_prov
 
@@ -281,51 +256,3 @@ def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> Non
     assoc = [r for r in records if type(r).__name__ == "ProvAssociation"]
     plans = {str(r.formal_attributes[0][1]): r.formal_attributes[2][1] for r in assoc}
     assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
-
-
-def test_html_report_shows_the_lineage_of_a_selected_file(
-    j: J, tmp_path: Path, browser: Page  # noqa: F811
-) -> None:
-    """In the query report: a click on a file's "lineage" shows the
-    commands of the report that made that version, newest first, marks
-    them in the timeline and the list, and links back to each command."""
-    from test_lineage import _two_chains
-
-    from shournal.query.find import find_commands
-    from shournal.report.html import write_html
-
-    target, ids = _two_chains(j)
-    # a later rewrite of mid with other content: not in out's lineage
-    j.cmd("echo x > mid", 40, writes=[j.v("mid", b"x\n", 40)])
-    report = tmp_path / "report.html"
-    with open(report, "w") as fp:
-        write_html(find_commands(j.store), fp, title="lineage")
-    browser.call("Page.navigate", url=report.as_uri())
-    browser.wait_event("Page.loadEventFired")
-    x, y = browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]')
-    browser.click(x, y)
-    # the version of out that `tac` wrote
-    x, y = browser.center('#details .files[data-kind="written"] button.lin-btn')
-    browser.click(x, y)
-    tree = "#details ul.lineage-tree"
-    shown = browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
-                       ".map(e => +e.dataset.cmd)")  # fmt: skip
-    assert shown == [ids["fin"], ids["sort"], ids["gen"]]
-    leaves = browser.js(f"[...document.querySelectorAll('{tree} li.lin-file.leaf > .path')]"
-                        ".map(e => e.textContent)")  # fmt: skip
-    assert leaves == [str(j.root / "seed")]
-    marked = browser.js("[...document.querySelectorAll('#cmdlist tr.lin')]"
-                        ".map(e => +e.dataset.cmd)")  # fmt: skip
-    assert sorted(marked) == sorted(shown)
-    assert browser.js("document.querySelectorAll('#timeline rect.cmd.lin').length") == 3
-    # the read version of mid in tac's details: sort made it, not the later echo
-    browser.click(*browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]'))
-    assert browser.js("document.querySelectorAll('#cmdlist tr.lin').length") == 0
-    browser.click(*browser.center('#details .files[data-kind="read"] button.lin-btn'))
-    assert browser.js(f"[...document.querySelectorAll('{tree} li.lin-cmd')]"
-                      ".map(e => +e.dataset.cmd)") == [ids["sort"], ids["gen"]]  # fmt: skip
-    # a command of the lineage links to its details
-    browser.click(*browser.center(f'{tree} li.lin-cmd[data-cmd="{ids["gen"]}"] > a'))
-    assert browser.js("document.querySelector('#details [data-field=text]').textContent") \
-        == "gen > raw"  # fmt: skip
-    assert browser.problems() == []

@@ -6,87 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from fixtures_lineage import J, _two_chains
 
 from shournal import Journal
 from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.record import CommandRecord, FileEvent
 from shournal.provenance.graph import CommandTarget, DiskTarget, LineageError, build_lineage
 from shournal.provenance.readers import JournalReader
 from shournal.provenance.render import lineage_object, render_dot, render_human
 from shournal.provenance.status import check_status, status_line
 from shournal.store import Store
-
-T0 = int(datetime(2026, 1, 5, 9, 0, tzinfo=UTC).timestamp()) * 1_000_000_000
-SECOND = 1_000_000_000
-
-
-class J:
-    """A journal and a directory: versions are (path, content, mtime)."""
-
-    def __init__(self, store: Store, root: Path) -> None:
-        self.store = store
-        self.root = root
-
-    def v(self, name: str, content: bytes, mtime: int) -> FileEvent:
-        return FileEvent(
-            path=os.fsencode(os.path.normpath(self.root / name)),
-            size=len(content),
-            mtime_ns=T0 + mtime * SECOND,
-            mode=0o100644,
-            hash=partial_xxh64_bytes(content) if content else None,
-        )
-
-    def disk(self, name: str, content: bytes, mtime: int) -> Path:
-        path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        os.utime(path, ns=(T0 + mtime * SECOND, T0 + mtime * SECOND))
-        return path
-
-    def cmd(
-        self,
-        text: str,
-        start: int,
-        end: int | None = None,
-        reads: list[FileEvent] | None = None,
-        writes: list[FileEvent] | None = None,
-        chunk: int = 256,
-    ) -> int:
-        return self.store.add_command(
-            CommandRecord(
-                text=text,
-                return_value=0,
-                start_ns=T0 + start * SECOND,
-                end_ns=T0 + (start if end is None else end) * SECOND,
-                working_dir=str(self.root),
-                username="u",
-                hostname="h",
-                session_uuid=None,
-                hash_chunk_size=chunk,
-                hash_max_reads=3,
-                reads=reads or [],
-                writes=writes or [],
-            )
-        )
-
-    def reader(self) -> JournalReader:
-        return JournalReader(Journal(self.store))
-
-    def lineage(self, *targets, depth=None):
-        return build_lineage(self.reader(), list(targets), depth)
-
-
-@pytest.fixture
-def j(tmp_path: Path) -> Iterator[J]:
-    with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
-        root = tmp_path / "w"
-        root.mkdir()
-        yield J(store, root)
 
 
 def edges(lin):
@@ -294,21 +224,6 @@ def test_status_accepts_a_version_the_lineage_wrote_later(j):
     assert st.state == "up to date", st.problems
 
 
-def test_writers_of_on_both_backends(store, tmp_path):
-    """The content lookup: hash + size, and hashless writes by mtime."""
-    jj = J(store, tmp_path)
-    data = b"z" * 1000
-    c1 = jj.cmd("a", 10, writes=[jj.v("a", data, 10)])
-    c2 = jj.cmd("b", 20, writes=[jj.v("b", data, 20)])
-    empty = jj.cmd("touch e", 30, writes=[jj.v("e", b"", 30)])
-    reader = JournalReader(Journal(store))
-    found = reader.writers_of(len(data), T0, [partial_xxh64_bytes(data)])
-    assert [w.command_id for w in found] == [c2, c1]
-    assert found[0].path == os.fsencode(tmp_path / "b")
-    assert [w.command_id for w in reader.writers_of(0, T0 + 30 * SECOND, [])] == [empty]
-    assert reader.writers_of(0, T0 + 31 * SECOND, []) == []
-
-
 def test_cli_exit_statuses_and_one_line_errors(cli_env, tmp_path):
     from fixtures_cli import run_shournal
 
@@ -402,19 +317,6 @@ def test_the_content_lookup_and_the_command_load_use_indexes(j):
             scans = [r[-1] for r in plan if r[-1].startswith("SCAN ")
                      and r[-1].split()[1] in big]  # fmt: skip
             assert not scans, (stmt, plan)
-
-
-def _two_chains(j):
-    """out <- sort <- gen (and an unrelated command that also reads raw)."""
-    raw, mid, out = b"r" * 40, b"m" * 50, b"o" * 60
-    v = j.v
-    ids = {
-        "gen": j.cmd("gen > raw", 10, reads=[v("seed", b"s" * 10, 1)], writes=[v("raw", raw, 10)]),
-        "sort": j.cmd("sort raw > mid", 20, reads=[v("raw", raw, 10)], writes=[v("mid", mid, 20)]),
-        "other": j.cmd("wc raw > n", 25, reads=[v("raw", raw, 10)], writes=[v("n", b"1\n", 25)]),
-        "fin": j.cmd("tac mid > out", 30, reads=[v("mid", mid, 20)], writes=[v("out", out, 30)]),
-    }  # fmt: skip
-    return j.disk("out", out, 30), ids
 
 
 def test_lineage_of_is_a_criterion_combined_with_the_others(j):
