@@ -50,11 +50,9 @@ from shournal.capture.record import CommandRecord
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
-# After EOF, closes that raced the socket's release may still arrive: one
-# flush this long after it takes every event queued by then (the holder
-# reads its fanotify group for a flush), so flushes in between would add
-# only round trips with the holder.
-_GRACE = 0.02
+# After EOF, closes that raced the socket's release may still arrive.
+_GRACE_FLUSHES = 2
+_GRACE_SLEEP = 0.01
 # How long to wait for the holder to answer a flush.
 _FLUSH_TIMEOUT = 10.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
@@ -294,8 +292,10 @@ def listen(
         now = os.getpriority(os.PRIO_PROCESS, 0)
         if now < protocol.LISTENER_NICE:
             os.setpriority(os.PRIO_PROCESS, 0, protocol.LISTENER_NICE)
-    time.sleep(_GRACE)
     complete = relay.flush(collector)
+    for _ in range(_GRACE_FLUSHES):
+        time.sleep(_GRACE_SLEEP)
+        complete = relay.flush(collector) and complete
     collector.settle()
     if not complete:
         # the holder died (or was killed): we cannot know what we missed
