@@ -53,8 +53,14 @@ from shournal.capture.record import CommandRecord
 # After EOF, closes that raced the socket's release may still arrive.
 _GRACE_FLUSHES = 2
 _GRACE_SLEEP = 0.01
-# How long to wait for the holder to answer a flush.
+# How long a flush waits for the holder while it sends nothing: its answer
+# comes after everything it queued before (up to QUEUE_MAX in
+# shournal_holder.c), which a listener starved of CPU (it runs niced, see
+# protocol.LISTENER_NICE) may take long to read; only the holder's silence
+# means it is gone or hung.  _FLUSH_MAX bounds a flush in all (a holder
+# kept busy by processes still writing in the namespace).
 _FLUSH_TIMEOUT = 10.0
+_FLUSH_MAX = 300.0
 _RELAY_BUFSIZE = protocol.EVENTS.size + protocol.MAX_EVENTS_MSG
 def _raise_nofile() -> None:
     """Reads of script candidates arrive with their fd (up to 253 per
@@ -79,6 +85,7 @@ class Relay:
         self.seq = 0
         self.flushed = 0
         self.forwarded = 0
+        self.messages = 0
         self.closed = False
 
     def fileno(self) -> int:
@@ -102,6 +109,7 @@ class Relay:
             if not data:
                 self.closed = True
                 break
+            self.messages += 1
             total += self._handle(data, fds, collector)
         return total
 
@@ -149,13 +157,20 @@ class Relay:
             return False
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
-        deadline = time.monotonic() + _FLUSH_TIMEOUT
+        start = time.monotonic()
+        deadline = start + _FLUSH_TIMEOUT
         while self.flushed != self.seq and not self.closed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if poller.poll(left * 1000):
+            left = min(deadline, start + _FLUSH_MAX) - time.monotonic()
+            # Past the deadline too, one look: a listener that got no CPU
+            # for that long finds the answer waiting.
+            if poller.poll(max(left, 0.0) * 1000):
+                before = self.messages
                 self.pump(collector)
+                if self.messages != before and time.monotonic() < start + _FLUSH_MAX:
+                    deadline = time.monotonic() + _FLUSH_TIMEOUT  # it still sends
+                    continue
+            if left <= 0:
+                break
         return self.flushed == self.seq
 
     def close(self) -> None:

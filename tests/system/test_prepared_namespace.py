@@ -188,11 +188,32 @@ BACKGROUND_AT_PROMPT = {
 }
 
 
-# Known intermittent failure: once in a fresh-clone CI run (bash; the line
-# took the prepared namespace but no record came within 60 s); not seen in
-# 27 runs of this test or its file since, idle or under a CPU load.  The
-# cause is not established; the test stays in the suite and reports XPASS.
-@pytest.mark.xfail(strict=False, reason="intermittent: no record within 60 s, cause unknown")
+def holders_of(inode: int) -> list[int]:
+    """The processes that have socket `inode` open."""
+    target = f"socket:[{inode}]"
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with suppress(OSError):
+            if any(os.readlink(fd) == target for fd in (d / "fd").iterdir()):
+                found.append(int(d.name))
+    return found
+
+
+def recorder_state(home: Path, listener: int) -> str:
+    """What a test says when a command line's record does not come: the
+    line's markers and whether its listener still runs."""
+    rundir = home / "run" / "shournal"
+    markers = sorted(p.name for p in rundir.glob(f"{listener}.*"))
+    warnings = {p.name: p.read_text() for p in rundir.glob("warnings*")}
+    try:
+        cmd = Path(f"/proc/{listener}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        cmd = "(gone)"
+    return f"listener {listener}: {cmd}; markers {markers}; warnings {warnings}"
+
+
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, install,
                                                                          user_home):
@@ -208,11 +229,31 @@ def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, 
         assert os.getpgid(child) == child  # a job of its own: killed as one below
         helper = the_prepared_helper(install, user_home)  # there when the child forked
         ns = os.readlink(f"/proc/{helper}/ns/mnt")
-        sh.run(f"readlink /proc/self/ns/mnt > {work}/ns; echo x > {work}/f")
+        shell = _parent(child)
+        at_prompt = {os.readlink(fd) for fd in Path(f"/proc/{shell}/fd").iterdir()}
+        # The line's programs inherit its control socket (the shell's end):
+        # `find` names it.
+        sh.run(f"readlink /proc/self/ns/mnt > {work}/ns; echo x > {work}/f; "
+               f"find /proc/self/fd -mindepth 1 -lname 'socket:*' -printf '%l\\n' > {work}/ctl")
         assert (work / "ns").read_text().strip() == ns  # the line took that namespace
-        # stored once the line ended, while the child still runs
-        wait_for(lambda: len(recorded(user_home, wfile=work / "f")) == 1,
-                 "the command line's record", timeout=60)
+        sockets = (work / "ctl").read_text().split()
+        assert len(sockets) == 1, sockets
+        assert sockets[0] in at_prompt  # the one prepared at the prompt (a
+        # namespace's number alone may be reused by the next one)
+        ctl = int(sockets[0].removeprefix("socket:[").removesuffix("]"))
+        # At the prompt the line has ended: its programs are gone and the
+        # shell closed its end, so nothing may hold the socket -- the child
+        # forked at the prompt before the line would hold it for as long as
+        # it runs, and with it the line open.  (Its listener sees EOF when
+        # the last holder is gone; it holds the other end.)
+        assert Path(f"/proc/{child}").exists()
+        assert holders_of(ctl) == [], f"the child is {child}"
+        # and so the line is stored while the child still runs
+        try:
+            wait_for(lambda: len(recorded(user_home, wfile=work / "f")) == 1,
+                     "the command line's record", timeout=60)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {recorder_state(user_home, helper)}") from None
         assert Path(f"/proc/{child}").exists()
         sh.exit()
     finally:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from shournal.capture import listener as listener_mod
 from shournal.capture import protocol
 from shournal.capture.collector import Collector
 from shournal.capture.hashing import partial_xxh64_bytes
@@ -201,3 +204,49 @@ def test_start_beyond_its_limit_is_marked_cut(pair, collector):
     assert collector.start is not None
     mark = protocol.cut_mark(protocol.MAX_START_TEXT).encode()
     assert collector.start.text == b"x" * protocol.MAX_START_TEXT + mark
+
+
+def _slow_holder(holder: socket.socket, home: bytes, n: int, gap: float) -> None:
+    """A holder whose queue reaches the listener slowly (a starved
+    listener reads it slowly): `n` messages `gap` seconds apart, then the
+    flush's answer."""
+    for i in range(n):
+        time.sleep(gap)
+        holder.send(events([record(home + b"/f%d" % i, FAN_CLOSE_WRITE, 1, hsh=i + 1)],
+                           forwarded=i + 1))
+    holder.send(events([], forwarded=n, mtype=protocol.MSG_FLUSHED, seq=1))
+
+
+def test_a_flush_waits_while_the_holder_still_sends(pair, collector, monkeypatch):
+    """The bound is on the holder's silence, not on the whole flush: a
+    holder that still sends what it queued (a listener that reads slowly,
+    e.g. at its nice value on a busy machine) is waited for, however long
+    that takes in all."""
+    monkeypatch.setattr(listener_mod, "_FLUSH_TIMEOUT", 1.0)
+    relay, holder = pair
+    home = Path.home().as_posix().encode()
+    n, gap = 25, 0.1  # 2.5 s in all, 0.1 s between messages
+    sender = threading.Thread(target=_slow_holder, args=(holder, home, n, gap))
+    sender.start()
+    try:
+        assert relay.flush(collector)
+    finally:
+        sender.join()
+    assert relay.missing(collector) == 0 and collector.received == n
+
+
+def test_a_flush_gives_up_on_a_silent_holder(pair, collector, monkeypatch):
+    monkeypatch.setattr(listener_mod, "_FLUSH_TIMEOUT", 0.3)
+    relay, _holder = pair
+    assert not relay.flush(collector)
+
+
+def test_a_flush_finds_the_answer_that_waited_past_the_deadline(pair, collector, monkeypatch):
+    """The listener got no CPU from its FLUSH until past the deadline (a
+    busy machine, its nice value): the holder's answer, waiting in the
+    socket, still counts."""
+    relay, holder = pair
+    holder.send(events([], forwarded=0, mtype=protocol.MSG_FLUSHED, seq=1))
+    clock = iter([0.0] + [1000.0] * 100)
+    monkeypatch.setattr(listener_mod.time, "monotonic", lambda: next(clock))
+    assert relay.flush(collector)
