@@ -101,6 +101,18 @@ static int (*real_openat)(int, const char *, int, ...);
 static int (*real_openat64)(int, const char *, int, ...);
 static pid_t (*real_fork)(void);
 static int (*real_execve)(const char *, char *const[], char *const[]);
+static ssize_t (*real_getrandom)(void *, size_t, unsigned int);
+
+/* bash's own functions and variables (bash exports its symbols for
+ * loadable builtins): its history (readline's API; HIST_ENTRY begins with
+ * the line) and its shell variables, read in-process by the fork-free start
+ * of a command line (see getrandom()).  NULL in zsh. */
+struct bash_hist_entry {
+    char *line;
+};
+static struct bash_hist_entry *(*bash_history_get)(int);
+static int *bash_history_base, *bash_history_length;
+static char *(*bash_get_string_value)(const char *);
 
 static void resolve(void)
 {
@@ -111,6 +123,7 @@ static void resolve(void)
     real_openat64 = dlsym(RTLD_NEXT, "openat64");
     real_fork = dlsym(RTLD_NEXT, "fork");
     real_execve = dlsym(RTLD_NEXT, "execve");
+    real_getrandom = dlsym(RTLD_NEXT, "getrandom");
     real_open = dlsym(RTLD_NEXT, "open");
 }
 
@@ -437,11 +450,13 @@ static int spawn_detached(const char *path, char *const argv[], char *const envp
     return err;
 }
 
+static int uses_daemon(void);
+
 static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
 {
     /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--prepared" S]
      * "--" LISTENER */
-    char *args[2 + SETUP_MAX_OPTS + 5 + 1];
+    char *args[2 + SETUP_MAX_OPTS + 6 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     int n = 0, rc;
 
@@ -451,6 +466,12 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
     /* Python starts when the command line has ended (or has many events),
      * not next to a short command */
     args[n++] = "--lazy-listener";
+    /* The helper hands the line to the daemon itself -- except with the
+     * apparatus: the daemon reads the shell's environment for its manifest
+     * from /proc/<listener>/environ, which a process that was setuid root
+     * does not show the user; shournal-forward, exec'd, does. */
+    if (uses_daemon() && !g_args_apparatus)
+        args[n++] = "--forward";
     if (prepared) {
         args[n++] = "--prepared";
         args[n++] = PREPARED_IDLE_S;
@@ -1177,6 +1198,71 @@ static void do_prepare(void)
     }
 }
 
+/* bash resolves the history and variable functions we read in-process
+ * (see getrandom()); 0 if it does not export them. */
+static int bash_api(void)
+{
+    if (!bash_history_get) {
+        bash_history_get = dlsym(RTLD_DEFAULT, "history_get");
+        bash_history_base = dlsym(RTLD_DEFAULT, "history_base");
+        bash_history_length = dlsym(RTLD_DEFAULT, "history_length");
+        bash_get_string_value = dlsym(RTLD_DEFAULT, "get_string_value");
+    }
+    return bash_history_get && bash_history_base && bash_history_length &&
+           bash_get_string_value;
+}
+
+/* A shell variable of bash is set and neither empty nor "0". */
+static int bash_flag(const char *name)
+{
+    const char *v = bash_get_string_value(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+/* bash, fork-free: the line's start from its history entry, which bash
+ * added before it expanded PS0 -- what `history 1` in PS0's command
+ * substitution (_shournal_start) sends otherwise.  Not when that
+ * substitution runs (_SHOURNAL_PS0_FORK: the emulated HISTIGNORE needs
+ * it), nor for a space-prefixed line under the emulated ignorespace. */
+static void send_start_from_history(void)
+{
+    struct bash_hist_entry *e;
+    char *text;
+    size_t n;
+
+    if (!bash_api() || bash_flag("_SHOURNAL_PS0_FORK") || *bash_history_length <= 0)
+        return;
+    e = bash_history_get(*bash_history_base + *bash_history_length - 1);
+    if (e == NULL || e->line == NULL)
+        return;
+    if (e->line[0] == ' ' && bash_flag("_SHOURNAL_IGNORESPACE"))
+        return;
+    n = strnlen(e->line, (size_t)SHOURNAL_MAX_START_TEXT + 1);
+    text = strndup(e->line, n);
+    if (text == NULL)
+        return;
+    while (n > 0 && text[n - 1] == '\n') /* here-documents end in "\n\n" */
+        text[--n] = '\0';
+    send_start(text);
+    free(text);
+}
+
+/* PS0 bumped the exported _SHOURNAL_SEQ: a command line starts.  1 if
+ * this call started it. */
+static int start_if_new_seq(void)
+{
+    const char *s;
+
+    if (g_state != ST_IDLE || !is_shell() || g_in_trigger)
+        return 0;
+    s = getenv("_SHOURNAL_SEQ");
+    if (s == NULL || strcmp(s, g_seq) == 0)
+        return 0;
+    snprintf(g_seq, sizeof g_seq, "%s", s);
+    do_prepare();
+    return 1;
+}
+
 /* ------------------------------------------------------------- cleanup */
 
 /* Show (once) the first line the listener or the daemon left for us:
@@ -1499,6 +1585,8 @@ static int handle_trigger_in(const char *action)
         g_state = ST_DISABLED;
         return respond("ok");
     }
+    if (strcmp(action, "ps0-fast") == 0) /* see getrandom() */
+        return respond(bash_api() ? "ok" : "err bash exports no history API");
     if (strcmp(action, "prepare") == 0) {
         if (g_state == ST_IDLE)
             do_prepare();
@@ -1661,20 +1749,33 @@ EXPORT int creat64(const char *path, mode_t mode)
     return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
-/* bash: PS0 bumps the exported _SHOURNAL_SEQ and forks for `$(:)`; a fork
- * of the shell itself with a new counter value starts a command line. */
+/* bash: PS0 bumps the exported _SHOURNAL_SEQ and then expands $SRANDOM,
+ * which bash draws with getrandom(): a call from the shell itself with a
+ * new counter value starts a command line, and its text comes from bash's
+ * history in-process.  That saves the fork of a command substitution per
+ * command line (~1 ms of CPU: the shell's page tables copied, its memory
+ * write-protected and faulted back, the child's exit), which bash < 5.1
+ * (no SRANDOM) and the emulated HISTIGNORE (bash code decides) still take:
+ * see fork() and _shournal_ps0 in shell/shournal.bash. */
+EXPORT ssize_t getrandom(void *buf, size_t len, unsigned int flags)
+{
+    resolve();
+    if (start_if_new_seq())
+        send_start_from_history();
+    if (real_getrandom)
+        return real_getrandom(buf, len, flags);
+    return syscall(SYS_getrandom, buf, len, flags);
+}
+
+/* bash, where PS0 forks its command substitution (see getrandom()): a fork
+ * of the shell itself with a new counter value starts a command line; the
+ * child sends the text. */
 EXPORT pid_t fork(void)
 {
     pid_t pid;
 
     resolve();
-    if (g_state == ST_IDLE && is_shell()) {
-        const char *s = getenv("_SHOURNAL_SEQ");
-        if (s && strcmp(s, g_seq) != 0) {
-            snprintf(g_seq, sizeof g_seq, "%s", s);
-            do_prepare();
-        }
-    }
+    (void)start_if_new_seq();
     pid = real_fork();
     /* A child forked at the prompt (a prompt's `$(...)`, an async prompt
      * worker) must not hold the next command line's socket: that command

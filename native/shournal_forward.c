@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "shournal_fdpass.h"
+#include "shournal_forward.h"
 #include "shournal_protocol.h"
 
 #ifndef SHOURNAL_DAEMON_PATH
@@ -66,43 +67,10 @@ static void sleep_ms(long ms)
         ;
 }
 
-/* Must match setup_rundir() in libshournal_preload.c and
- * shournal._paths.runtime_dir(); never a directory somebody else made. */
-static int runtime_dir(char *buf, size_t n)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    struct stat st;
-    int len;
-
-    if (xdg && xdg[0] == '/')
-        len = snprintf(buf, n, "%s/shournal", xdg);
-    else
-        len = snprintf(buf, n, "/tmp/shournal-%d", (int)getuid());
-    if (len < 0 || (size_t)len >= n)
-        return -1;
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return -1;
-    if (lstat(buf, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-        (st.st_mode & 077) != 0)
-        return -1;
-    return 0;
-}
-
 static const char *env_path(const char *name, const char *fallback)
 {
     const char *s = getenv(name);
     return s && s[0] == '/' ? s : fallback;
-}
-
-static int try_connect(const struct sockaddr_un *addr)
-{
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return -1;
-    if (connect(s, (const struct sockaddr *)addr, sizeof *addr) == 0)
-        return s;
-    (void)close(s);
-    return -1;
 }
 
 /* Start the daemon detached (own session, no fds of ours: the control
@@ -138,38 +106,13 @@ static void spawn_daemon(const char *path)
         ;
 }
 
-static int send_fds(int s, const char *cwd)
-{
-    struct shournal_daemon_msg m = {SHOURNAL_MSG_FORWARD, (int32_t)getpid(), 0, 0};
-    char buf[sizeof m + PATH_MAX];
-    size_t cwdlen = cwd ? strnlen(cwd, PATH_MAX) : 0;
-    struct iovec iov;
-    int fds[2] = {SHOURNAL_FD_SOCKET, SHOURNAL_FD_EVENTS};
-    ssize_t n;
-
-    if (cwdlen >= PATH_MAX)
-        cwdlen = 0;
-    memcpy(buf, &m, sizeof m);
-    if (cwdlen)
-        memcpy(buf + sizeof m, cwd, cwdlen);
-    iov.iov_base = buf;
-    iov.iov_len = sizeof m + cwdlen;
-    do
-        n = shournal_send_fds(s, &iov, 1, fds, 2, 0);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)iov.iov_len ? 0 : -1;
-}
-
 int main(int argc, char **argv)
 {
-    char rundir[PATH_MAX];
     struct sockaddr_un addr;
-    struct shournal_daemon_msg answer;
     const char *fallback = env_path("SHOURNAL_PY_LISTENER", SHOURNAL_PY_LISTENER_PATH);
     int64_t start;
     long backoff;
     int s = -1, tries;
-    ssize_t n;
     struct stat st;
 
     if (argc == 2 && strcmp(argv[1], "--start-daemon") == 0) {
@@ -191,35 +134,22 @@ int main(int argc, char **argv)
      * daemon (or the fallback), which goes on reading where it stopped
      * (the control message it took it left in the spool directory, see
      * shournal.capture.spool.keep_started). */
-    if (runtime_dir(rundir, sizeof rundir) == 0) {
-        memset(&addr, 0, sizeof addr);
-        addr.sun_family = AF_UNIX;
-        if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", rundir,
-                             SHOURNAL_DAEMON_SOCKET) < sizeof addr.sun_path) {
-            for (tries = 0; tries < MAX_HANDOVERS; tries++) {
-                start = now_ms();
-                backoff = BACKOFF_MIN_MS;
-                while ((s = try_connect(&addr)) < 0 && now_ms() - start < CONNECT_TIMEOUT_MS) {
-                    if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
-                        break;
-                    sleep_ms(backoff);
-                    if (backoff < BACKOFF_MAX_MS)
-                        backoff *= 2;
-                }
-                if (s < 0)
+    if (shournal_fw_daemon_addr(&addr) == 0) {
+        for (tries = 0; tries < MAX_HANDOVERS; tries++) {
+            start = now_ms();
+            backoff = BACKOFF_MIN_MS;
+            while ((s = shournal_fw_connect(&addr)) < 0 && now_ms() - start < CONNECT_TIMEOUT_MS) {
+                if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
                     break;
-                if (send_fds(s, getenv("SHOURNAL_CWD")) != 0) {
-                    (void)close(s);
-                    break;
-                }
-                do
-                    n = recv(s, &answer, sizeof answer, 0);
-                while (n < 0 && errno == EINTR);
-                (void)close(s);
-                if (n == (ssize_t)sizeof answer && answer.type == SHOURNAL_MSG_SPOOLED)
-                    return 0;
-                /* the daemon ended without spooling it: the next one */
+                sleep_ms(backoff);
+                if (backoff < BACKOFF_MAX_MS)
+                    backoff *= 2;
             }
+            if (s < 0)
+                break;
+            if (shournal_fw_hand_over(s, getenv("SHOURNAL_CWD")) == 0)
+                return 0;
+            /* the daemon ended without spooling it: the next one */
         }
     }
     /* No daemon: record this command line the old way. */

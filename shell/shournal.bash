@@ -3,8 +3,7 @@
 #     SHOURNAL_ENABLE
 # Everything here is cheap and silent on success; a broken recorder prints
 # one line and the shell goes on.  No fork happens on the per-command path
-# except the command substitution in PS0 (see _shournal_start), which starts
-# the command line.
+# (see _shournal_ps0), except with bash < 5.1 or the emulated HISTIGNORE.
 # shellcheck disable=SC2034  # variables are read by the preload library
 
 [ -n "${BASH_VERSION-}" ] || return 0
@@ -281,7 +280,20 @@ _shournal_postexec() {
         (( _shournal_hi )) && [[ -v _SHOURNAL_HIST_SEEN ]] && _SHOURNAL_HIST_SEEN=$_shournal_hprev
     fi
     _SHOURNAL_SEQ_SEEN=$_SHOURNAL_SEQ
+    _shournal_ps0_mode
     return $_shournal_ret
+}
+
+# How PS0 starts the next command line (see _shournal_ps0): fork-free,
+# unless the emulated HISTIGNORE must decide what is sent (bash code, in
+# _shournal_start), the library cannot read bash's history, or SRANDOM lost
+# its special meaning (bash < 5.1, unset).
+_shournal_ps0_mode() {
+    if (( ${_SHOURNAL_PS0_FAST:-0} && ! ${#_SHOURNAL_HISTIGNORE_PATS[@]} )) && [[ -v SRANDOM ]]; then
+        _SHOURNAL_PS0_FORK=
+    else
+        _SHOURNAL_PS0_FORK=1
+    fi
 }
 
 # SHOURNAL_ENABLE re-executed the shell: the lines of rc file $1 above its
@@ -301,9 +313,10 @@ _shournal_note_restart() {
     export _SHOURNAL_RESTARTED="$count:$n:$f"
 }
 
-# Run by PS0 in its command substitution: a child of the shell, forked
-# once the command line has its namespace (the library starts it in fork()
-# when _SHOURNAL_SEQ changed).  It hands the line's text to the line's
+# Run by PS0 in its command substitution (where _SHOURNAL_PS0_FORK is set):
+# a child of the shell, forked once the command line has its namespace (the
+# library starts it in fork() when _SHOURNAL_SEQ changed).  It hands the
+# line's text to the line's
 # recorder before the line runs, so that a line whose end no prompt
 # reports (`exec bash`, the terminal closed) is still stored.  Lines kept
 # out of history by the emulated HISTIGNORE or ignorespace are not sent.
@@ -321,8 +334,15 @@ _shournal_start() {
     return 0
 }
 
-# `&& :` as in _SHOURNAL_PC: no errexit, no ERR trap for the hook's body
-_shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1)):0}$(_shournal_start && :)'
+# PS0 bumps _SHOURNAL_SEQ and then either reads $SRANDOM, which bash draws
+# with getrandom(): the library starts the command line there and sends its
+# text from bash's history, in the shell's process (no fork; see getrandom()
+# in native/libshournal_preload.c); or, with _SHOURNAL_PS0_FORK set, forks
+# the command substitution, whose fork() starts the line and which sends the
+# text (_shournal_start).  The arithmetic's `?:` evaluates only the branch
+# taken, and `${X:offset:0}` expands to nothing.  `&& :` as in
+# _SHOURNAL_PC: no errexit, no ERR trap for the hook's body.
+_shournal_ps0='${_SHOURNAL_SEQ:((_SHOURNAL_SEQ+=1,_SHOURNAL_PS0_FORK?0:SRANDOM&0)):0}${_SHOURNAL_PS0_FORK:+$(_shournal_start && :)}'
 
 SHOURNAL_ENABLE() {
     [[ $- == *i* ]] || { echo "shournal: SHOURNAL_ENABLE is for interactive shells; use 'shournal run' in scripts" >&2; return 1; }
@@ -376,6 +396,9 @@ SHOURNAL_ENABLE() {
     _SHOURNAL_IGNORESPACE=0
     _shournal_fix_histcontrol
     _shournal_fix_histignore
+    _SHOURNAL_PS0_FAST=0
+    _shournal_trigger ps0-fast && _SHOURNAL_PS0_FAST=1
+    _shournal_ps0_mode
     unset _SHOURNAL_HIST_SEEN
     _SHOURNAL_SEQ_SEEN=$_SHOURNAL_SEQ
     set -o history

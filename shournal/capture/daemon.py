@@ -88,6 +88,7 @@ class Daemon:
         self.rundir = rundir
         self.sock = sock
         self.cfg = listener.load_listener_config()
+        self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
         listener._write_setup_args(self.cfg)
         self.spool = Spool()
@@ -149,7 +150,7 @@ class Daemon:
 
     def _config_stamp(self) -> tuple[int, int] | None:
         try:
-            st = os.stat(_paths.config_file())
+            st = os.stat(self._cfg_path)
         except OSError:
             return None
         return st.st_mtime_ns, st.st_ino
@@ -196,8 +197,12 @@ class Daemon:
 
     def _start(self, conn: socket.socket) -> None:
         with self.lock:
-            self.active += 1
             self.last_activity = time.monotonic()
+        if _is_probe(conn):
+            conn.close()
+            return
+        with self.lock:
+            self.active += 1
         threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
 
     def _shut_down(self) -> None:
@@ -269,14 +274,16 @@ class Daemon:
         with self.lock:
             self._reading.add(pid)  # its start is not to be recovered meanwhile
         try:
-            rec = listener.collect(sock, listener.Relay(relay), self.config(), cwd, pid)
+            rec = listener.collect(
+                sock, listener.Relay(relay), self.config(), cwd, pid, self.spool.dir, self.rundir
+            )
             if rec is not None and self.spool_record(rec):
-                forget_start(pid, rec.session_uuid, rec.start_ns)
+                forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)
         finally:
             with self.lock:
                 self._reading.discard(pid)
-        forget_started(pid)
-        listener._remove_markers(pid)
+        forget_started(pid, self.spool.dir)
+        listener._remove_markers(pid, self.rundir)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
 
@@ -377,14 +384,9 @@ class Daemon:
                     from shournal.store import Store
 
                     store = Store(resolve_url(config=self.cfg))
-                for _end, rec in batch:
-                    if rec is None:
-                        self.lost += 1
-                        continue
-                    if self.verify and store.has_command(rec):
-                        continue
-                    store.add_command(rec)
-                    self.stored += 1
+                recs = [rec for _end, rec in batch if rec is not None]
+                self.lost += len(batch) - len(recs)
+                self.stored += store.add_commands(recs, skip_stored=self.verify)
                 # what listeners without the daemon could not store
                 if spool_inbox_count(self.spool.dir):
                     self.stored += take_inbox(store, self.spool.dir)
@@ -505,6 +507,20 @@ class Daemon:
                 "lost": self.lost,
                 "error": self.error,
             }
+
+
+def _is_probe(conn: socket.socket) -> bool:
+    """A connection closed before it sent anything: a shell asking whether
+    a daemon is up (ensure_daemon in libshournal_preload.c, once per command
+    line).  Answered by the accept alone, without a thread (its start and
+    stack cost more than the rest of the probe).  A forwarder's message is
+    usually there already; one that is not yet gets its thread."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 class _Waiter:

@@ -29,6 +29,7 @@ owner/group/other test against the real ids on top.
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import signal
@@ -243,22 +244,23 @@ def apparatus_paths_left(setup_args_file: Path) -> bool:
     return os.path.lexists(setup_args_file.parent / protocol.APPARATUS_PATHS_FILE)
 
 
-def _mark_drained(pid: int | None = None) -> None:
+def _mark_drained(pid: int | None = None, rundir: Path | None = None) -> None:
     """`<pid>.end` -> `<pid>.store`: every event is read, the next command
     line may start (the shell waits for this); storing follows.  `pid`: the
     process the markers are named after (default: this one; the store
-    daemon passes its forwarder's)."""
+    daemon passes its forwarder's, and its runtime directory, checked once
+    at its start)."""
     pid = os.getpid() if pid is None else pid
     try:
-        rundir = _paths.private_runtime_dir(create=False)
+        rundir = rundir or _paths.private_runtime_dir(create=False)
         os.rename(rundir / f"{pid}.{protocol.MARK_END}", rundir / f"{pid}.{protocol.MARK_STORE}")
     except OSError:
         pass
 
 
-def _remove_markers(pid: int | None = None) -> None:
+def _remove_markers(pid: int | None = None, rundir: Path | None = None) -> None:
     try:
-        rundir = _paths.private_runtime_dir(create=False)
+        rundir = rundir or _paths.private_runtime_dir(create=False)
     except OSError:
         return
     pid = os.getpid() if pid is None else pid
@@ -336,13 +338,18 @@ def listen(
 RELAY_ENDED_EARLY = "event relay ended early: file events of this command may be missing"
 
 
-def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
+@functools.cache
+def _username(uid: int) -> str:
+    """(Cached: the store daemon asks once per command line.)"""
     import pwd
 
     try:
-        username = pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        username = str(os.getuid())
+        return str(uid)
+
+
+def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
     hashed = collector.hash_settings
     return CommandRecord(
         text=cmd.text.decode("utf-8", errors="backslashreplace"),
@@ -350,7 +357,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         start_ns=cmd.start_ns,
         end_ns=max(cmd.end_ns, cmd.start_ns),
         working_dir=cwd,
-        username=username,
+        username=_username(os.getuid()),
         hostname=socket.gethostname(),
         session_uuid=cmd.session if any(cmd.session) else None,
         hash_chunk_size=hashed[0] if hashed else None,
@@ -471,13 +478,20 @@ def load_listener_config():
 
 
 def collect(
-    sock: socket.socket, relay: Relay, cfg, cwd: str, pid: int | None = None
+    sock: socket.socket,
+    relay: Relay,
+    cfg,
+    cwd: str,
+    pid: int | None = None,
+    spool_dir: Path | None = None,
+    rundir: Path | None = None,
 ) -> CommandRecord | None:
     """Everything of one command line up to the record to store: its events
     until every process has exited, then the policy.  None: nothing to
     store (no text, or an ignored command).  Shared by this listener and
     the store daemon (shournal.capture.daemon), which passes the `pid` its
-    forwarder's markers are named after."""
+    forwarder's markers are named after, and its spool and runtime
+    directories (found and checked once, not per command line)."""
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the
     # command is recorded with its apparatus).
@@ -490,19 +504,19 @@ def collect(
     def keep(cmd: protocol.CommandMessage) -> None:
         # (the daemon only: see shournal.capture.spool.keep_started)
         try:
-            spool.keep_started(forwarder, cmd, cwd)
+            spool.keep_started(forwarder, cmd, cwd, spool_dir)
         except (OSError, spool.SpoolError):
             pass  # only a kill of the daemon now would lose the command line
 
     command = listen(sock, relay, collector, keep if pid is not None else None)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()
-    _mark_drained(pid)
+    _mark_drained(pid, rundir)
     if command is None:
         # A daemon killed while it read this command line took its control
         # message; it left it for us.  The events it had are lost on the
         # way: counted (the holder's end-to-end count) and said.
-        started = spool.take_started(forwarder)
+        started = spool.take_started(forwarder, spool_dir)
         if started is not None:
             command, cwd = started
             lost = sum(collector.lost.values())
@@ -515,7 +529,7 @@ def collect(
         # Neither the shell's report nor the start through the holder (it
         # was killed, then the line ended without a prompt): the start the
         # shell left on disk.
-        found = spool.find_start(forwarder)
+        found = spool.find_start(forwarder, spool_dir)
         if found is not None:
             _path, start = found
             command = protocol.CommandMessage(
@@ -529,14 +543,17 @@ def collect(
             cwd = start.cwd
             if collector.relay_unreported:
                 _warn_about(command, RELAY_ENDED_EARLY)
-    if command is None or not command.text.strip() or _ignored(
-        cfg, command.text.decode("utf-8", errors="backslashreplace")
-    ):
-        spool.forget_started(forwarder)
+    if command is None or not command.text.strip():
+        spool.forget_started(forwarder, spool_dir)
         if command is not None:
-            spool.forget_start(forwarder, command.session, command.start_ns)
+            spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
         return None
-    return build_record(cwd, command, collector)
+    rec = build_record(cwd, command, collector)
+    if _ignored(cfg, rec.text):
+        spool.forget_started(forwarder, spool_dir)
+        spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
+        return None
+    return rec
 
 
 def run(sock: socket.socket, relay: Relay) -> int:

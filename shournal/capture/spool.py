@@ -365,14 +365,27 @@ def keep_started(
     data = _frame_payload(payload)
     if started in _checked_started:
         try:
-            _write_file(started, str(pid), data, durable=False)
+            _write_started(started / str(pid), data)
             return
         except OSError:
             _checked_started.discard(started)
     _open_dir(base)
     _open_dir(started)
-    _write_file(started, str(pid), data, durable=False)
+    _write_started(started / str(pid), data)
     _checked_started.add(started)
+
+
+def _write_started(path: Path, data: bytes) -> None:
+    """Written in place, not under a temporary name renamed: the frame's
+    checksum tells a torn file (the daemon killed while writing it), which
+    take_started reads as none, as it would a file never renamed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessage, str] | None:

@@ -574,9 +574,38 @@ class Store:
     def add_command(self, rec: CommandRecord) -> int:
         """Store one finished command line and all its file events in one
         transaction; return the new command id."""
+        prepared = self._prepare(rec)
+        with self.writing() as conn:
+            return self._insert(conn, rec, prepared)
+
+    def add_commands(self, recs: Sequence[CommandRecord], skip_stored: bool = False) -> int:
+        """Store several command lines (the store daemon's batches); with
+        `skip_stored`, those has_command finds are left out.  The number
+        stored.  SQLite: in one transaction, all or none (one connection,
+        BEGIN and COMMIT for all: ~0.2 of a short command's ~0.7 ms); on
+        PostgreSQL each in its own, as add_command, whose key order keeps
+        concurrent writers free of deadlocks only within one command."""
+        if self.dialect_name != "sqlite":
+            stored = 0
+            for rec in recs:
+                if not (skip_stored and self.has_command(rec)):
+                    self.add_command(rec)
+                    stored += 1
+            return stored
+        prepared = [self._prepare(rec) for rec in recs]
+        stored = 0
+        with self.writing() as conn:
+            for rec, prep in zip(recs, prepared, strict=True):
+                if skip_stored and self._holds(conn, rec):
+                    continue
+                self._insert(conn, rec, prep)
+                stored += 1
+        return stored
+
+    def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
+        """What add_command computes in Python before its transaction (the
+        write lock is held only for the inserts)."""
         _validate(rec)
-        # Prepare everything in Python first: the write lock is held only
-        # for the inserts.
         write_split = [m.split_path(ev.path) for ev in rec.writes]
         # One row per distinct read file version.  Sorted (by path first, so
         # that new read files get ids in path order): concurrent PostgreSQL
@@ -611,83 +640,89 @@ class Store:
             wanted.append((m.HashSetting, hashing))
         if rec.session_uuid is not None:
             wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
-        with self.writing() as conn:
-            ids = self._dimension_ids(conn, wanted)
-            env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
-            hash_setting_id = ids.get(m.HashSetting)
-            session_id = ids.get(m.ShellSession)
-            result = conn.execute(
-                m.Command.__table__.insert(),
-                {
-                    "text": rec.text,
-                    "return_value": rec.return_value,
-                    "start_time": _ns_to_datetime(rec.start_ns),
-                    "end_time": _ns_to_datetime(rec.end_ns),
-                    "cwd_id": cwd_id,
-                    "session_id": session_id,
-                    "env_id": env_id,
-                    "hash_setting_id": hash_setting_id,
-                    "dropped_writes": rec.dropped_writes,
-                    "dropped_reads": rec.dropped_reads,
-                    "lost_events": rec.lost_events,
-                    **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
-                    "incomplete": rec.incomplete,
-                },
+        return write_split, reads, read_keys, read_split, dir_paths, digests, content_rows, wanted
+
+    def _insert(self, conn: Connection, rec: CommandRecord, prepared: tuple[Any, ...]) -> int:
+        """The inserts of one command line (prepared by _prepare) in `conn`'s
+        transaction; its new id."""
+        (write_split, reads, read_keys, read_split, dir_paths, digests, content_rows,
+         wanted) = prepared
+        ids = self._dimension_ids(conn, wanted)
+        env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
+        hash_setting_id = ids.get(m.HashSetting)
+        session_id = ids.get(m.ShellSession)
+        result = conn.execute(
+            m.Command.__table__.insert(),
+            {
+                "text": rec.text,
+                "return_value": rec.return_value,
+                "start_time": _ns_to_datetime(rec.start_ns),
+                "end_time": _ns_to_datetime(rec.end_ns),
+                "cwd_id": cwd_id,
+                "session_id": session_id,
+                "env_id": env_id,
+                "hash_setting_id": hash_setting_id,
+                "dropped_writes": rec.dropped_writes,
+                "dropped_reads": rec.dropped_reads,
+                "lost_events": rec.lost_events,
+                **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
+                "incomplete": rec.incomplete,
+            },
+        )
+        command_id = int(result.inserted_primary_key[0])
+        # Content first: its insert may wait for another writer's
+        # uncommitted row of the same digest, which must never happen
+        # while holding the find-or-insert lock that the other writer
+        # may be waiting for (the directories may take it).
+        content_ids = self._ids_for(
+            conn,
+            m.Content.__table__,  # type: ignore[arg-type]
+            "digest",
+            [content_rows[d] for d in sorted(content_rows)],
+        )
+        dir_ids = self._directory_ids(conn, dir_paths)
+        if rec.writes:
+            conn.execute(
+                m.WriteEvent.__table__.insert(),
+                [
+                    {
+                        "command_id": command_id,
+                        "directory_id": dir_ids[directory],
+                        "basename": base,
+                        "size": ev.size,
+                        "mtime_ns": ev.mtime_ns,
+                        "hash": m.hash_to_bytes(ev.hash),
+                        "mode": ev.mode,
+                    }
+                    for ev, (directory, base) in zip(rec.writes, write_split, strict=True)
+                ],
             )
-            command_id = int(result.inserted_primary_key[0])
-            # Content first: its insert may wait for another writer's
-            # uncommitted row of the same digest, which must never happen
-            # while holding the find-or-insert lock that the other writer
-            # may be waiting for (the directories may take it).
-            content_ids = self._ids_for(
-                conn,
-                m.Content.__table__,  # type: ignore[arg-type]
-                "digest",
-                [content_rows[d] for d in sorted(content_rows)],
+        if read_keys:
+            rows = []
+            for key, (directory, base) in zip(read_keys, read_split, strict=True):
+                digest = digests.get(key)
+                rows.append(
+                    {
+                        "hash": key[3],
+                        "size": key[1],
+                        "mtime_ns": key[2],
+                        "directory_id": dir_ids[directory],
+                        "basename": base,
+                        "mode": key[4],
+                        "content_id": None if digest is None else content_ids[digest],
+                    }
+                )
+            file_ids = self._read_file_ids(conn, rows)
+            conn.execute(
+                m.ReadEvent.__table__.insert(),
+                [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
             )
-            dir_ids = self._directory_ids(conn, dir_paths)
-            if rec.writes:
-                conn.execute(
-                    m.WriteEvent.__table__.insert(),
-                    [
-                        {
-                            "command_id": command_id,
-                            "directory_id": dir_ids[directory],
-                            "basename": base,
-                            "size": ev.size,
-                            "mtime_ns": ev.mtime_ns,
-                            "hash": m.hash_to_bytes(ev.hash),
-                            "mode": ev.mode,
-                        }
-                        for ev, (directory, base) in zip(rec.writes, write_split, strict=True)
-                    ],
-                )
-            if read_keys:
-                rows = []
-                for key, (directory, base) in zip(read_keys, read_split, strict=True):
-                    digest = digests.get(key)
-                    rows.append(
-                        {
-                            "hash": key[3],
-                            "size": key[1],
-                            "mtime_ns": key[2],
-                            "directory_id": dir_ids[directory],
-                            "basename": base,
-                            "mode": key[4],
-                            "content_id": None if digest is None else content_ids[digest],
-                        }
-                    )
-                file_ids = self._read_file_ids(conn, rows)
-                conn.execute(
-                    m.ReadEvent.__table__.insert(),
-                    [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
-                )
-            if rec.apparatus is not None:
-                conn.execute(
-                    m.Apparatus.__table__.insert(),
-                    {"command_id": command_id, "manifest": rec.apparatus,
-                     "derived_from": rec.derived_from},
-                )
+        if rec.apparatus is not None:
+            conn.execute(
+                m.Apparatus.__table__.insert(),
+                {"command_id": command_id, "manifest": rec.apparatus,
+                 "derived_from": rec.derived_from},
+            )
         return command_id
 
     def _lock_find_or_insert(self, conn: Connection) -> None:
@@ -766,6 +801,11 @@ class Store:
         session and working directory): the store daemon asks before it
         stores a spooled command whose earlier attempt may have committed
         (shournal.capture.spool), so that each is stored exactly once."""
+        with self.reading() as conn:
+            return self._holds(conn, rec)
+
+    def _holds(self, conn: Connection, rec: CommandRecord) -> bool:
+        """has_command in `conn`'s transaction."""
         cmd: Table = m.Command.__table__  # type: ignore[assignment]
         cwd: Table = m.WorkingDir.__table__  # type: ignore[assignment]
         sess: Table = m.ShellSession.__table__  # type: ignore[assignment]
@@ -784,8 +824,7 @@ class Store:
             query = query.where(
                 cmd.c.session_id.in_(select(sess.c.id).where(sess.c.uuid == rec.session_uuid))
             )
-        with self.reading() as conn:
-            return conn.execute(query.limit(1)).first() is not None
+        return conn.execute(query.limit(1)).first() is not None
 
 
 def _placeholder(conn: Connection) -> str:

@@ -350,3 +350,67 @@ def test_daemon_killed_between_spool_and_journal_leaves_no_start(kind, install, 
         assert len((user_home / "work" / "seen").read_text().split()) == 1
     finally:
         _kill_daemon(user_home)
+
+
+def _clones_during(sh: Shell, pid: int, line: str) -> list[str]:
+    """The clone/fork calls of process `pid` itself (not its children)
+    while `line` runs, up to its next prompt."""
+    import time
+
+    out = sh.home / "clones.strace"
+    tracer = subprocess.Popen(
+        ["strace", "-qq", "-o", str(out), "-e", "trace=clone,clone3,fork,vfork", "-p", str(pid)],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        # strace has attached once the shell's status shows a tracer
+        wait_for(lambda: int(re.search(r"TracerPid:\s*(\d+)", Path(
+            f"/proc/{pid}/status").read_text()).group(1)) != 0,  # type: ignore[union-attr]
+            "strace to attach")
+        sh.run(line)
+        time.sleep(0.2)  # the prepared set-up for the next line, after the prompt
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
+    return [x for x in out.read_text().splitlines() if "clone" in x or "fork" in x]
+
+
+def test_bash_starts_a_line_without_a_fork(install, user_home):
+    """bash >= 5.1: PS0 starts the command line and sends its text from the
+    shell's own process (getrandom() for $SRANDOM, bash's history read
+    in-process): a builtin-only line makes the shell fork nothing; it only
+    spawns the helper for the next line (clone with CLONE_VM, as
+    posix_spawn).  Its start still reaches the listener: see
+    test_line_ending_in_exec_of_a_shell_is_stored."""
+    sh = Shell("bash", install, user_home, extra_env=daemon_env(install))
+    try:
+        pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
+        assert "mode=[]" in sh.run('echo "mode=[$_SHOURNAL_PS0_FORK]"')
+        clones = _clones_during(sh, pid, "true")
+        assert clones, "strace saw no clone at all (the helper is spawned per line)"
+        forks = [c for c in clones if "CLONE_VM" not in c]
+        assert not forks, clones
+        sh.exit()
+        texts = [c.text for c in _stored(user_home, "daemon")]
+        assert "true" in texts, texts
+    finally:
+        _kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("rc", ["unset SRANDOM", "HISTIGNORE='ls*'"])
+def test_bash_line_start_through_a_forked_ps0(rc, install, user_home):
+    """Where PS0 still forks its command substitution (no SRANDOM, as in
+    bash 5.0; the emulated HISTIGNORE decides in bash code what is sent),
+    the line's start is sent from there: a line ending in `exec bash` is
+    stored, incomplete; a line HISTIGNORE matches is not."""
+    sh = Shell("bash", install, user_home, rc_extra=rc)
+    assert "mode=[1]" in sh.run('echo "mode=[$_SHOURNAL_PS0_FORK]"')
+    sh.run("ls -d . > /dev/null; exec bash")
+    line = "echo one > before_exec; exec bash"
+    sh.run(line)
+    sh.run("echo two > after_exec")
+    sh.exit()
+    found = _stored(user_home, "python")
+    texts = [c.text for c in found]
+    assert any(t.startswith("ls ") for t in texts) == ("HISTIGNORE" not in rc), texts
+    _assert_incomplete(_only(found, line), user_home, "before_exec")

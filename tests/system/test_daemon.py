@@ -172,6 +172,39 @@ def test_commands_are_stored_once_through_the_daemon(kind, install, home):
     assert rv["false"] == 1 and rv["true"] == 0
 
 
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_helper_hands_over_to_a_running_daemon_without_the_forwarder(kind, install, home):
+    """With a daemon up, the setup helper (`setup --forward`) hands the
+    command line over itself: shournal-forward is never exec'd as the
+    listener, and every command line is stored once.  Without a daemon it
+    is (it waits for the one the shell starts): see the fault tests."""
+    wrapper_dir = home / "fw"  # root's: the user cannot change it
+    wrapper_dir.mkdir()
+    log = wrapper_dir / "calls"
+    log.touch()
+    log.chmod(0o666)
+    wrapper = wrapper_dir / "shournal-forward"  # the name makes it the forwarder
+    real = install.root / "build" / "shournal-forward"
+    wrapper.write_text(f'#!/bin/sh\necho "call:$*" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    wrapper_dir.chmod(0o755)
+    env = {**daemon_env(install), "SHOURNAL_LISTENER": str(wrapper)}
+    sh = Shell(kind, install, home, extra_env=env)
+    sh.run(": warm-up")
+    wait_for(lambda: daemon_pid(home) is not None, "the daemon to start")
+    wait_drained(home)
+    log.write_text("")
+    lines = [f"echo {i} > out{i}" for i in range(4)] + ["true"]
+    for line in lines:
+        sh.run(line)
+    sh.exit()
+    wait_drained(home)
+    calls = log.read_text().splitlines()
+    assert "call:" not in calls, calls  # the listener's call has no arguments
+    texts = stored_texts(home)
+    assert all(texts[line] == 1 for line in lines), texts
+
+
 def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home):
     lines = [f"echo {i} > locked{i}" for i in range(3)]
     sh, lock = spooled_behind_a_lock(install, home, lines)

@@ -74,3 +74,29 @@ def test_apparatus_per_directory(install, user_home, analysis) -> None:  # noqa:
     sh.run(RUN)
     sh.exit()
     assert _recorded(user_home) == [False, True, True, False]
+
+
+def test_apparatus_on_through_the_store_daemon(install, user_home, analysis) -> None:  # noqa: F811
+    """With the store daemon, which reads the shell's environment for the
+    manifest from its forwarder's /proc entry: the helper must not make
+    the hand-over itself there (setup --forward), its /proc entry is not
+    the user's to read."""
+    from test_daemon import daemon_env, daemon_pid, wait_drained
+
+    sh = Shell("bash", install, user_home, extra_env=daemon_env(install))
+    try:
+        sh.run(f"cd {analysis}")
+        sh.run(RUN)
+        assert "apparatus on for shell" in sh.run("shournal apparatus on")
+        sh.run(RUN)
+        sh.run("shournal apparatus off")
+        sh.exit()
+        wait_drained(user_home)
+        assert _recorded(user_home) == [False, True]
+        cid = [c.id for c in commands(user_home) if c.text == RUN][1]
+        man = _manifest(user_home, cid)
+        assert man["umask"] is not None and man["env"].get("HOME") == str(user_home)
+    finally:
+        pid = daemon_pid(user_home)
+        if pid is not None:
+            os.kill(pid, 9)

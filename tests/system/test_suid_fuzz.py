@@ -71,7 +71,7 @@ MAX_ARGV_BYTES = 1_000_000
 SETUP_OPTS: list[list[bytes]] = [
     [b"--no-read"], [b"--writable-reads"], [b"--no-hash"], [b"--hash", b"256:3"],
     [b"--archive-max-size", b"512000"], [b"--archive-ext", b"sh"], [b"--no-archive"],
-    [b"--discard-events"], [b"--exclude-mount", b"/nonexistent"],
+    [b"--discard-events"], [b"--exclude-mount", b"/nonexistent"], [b"--forward"],
 ]
 # options with a count limit in setup
 LIMITED: dict[tuple[bytes, ...], int] = {

@@ -1,0 +1,94 @@
+"""Small parts of the store daemon's per-command-line path, on real
+sockets, files and a SQLite journal: the liveness probe a shell makes at
+every command line is answered without a thread, the control message kept
+for a killed daemon's successor is read back whole or not at all, and a
+spool batch is stored in one transaction."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from shournal.capture import spool
+from shournal.capture.daemon import _is_probe
+from shournal.capture.protocol import CommandMessage
+from shournal.capture.record import CommandRecord, FileEvent
+from shournal.store import Store
+
+
+def test_a_connection_closed_before_sending_is_a_probe():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    b.close()
+    try:
+        assert _is_probe(a)
+    finally:
+        a.close()
+
+
+def test_a_connection_with_a_message_or_none_yet_is_served():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        assert not _is_probe(a)  # nothing sent yet: the forwarder may be slow
+        b.send(b"x" * 16)
+        assert not _is_probe(a)
+        assert a.recv(64) == b"x" * 16  # only peeked: the message is still there
+    finally:
+        a.close()
+        b.close()
+
+
+def test_kept_start_reads_back_and_a_torn_one_reads_as_none(tmp_path: Path):
+    cmd = CommandMessage(0, 1, 2, b"\1" * 16, b"echo hi")
+    spool.keep_started(4242, cmd, "/work", tmp_path)
+    got = spool.take_started(4242, tmp_path)
+    assert got is not None and got[0].text == b"echo hi" and got[1] == "/work"
+    path = tmp_path / spool.STARTED / "4242"
+    os.truncate(path, path.stat().st_size - 3)  # killed while writing it
+    assert spool.take_started(4242, tmp_path) is None
+    spool.keep_started(4242, cmd, "/elsewhere", tmp_path)  # rewritten whole
+    got = spool.take_started(4242, tmp_path)
+    assert got is not None and got[1] == "/elsewhere"
+
+
+def _rec(text: str, start: int) -> CommandRecord:
+    return CommandRecord(
+        text=text, return_value=0, start_ns=start, end_ns=start + 1, working_dir="/w",
+        username="u", hostname="h", session_uuid=b"\2" * 16, hash_chunk_size=256,
+        hash_max_reads=3,
+        writes=[FileEvent(path=b"/w/" + text.encode(), size=1, mtime_ns=start, mode=0o100644,
+                          hash=7)],
+    )
+
+
+def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path: Path):
+    """The daemon's store thread: add_commands stores a spool batch at
+    once; after a crash (skip_stored) the commands already in the journal
+    are left out, so each is stored once."""
+    store = Store(f"sqlite:///{tmp_path}/j.sqlite")
+    try:
+        one, two, three = (_rec(t, 10**18 + i) for i, t in enumerate(["a", "b", "c"]))
+        assert store.add_commands([one, two]) == 2
+        assert store.add_commands([one, two, three], skip_stored=True) == 1
+        with store.reading() as conn:
+            texts = sorted(r[0] for r in conn.exec_driver_sql("SELECT text FROM command"))
+            writes = conn.exec_driver_sql("SELECT count(*) FROM write_event").scalar()
+        assert texts == ["a", "b", "c"] and writes == 3
+        insert, calls = store._insert, []
+
+        def failing_second(conn, rec, prepared):
+            calls.append(rec.text)
+            if len(calls) == 2:
+                raise RuntimeError("the journal failed half-way")
+            return insert(conn, rec, prepared)
+
+        store._insert = failing_second  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            store.add_commands([_rec("d", 10**18 + 8), _rec("e", 10**18 + 9)])
+        assert calls == ["d", "e"]
+        with store.reading() as conn:  # all or none: "d" was rolled back
+            assert conn.exec_driver_sql("SELECT count(*) FROM command").scalar() == 3
+    finally:
+        store.close()
