@@ -19,3 +19,11 @@ def test_every_cited_result_file_exists() -> None:
     }
     assert cited, "the docs cite results"
     assert sorted(c for c in cited if not (REPO / "bench" / c).is_file()) == []
+
+
+def test_every_result_file_is_cited() -> None:
+    """And the other way round: a result no document names is not kept
+    (they are named by file, often beside a sibling's `results/` path)."""
+    text = "".join(doc.read_text() for doc in DOCS)
+    kept = sorted(p.name for p in (REPO / "bench" / "results").glob("*.json"))
+    assert [name for name in kept if name not in text] == []
