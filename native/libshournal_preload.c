@@ -666,27 +666,37 @@ static void sync_previous_holder(void)
     g_prev_sync = -1;
 }
 
+/* /proc/<pid>/stat read into buf, from the end of the command name on
+ * (its last ")": every field after it is a number or a letter); NULL if
+ * it cannot be read. */
+static char *proc_stat_fields(pid_t pid, char *buf, size_t size)
+{
+    char path[40];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fd = real_open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return strrchr(buf, ')');
+}
+
 /* Does `pid` run (not a zombie: our helpers are orphans, and the process
  * that inherits them -- a container's first process -- may reap late)?
  * 0 with errno ESRCH or EPERM otherwise. */
 static int process_lives(pid_t pid)
 {
-    char path[40], buf[128], *paren;
-    ssize_t n;
-    int fd;
+    char buf[128], *paren;
 
     if (kill(pid, 0) != 0)
         return 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    fd = real_open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 1;
-    buf[n] = '\0';
-    paren = strrchr(buf, ')');
+    paren = proc_stat_fields(pid, buf, sizeof buf);
     if (paren && paren[1] == ' ' && paren[2] == 'Z') {
         errno = ESRCH;
         return 0;
@@ -948,22 +958,9 @@ fail:
  * unknown. */
 static unsigned long long proc_starttime(pid_t pid)
 {
-    char path[40], buf[512], *p;
-    ssize_t n;
-    int fd, field;
+    char buf[512], *p = proc_stat_fields(pid, buf, sizeof buf);
+    int field;
 
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    fd = real_open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (p == NULL)
-        return 0;
     for (field = 2; field < 22 && p; field++) /* then p: the space before field+1 */
         p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;

@@ -33,7 +33,7 @@ import struct
 import time
 import zlib
 from collections.abc import Container, Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -441,17 +441,9 @@ def take_inbox(store, directory: Path | None = None) -> int:
     stored = 0
     for name in names:
         path = inbox_dir(directory) / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue  # taken meanwhile
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # another taker has it
-            if os.fstat(fd).st_nlink == 0:
-                continue  # stored and unlinked by the taker before us
+        with _taken(path) as fd:
+            if fd is None:
+                continue
             records = [payload for _o, _e, payload in scan(fd, 0)]
             if len(records) != 1:
                 continue
@@ -463,9 +455,27 @@ def take_inbox(store, directory: Path | None = None) -> int:
                 store.add_command(rec)
                 stored += 1
             os.unlink(path)
-        finally:
-            os.close(fd)
     return stored
+
+
+@contextmanager
+def _taken(path: Path) -> Iterator[int | None]:
+    """`path` opened and flock'ed for its one taker: None if it is gone,
+    another taker holds it, or it was unlinked by the taker before us."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield None
+            return
+        yield None if os.fstat(fd).st_nlink == 0 else fd
+    finally:
+        os.close(fd)
 
 
 # -- command lines' starts ------------------------------------------------------
@@ -635,16 +645,8 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
         return 0
     stored = 0
     for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # another recoverer has it
-            if os.fstat(fd).st_nlink == 0:
+        with _taken(path) as fd:
+            if fd is None:
                 continue
             start = _parse_start(fd)
             if start is None or start.listener_pid in busy or not recorder_gone(start):
@@ -673,6 +675,4 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
                          "stored from its start, without its end and file events "
                          "(event relay ended early)")
             os.unlink(path)
-        finally:
-            os.close(fd)
     return stored
