@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, REPO, Shell, recorded, write_config
+from fixtures_shell import PROMPT, REPO, Shell, recorded, wait_for, write_config
 
 from shournal.query.find import RETURN_VALUE_UNKNOWN
 
@@ -369,6 +369,10 @@ def test_shournal_processes_send_the_shell_no_sigchld(kind, listener, install, u
     wait_stored(user_home)
     # what shournal keeps for the next line, and a job of the user's own
     sh.run("sleep 30 &")
+    # the job is the shell's child from its fork on, but `sleep` only once
+    # it has passed the exec trampoline (shournal-suid exec, comm "exe")
+    wait_for(lambda: any(comm == "sleep" for comm, _ in children(shell_pid).values()),
+             "the job to exec sleep")
     kids = children(shell_pid)
     assert any(comm == "sleep" and sig == signal.SIGCHLD for comm, sig in kids.values()), kids
     # (the prepared helper of the next line, a listener still storing, the
