@@ -38,6 +38,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from shournal import _paths
+from shournal.capture import proc
 from shournal.capture.protocol import STARTS_DIR, CommandMessage
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.data import RETURN_VALUE_UNKNOWN
@@ -579,12 +580,7 @@ def _runs(pid: int, starttime: int) -> bool:
     run?  A zombie does not; a later process with the pid is not it."""
     if pid <= 0:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat_line = fh.read()
-    except OSError:
-        return False
-    fields = stat_line[stat_line.rfind(b")") + 2 :].split()
+    fields = proc.stat_fields(pid)
     if not fields or fields[0] == b"Z":
         return False
     return starttime == 0 or (len(fields) > 19 and int(fields[19]) == starttime)

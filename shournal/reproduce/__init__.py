@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shournal.capture import protocol
+from shournal.capture import proc, protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,16 +75,6 @@ def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
 # stale, and removed.
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat after the command name (field 3 on)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
-
-
 def _shell_of(pid: int | None) -> int | None:
     """The interactive shell whose command line this listener (or the
     daemon's forwarder ``pid``) records: _SHOURNAL_SHELL_PID of the
@@ -111,8 +101,8 @@ def _shell_of(pid: int | None) -> int | None:
 
 
 def _start_time(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return None if fields is None else fields[19]
+    started = proc.start_time(pid)
+    return None if started is None else str(started)
 
 
 def _rundir() -> Path:
