@@ -380,10 +380,7 @@ class Daemon:
                 break
             try:
                 if store is None:
-                    from shournal.journal import resolve_url
-                    from shournal.store import Store
-
-                    store = Store(resolve_url(config=self.cfg))
+                    store = self._open_store()
                 recs = [rec for _end, rec in batch if rec is not None]
                 self.lost += len(batch) - len(recs)
                 self.stored += store.add_commands(recs, skip_stored=self.verify)
@@ -421,6 +418,12 @@ class Daemon:
         if store is not None:
             store.close()
 
+    def _open_store(self):
+        from shournal.journal import resolve_url
+        from shournal.store import Store
+
+        return Store(resolve_url(config=self.cfg))
+
     def _recover_starts(self, store):
         """Store the lines whose recorder died while they ran, from their
         starts on disk (the spool is drained: see spool.recover_starts).
@@ -431,10 +434,7 @@ class Daemon:
             return store
         try:
             if store is None:
-                from shournal.journal import resolve_url
-                from shournal.store import Store
-
-                store = Store(resolve_url(config=self.cfg))
+                store = self._open_store()
             n = listener.recover_starts(store, self.cfg, self._reading)
             with self.lock:
                 self.stored += n

@@ -422,21 +422,15 @@ def _daemon_runs() -> bool:
 def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
     """Store the command lines whose recorder was killed while they ran
     from their starts on disk (shournal.capture.spool.recover_starts)."""
-    import pwd
-
     from shournal.capture import spool
-
-    try:
-        username = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        username = str(os.getuid())
 
     def warn(start, message: str) -> None:
         text = start.text.decode("utf-8", errors="backslashreplace")
         _warn(f"{message}: {short_command(text)}", start.session)
 
     return spool.recover_starts(
-        store, username, socket.gethostname(), lambda text: _ignored(cfg, text), warn, busy=busy
+        store, _username(os.getuid()), socket.gethostname(), lambda text: _ignored(cfg, text),
+        warn, busy=busy
     )
 
 
