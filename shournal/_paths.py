@@ -85,15 +85,19 @@ def _xdg(var: str, fallback: str) -> str:
     return clean(f"{home}/{fallback}")
 
 
+def _config_dir_text() -> str:
+    return os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "shournal")
+
+
 def config_dir() -> Path:
     from pathlib import Path
 
-    return Path(_xdg("XDG_CONFIG_HOME", ".config"), "shournal")
+    return Path(_config_dir_text())
 
 
 def config_file_text() -> str:
     """The text of :func:`config_file`."""
-    return _xdg("XDG_CONFIG_HOME", ".config") + "/shournal/config.toml"
+    return _config_dir_text() + "/config.toml"
 
 
 def config_file() -> Path:
@@ -102,15 +106,19 @@ def config_file() -> Path:
     return Path(config_file_text())
 
 
+def _data_dir_text() -> str:
+    return os.path.join(_xdg("XDG_DATA_HOME", ".local/share"), "shournal")
+
+
 def data_dir() -> Path:
     from pathlib import Path
 
-    return Path(_xdg("XDG_DATA_HOME", ".local/share"), "shournal")
+    return Path(_data_dir_text())
 
 
 def default_db_file() -> str:
     """The text of :func:`default_db_path`."""
-    return _xdg("XDG_DATA_HOME", ".local/share") + "/shournal/journal.sqlite"
+    return _data_dir_text() + "/journal.sqlite"
 
 
 def default_db_path() -> Path:
