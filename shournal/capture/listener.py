@@ -505,7 +505,6 @@ def collect(
     command = listen(sock, relay, collector, keep if pid is not None else None)
     relay.close()  # the holder exits: nothing we do from here is observed
     sock.close()
-    _mark_drained(pid, rundir)
     if command is None:
         # A daemon killed while it read this command line took its control
         # message; it left it for us.  The events it had are lost on the
@@ -537,6 +536,9 @@ def collect(
             cwd = start.cwd
             if collector.relay_unreported:
                 _warn_about(command, RELAY_ENDED_EARLY)
+    # Drained only now: a warning above is in place before the shell's next
+    # prompt, which waits for this mark, and is shown there.
+    _mark_drained(pid, rundir)
     if command is None or not command.text.strip():
         spool.forget_started(forwarder, spool_dir)
         if command is not None:
