@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -102,6 +103,11 @@ static int (*real_openat64)(int, const char *, int, ...);
 static pid_t (*real_fork)(void);
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static ssize_t (*real_getrandom)(void *, size_t, unsigned int);
+static ssize_t (*real_read)(int, void *, size_t);
+static int (*real_poll)(struct pollfd *, nfds_t, int);
+static int (*real_select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+                           const sigset_t *);
 
 /* bash's own functions and variables (bash exports its symbols for
  * loadable builtins): its history (readline's API; HIST_ENTRY begins with
@@ -124,6 +130,10 @@ static void resolve(void)
     real_fork = dlsym(RTLD_NEXT, "fork");
     real_execve = dlsym(RTLD_NEXT, "execve");
     real_getrandom = dlsym(RTLD_NEXT, "getrandom");
+    real_read = dlsym(RTLD_NEXT, "read");
+    real_poll = dlsym(RTLD_NEXT, "poll");
+    real_select = dlsym(RTLD_NEXT, "select");
+    real_pselect = dlsym(RTLD_NEXT, "pselect");
     real_open = dlsym(RTLD_NEXT, "open");
 }
 
@@ -820,6 +830,25 @@ static void prepare_next(void)
         g_next_sock = move_high(fd, 1024, 1);
 }
 
+/* The prompt's hook (cleanup) only notes that the next namespace is due;
+ * it is prepared when the shell next waits for input -- bash's readline in
+ * pselect(), zsh's line editor in read() or poll() -- so that the prompt is
+ * drawn first: the spawn waits for the helper's exec (~0.3 ms), which the
+ * user would otherwise see on every line.  A shell that starts a command
+ * line without waiting (a key binding's widget) sets up the usual way. */
+static int g_prepare_due;
+
+static void prepare_if_due(void)
+{
+    int saved = errno;
+
+    if (g_prepare_due && is_shell() && !g_in_trigger) {
+        g_prepare_due = 0;
+        prepare_next();
+    }
+    errno = saved;
+}
+
 static void drop_next(void)
 {
     if (g_next_sock >= 0) /* the helper sees EOF before GO: it just exits */
@@ -846,11 +875,12 @@ static int next_still_fits(void)
     return !(poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLPRI | POLLERR)));
 }
 
-/* The prepared namespace's control socket, its SETUP_DONE taken and the
- * helper's GO_ACK received; -1 if there is none that fits or it is gone
- * (idle too long, killed): the caller sets up the usual way, which also
- * reports any failure. */
-static int take_next(struct shournal_setup_done *done, int *rootfd, int *nsfd, int *syncfd)
+/* The prepared namespace's control socket, its SETUP_DONE taken and GO
+ * sent; -1 if there is none that fits or it is gone (killed): the caller
+ * sets up the usual way, which also reports any failure.  take_next_ack()
+ * then takes the helper's GO_ACK: in between, the shell does the rest of
+ * a command line's start while the helper wakes up. */
+static int take_next_go(struct shournal_setup_done *done, int *rootfd, int *nsfd, int *syncfd)
 {
     char why[SHOURNAL_MAX_FAIL_LEN];
     struct shournal_go m = {SHOURNAL_MSG_GO, 0};
@@ -860,15 +890,29 @@ static int take_next(struct shournal_setup_done *done, int *rootfd, int *nsfd, i
     if (sock < 0)
         return -1;
     if (next_still_fits() && recv_setup(sock, done, rootfd, nsfd, syncfd, why, sizeof why) == 0) {
-        if (send(sock, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m &&
-            wait_readable(sock, GO_ACK_TIMEOUT_MS) > 0 &&
-            recv(sock, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m &&
-            m.type == SHOURNAL_MSG_GO_ACK)
+        if (send(sock, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m)
             return sock;
         close(*rootfd);
         close(*nsfd);
         close(*syncfd);
     }
+    close(sock);
+    return -1;
+}
+
+/* `sock` from take_next_go(), or -1 if the helper did not take GO (idle
+ * too long: it left). */
+static int take_next_ack(int sock, int rootfd, int nsfd, int syncfd)
+{
+    struct shournal_go m = {0, 0};
+
+    if (wait_readable(sock, GO_ACK_TIMEOUT_MS) > 0 &&
+        recv(sock, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m &&
+        m.type == SHOURNAL_MSG_GO_ACK)
+        return sock;
+    close(rootfd);
+    close(nsfd);
+    close(syncfd);
     close(sock);
     return -1;
 }
@@ -1155,10 +1199,13 @@ static void do_prepare(void)
     char why[SHOURNAL_MAX_FAIL_LEN], path[PATH_MAX + 32];
     int sock, rootfd, nsfd, syncfd, fd;
 
+    g_prepare_due = 0;
+    sock = take_next_go(&done, &rootfd, &nsfd, &syncfd);
     sync_previous_holder();
     throttle_listeners();
     ensure_daemon();
-    sock = take_next(&done, &rootfd, &nsfd, &syncfd);
+    if (sock >= 0)
+        sock = take_next_ack(sock, rootfd, nsfd, syncfd);
     if (sock < 0) {
         sock = start_helper(0, why, sizeof why);
         if (sock >= 0 && recv_setup(sock, &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
@@ -1613,7 +1660,7 @@ static int handle_trigger_in(const char *action)
             do_cleanup(dropped ? NULL : (text ? text : ""), status);
         free(text);
         show_listener_warnings();
-        prepare_next();
+        g_prepare_due = 1; /* see prepare_if_due() */
         return respond(dropped ? "ok dropped" : "ok");
     }
     errno = ENOENT;
@@ -1837,4 +1884,43 @@ EXPORT int execve(const char *filename, char *const argv[], char *const envp[])
         free(nargv);
     }
     return real_execve(filename, argv, envp);
+}
+
+/* Where the shell waits for input: see prepare_if_due().  read() only
+ * from a terminal: the prompt's own hook reads our answer with read. */
+EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+    resolve();
+    if (g_prepare_due) {
+        int saved = errno;
+        if (isatty(fd))
+            prepare_if_due();
+        errno = saved;
+    }
+    return real_read(fd, buf, count);
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+    resolve();
+    if (g_prepare_due)
+        prepare_if_due();
+    return real_poll(fds, nfds, timeout);
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *timeout)
+{
+    resolve();
+    if (g_prepare_due)
+        prepare_if_due();
+    return real_select(nfds, r, w, e, timeout);
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout,
+                   const sigset_t *mask)
+{
+    resolve();
+    if (g_prepare_due)
+        prepare_if_due();
+    return real_pselect(nfds, r, w, e, timeout, mask);
 }

@@ -71,8 +71,12 @@ def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]
 
 def the_prepared_helper(install: Install, home: Path) -> int:
     """The one helper no command line has taken: a taken one has a marker
-    (<pid>.run) until its listener has stored."""
+    (<pid>.run) until its listener has stored.  The shell prepares it once
+    the prompt is drawn, and a taken helper that handed its line to the
+    daemon lives on for a moment without markers: the same one, three
+    times in a row, 50 ms apart."""
     found: list[int] = []
+    seen: list[int] = []
     rundir = home / "run" / "shournal"
 
     def one() -> bool:
@@ -80,8 +84,13 @@ def the_prepared_helper(install: Install, home: Path) -> int:
         found[:] = [p for p in helpers if not any(rundir.glob(f"{p}.*"))]
         # set up: it answered the shell and waits in "/" (after its holder
         # reported ready)
-        return len(found) == 1 and any(_parent(h) == found[0] for h in holders) and \
+        ok = len(found) == 1 and any(_parent(h) == found[0] for h in holders) and \
             _cwd(found[0]) == "/"
+        seen[:] = [*seen, found[0]][-3:] if ok else []
+        if len(seen) == 3 and len(set(seen)) == 1:
+            return True
+        time.sleep(0.05)
+        return False
 
     wait_for(one, "exactly one prepared namespace at the prompt")
     return found[0]
