@@ -6,6 +6,7 @@ apparatus recorder (shournal.reproduce.recording)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -20,6 +21,38 @@ from shournal.capture.record import FileEvent
 # once.
 _PENDING_BYTES = 16 << 20
 _PENDING_FDS = 512
+
+
+# The store daemon builds a Collector per command line from the same
+# config object (a new one when the file changed): its rules are built once
+# per config, not per line.
+_rules_of: tuple[object, tuple] | None = None
+
+
+def _rules(cfg) -> tuple:
+    global _rules_of
+    from shournal.capture import filters
+
+    if _rules_of is None or _rules_of[0] is not cfg:
+        _rules_of = (cfg, (
+            filters.PathRule.from_config(cfg.write_events),
+            filters.PathRule.from_config(cfg.read_events),
+            filters.ScriptArchiveRule.from_config(cfg.script_archive),
+        ))
+    return _rules_of[1]
+
+
+@functools.cache
+def _own_dirs(_runtime: str | None, _data: str | None, _home: str | None) -> tuple[bytes, bytes]:
+    """shournal's own in-flight files (a nested recorded shell's markers,
+    listener warnings, and the starts of its lines: spool.STARTS) are never
+    a command's.  Keyed by the environment they are found from."""
+    from shournal.capture.spool import starts_dir
+
+    return (
+        os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/",
+        os.fsencode(os.path.realpath(starts_dir())) + b"/",
+    )
 
 
 class Collector:
@@ -40,9 +73,7 @@ class Collector:
         # lost events by reason (shournal.capture.record.LOST_REASONS)
         self.lost: dict[str, int] = {}
         self.archived = 0
-        self.write_rule = filters.PathRule.from_config(cfg.write_events)
-        self.read_rule = filters.PathRule.from_config(cfg.read_events)
-        self.archive_rule = filters.ScriptArchiveRule.from_config(cfg.script_archive)
+        (self.write_rule, self.read_rule, self.archive_rule) = _rules(cfg)
         self.may_read = filters.may_read_ids
         self.may_write = filters.may_write_ids
         # What the holder hashed with (it says so in every message); the
@@ -54,14 +85,9 @@ class Collector:
         self.max_r = cfg.read_events.max_event_count or sys.maxsize
         self.read_enabled = cfg.read_events.enable
         self.read_only_writable = cfg.read_events.only_writable
-        # shournal's own in-flight files (a nested recorded shell's
-        # markers, listener warnings) are never the command's
-        # (and the starts of a nested recorded shell's lines: spool.STARTS)
-        from shournal.capture.spool import starts_dir
-
-        self.own_dirs = (
-            os.fsencode(_paths.runtime_dir()).rstrip(b"/") + b"/",
-            os.fsencode(os.path.realpath(starts_dir())) + b"/",
+        self.own_dirs = _own_dirs(
+            os.environ.get("XDG_RUNTIME_DIR"), os.environ.get("XDG_DATA_HOME"),
+            os.environ.get("HOME"),
         )
         self._pending: list[tuple[bytes, int, list[int]]] = []
         self._pending_bytes = 0

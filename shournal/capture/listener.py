@@ -278,15 +278,27 @@ def listen(
     on_command: Callable[[protocol.CommandMessage], None] | None = None,
 ) -> protocol.CommandMessage | None:
     """Collect events until every process of the command line has exited
-    (`on_command`: called with the control message when it comes)."""
+    (`on_command`: called with the control message once the line has stayed
+    open _KEEP_AFTER seconds past it -- background processes still run)."""
     poller = select.poll()
     poller.register(relay.fileno(), select.POLLIN)
     poller.register(sock.fileno(), select.POLLIN)
     command: protocol.CommandMessage | None = None
     command_seen = 0.0
     eof_at = 0.0
+    unkept: protocol.CommandMessage | None = None
     while True:
-        ready = dict(poller.poll())
+        timeout = None
+        if unkept is not None:
+            left = command_seen + _KEEP_AFTER - time.monotonic()
+            if left <= 0 and on_command is not None:
+                on_command(unkept)
+                unkept = None
+            else:
+                timeout = max(1, int(left * 1000) + 1)
+        ready = dict(poller.poll(timeout))
+        if not ready:
+            continue
         # Always take events first: the last ones must not be lost.
         relay.pump(collector)
         if relay.closed and relay.fileno() in ready:
@@ -299,7 +311,7 @@ def listen(
             if msg is not None:
                 command, command_seen = msg, time.monotonic()
                 if on_command is not None:
-                    on_command(msg)
+                    unkept = msg
     # The command line has ended: what is left (the last events, settling
     # the kept ones, storing) yields to whatever the user runs next.  (A
     # listener started at the end of its command line already is at this
@@ -334,6 +346,14 @@ def listen(
         command.end_ns = max(eof_ns, command.start_ns)
     return command
 
+
+# The store daemon keeps a command line's control message on disk for a
+# successor (spool.keep_started) only when the line is still open this long
+# after it: most lines end with their prompt, and a file written and removed
+# per line costs the filesystem more than the rest of the line.  A daemon
+# killed within this time leaves the line to be stored from its start on
+# disk, as incomplete.
+_KEEP_AFTER = 0.05
 
 RELAY_ENDED_EARLY = "event relay ended early: file events of this command may be missing"
 

@@ -318,6 +318,28 @@ def _classify(exc: BaseException, where: str) -> StoreError:
     return StoreError(f"journal {where}: {reason}")
 
 
+_DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
+
+
+def _dimension_lookup(
+    wanted: Sequence[tuple[type[m.Base], dict[str, Any]]],
+) -> tuple[Any, dict[str, Any]]:
+    """Store._dimension_ids' SELECT and its parameters: one statement per
+    combination of tables and columns, built once (building it per command
+    line cost more than running it)."""
+    shape = tuple((model, tuple(values)) for model, values in wanted)
+    stmt = _DIMENSION_LOOKUPS.get(shape)
+    if stmt is None:
+        lookups = []
+        for i, (model, keys) in enumerate(shape):
+            table: Table = model.__table__  # type: ignore[assignment]
+            where = [table.c[k] == bindparam(f"d{i}_{k}") for k in keys]
+            lookups.append(select(table.c.id).where(*where).scalar_subquery())
+        stmt = _DIMENSION_LOOKUPS[shape] = select(*lookups)
+    params = {f"d{i}_{k}": v for i, (_m, values) in enumerate(wanted) for k, v in values.items()}
+    return stmt, params
+
+
 class Store:
     """The journal.  ``url`` is a SQLAlchemy URL; None means the default
     SQLite file in the user's data directory.
@@ -543,12 +565,7 @@ class Store:
         then _get_or_create for the missing ones.  Never cached across
         transactions: `shournal delete` collects unreferenced rows, and a
         freed id may be given to another row."""
-        lookups = []
-        for model, values in wanted:
-            table: Table = model.__table__  # type: ignore[assignment]
-            where = [table.c[k] == v for k, v in values.items()]
-            lookups.append(select(table.c.id).where(*where).scalar_subquery())
-        row = conn.execute(select(*lookups)).one()
+        row = conn.execute(*_dimension_lookup(wanted)).one()
         ids: dict[type[m.Base], int] = {}
         for (model, values), found in zip(wanted, row, strict=True):
             ids[model] = found if found is not None else self._get_or_create(conn, model, **values)

@@ -360,7 +360,7 @@ def test_daemon_killed_during_a_20000_file_command_line(phase, install, home):
     store.close()
     print(f"phase {phase}: {writes} write events stored, {dropped} dropped (cap), "
           f"{lost} lost (relay {relay})")
-    assert not any(started.iterdir())
+    assert file_sizes(started) == []  # (made when a daemon first keeps a line)
     # (past the write cap, events are counted as dropped)
     if phase == "running":
         assert lost == 0 and writes + dropped >= MANY, (writes, dropped, lost)

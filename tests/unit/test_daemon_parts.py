@@ -92,3 +92,59 @@ def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path
             assert conn.exec_driver_sql("SELECT count(*) FROM command").scalar() == 3
     finally:
         store.close()
+
+
+def _holder(sock: socket.socket) -> None:
+    """The holder's side of the relay: each FLUSH answered with FLUSHED."""
+    from shournal.capture import protocol
+
+    while True:
+        data = sock.recv(64)
+        if not data:
+            return
+        _type, seq = protocol.FLUSH.unpack(data)
+        sock.send(protocol.EVENTS.pack(protocol.MSG_FLUSHED, 0, 0, seq, 0, 0, 0, 0, 0, 0, 0, 0))
+
+
+def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]:
+    """One command line through listener.listen(): its control message,
+    then its end `stays_open` seconds later.  (What on_command got, the
+    command listen returned.)"""
+    import threading
+    import time
+
+    from shournal.capture import listener, protocol
+    from shournal.capture.collector import Collector
+    from shournal.config import load_config
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    ctl, ctl_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    relay, relay_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    threading.Thread(target=_holder, args=(relay_peer,), daemon=True).start()
+    cfg = load_config(path=None, create=False, defaults_only=True)
+    kept: list = []
+    ctl_peer.send(protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16)) + b"true")
+    closer = threading.Timer(stays_open, ctl_peer.close)
+    closer.start()
+    t0 = time.monotonic()
+    command = listener.listen(ctl, listener.Relay(relay.detach()), Collector(cfg, 0, frozenset()),
+                              kept.append)
+    assert time.monotonic() - t0 >= stays_open
+    relay_peer.close()
+    ctl.close()
+    return kept, command
+
+
+def test_a_line_that_ends_with_its_prompt_is_not_kept_on_disk(monkeypatch, tmp_path: Path):
+    """The daemon keeps a control message for a successor
+    (spool.keep_started) only for a line still open after it: a file
+    written and removed per line costs more than the rest of the line."""
+    kept, command = _line(monkeypatch, tmp_path, 0.0)
+    assert kept == [] and command is not None and command.text == b"true"
+
+
+def test_a_line_still_open_after_its_prompt_is_kept_on_disk(monkeypatch, tmp_path: Path):
+    from shournal.capture import listener
+
+    kept, command = _line(monkeypatch, tmp_path, listener._KEEP_AFTER + 0.3)
+    assert [k.text for k in kept] == [b"true"] and command is not None
