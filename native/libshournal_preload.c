@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -73,6 +74,7 @@ static pid_t g_shell_pid = -1;
 static int g_sock = -1, g_rootfd = -1, g_nsfd = -1, g_syncfd = -1;
 static int g_prev_sync = -1; /* sync socket to the previous command line's holder */
 static pid_t g_holder = -1, g_listener = -1;
+static int g_forked; /* the shell forked while the line ran: see do_cleanup */
 static int64_t g_start_ns;
 static uint8_t g_session[16];
 static char g_seq[32];
@@ -820,7 +822,7 @@ static void prepare_next(void)
     struct pollfd pfd = {g_mounts_fd, POLLPRI, 0};
     int fd;
 
-    if (g_state != ST_IDLE || g_next_sock >= 0 || g_mounts_fd < 0 || !is_shell() ||
+    if (g_state == ST_DISABLED || g_next_sock >= 0 || g_mounts_fd < 0 || !is_shell() ||
         getcwd(g_next_cwd, sizeof g_next_cwd) == NULL)
         return;
     args_file_state(&g_next_args);
@@ -828,6 +830,18 @@ static void prepare_next(void)
     fd = start_helper(1, why, sizeof why);
     if (fd >= 0) /* a failure shows when the usual set-up repeats it */
         g_next_sock = move_high(fd, 1024, 1);
+}
+
+/* More input waits on the terminal when a command line starts (pasted
+ * lines, typed ahead): the next line's namespace is prepared at once, next
+ * to this line, instead of at the next prompt, where that line would wait
+ * for it.  (A line that changes directory leaves it unfit: dropped.) */
+static void prepare_if_typed_ahead(void)
+{
+    int pending = 0;
+
+    if (ioctl(STDIN_FILENO, FIONREAD, &pending) == 0 && pending > 0)
+        prepare_next();
 }
 
 /* The prompt's hook (cleanup) only notes that the next namespace is due;
@@ -1224,6 +1238,7 @@ static void do_prepare(void)
     g_holder = done.holder_pid;
     g_listener = done.listener_pid;
     g_start_ns = now_ns();
+    g_forked = 0;
     g_state = ST_WITHIN;
     g_last_warning[0] = '\0';
     if (g_rundir[0]) {
@@ -1434,7 +1449,7 @@ static int send_command_fd(struct shournal_command *m, const char *text, size_t 
         }
         done += (size_t)w;
     }
-    m->type = SHOURNAL_MSG_COMMAND_FD;
+    m->type = SHOURNAL_MSG_COMMAND_FD | (m->type & SHOURNAL_COMMAND_SHELL_ONLY);
     rc = shournal_send_fds(g_sock, &iov, 1, &fd, 1, MSG_DONTWAIT) < 0 ? -1 : 0;
     saved = errno;
     close(fd);
@@ -1449,9 +1464,10 @@ static void do_cleanup(const char *text, int retval)
     struct shournal_command m;
     size_t len = text ? strlen(text) : 0;
     int died = 0, rc = 0;
+    uint32_t shell_only = g_forked ? 0 : SHOURNAL_COMMAND_SHELL_ONLY;
 
     memset(&m, 0, sizeof m);
-    m.type = SHOURNAL_MSG_COMMAND;
+    m.type = SHOURNAL_MSG_COMMAND | shell_only;
     m.return_value = retval;
     m.start_ns = g_start_ns;
     m.end_ns = now_ns();
@@ -1461,7 +1477,7 @@ static void do_cleanup(const char *text, int retval)
         if (rc != 0 && errno != EPIPE && errno != ECONNRESET && errno != ECONNREFUSED) {
             warn_once("command line of %zu bytes stored cut to %d: %s", len,
                       SHOURNAL_MAX_COMMAND_LEN, strerror(errno));
-            m.type = SHOURNAL_MSG_COMMAND;
+            m.type = SHOURNAL_MSG_COMMAND | shell_only;
             len = SHOURNAL_MAX_COMMAND_LEN;
         }
     }
@@ -1632,8 +1648,10 @@ static int handle_trigger_in(const char *action)
     if (strcmp(action, "ps0-fast") == 0) /* see getrandom() */
         return respond(bash_api() ? "ok" : "err bash exports no history API");
     if (strcmp(action, "prepare") == 0) {
-        if (g_state == ST_IDLE)
+        if (g_state == ST_IDLE) {
             do_prepare();
+            prepare_if_typed_ahead();
+        }
         return respond("ok");
     }
     if (strcmp(action, "text-history") == 0 || strcmp(action, "text-raw") == 0) {
@@ -1804,8 +1822,10 @@ EXPORT int creat64(const char *path, mode_t mode)
 EXPORT ssize_t getrandom(void *buf, size_t len, unsigned int flags)
 {
     resolve();
-    if (start_if_new_seq())
+    if (start_if_new_seq()) {
         send_start_from_history();
+        prepare_if_typed_ahead();
+    }
     if (real_getrandom)
         return real_getrandom(buf, len, flags);
     return syscall(SYS_getrandom, buf, len, flags);
@@ -1817,15 +1837,22 @@ EXPORT ssize_t getrandom(void *buf, size_t len, unsigned int flags)
 EXPORT pid_t fork(void)
 {
     pid_t pid;
+    int started;
 
     resolve();
-    (void)start_if_new_seq();
+    started = start_if_new_seq();
     pid = real_fork();
     /* A child forked at the prompt (a prompt's `$(...)`, an async prompt
      * worker) must not hold the next command line's socket: that command
      * line would not end before the child does. */
-    if (pid == 0)
+    if (pid == 0) {
         drop_next();
+    } else {
+        if (g_state == ST_WITHIN && is_shell())
+            g_forked = 1; /* the child holds the control socket */
+        if (pid > 0 && started)
+            prepare_if_typed_ahead();
+    }
     return pid;
 }
 

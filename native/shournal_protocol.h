@@ -66,6 +66,11 @@ struct shournal_setup_fail {
 /* return_value when the shell could not tell the command line's status
  * (shournal/query/find.py RETURN_VALUE_UNKNOWN) */
 #define SHOURNAL_RETURN_VALUE_UNKNOWN 2147483647
+/* Or'ed into a COMMAND's or COMMAND_FD's type: the shell forked nothing
+ * while the line ran, so no process but the shell ever held its end of the
+ * socket and no close can race the socket's release (the listener's grace
+ * after EOF has nothing to wait for). */
+#define SHOURNAL_COMMAND_SHELL_ONLY 0x100u
 
 struct shournal_command {
     uint32_t type;

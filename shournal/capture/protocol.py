@@ -19,6 +19,9 @@ MSG_FLUSHED = 6
 MSG_GO = 7
 MSG_GO_ACK = 8
 MSG_COMMAND_FD = 9
+# Or'ed into COMMAND's and COMMAND_FD's type: the shell forked nothing
+# while the line ran (shournal_protocol.h).
+COMMAND_SHELL_ONLY = 0x100
 # shell -> holder -> listener: the command line's start (see the header)
 MSG_START = 14
 
@@ -169,6 +172,8 @@ class CommandMessage:
     # a program, was hung up or died); the end is when its last process
     # exited, the exit status is unknown.
     incomplete: bool = False
+    # The shell forked nothing while the line ran (COMMAND_SHELL_ONLY).
+    shell_only: bool = False
 
 
 def recv_setup(sock: socket.socket) -> SetupDone:
@@ -257,11 +262,15 @@ def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
         if len(data) < COMMAND.size:
             return data, None
         mtype, ret, start, end, session = COMMAND.unpack_from(data)
+        shell_only = bool(mtype & COMMAND_SHELL_ONLY)
+        mtype &= ~COMMAND_SHELL_ONLY
         if mtype == MSG_COMMAND:
-            return data, CommandMessage(ret, start, end, session, data[COMMAND.size :])
-        if mtype == MSG_COMMAND_FD and len(fds) == 1:
-            return data, CommandMessage(ret, start, end, session, _text_from_fd(fds[0]))
-        return data, None
+            text = data[COMMAND.size :]
+        elif mtype == MSG_COMMAND_FD and len(fds) == 1:
+            text = _text_from_fd(fds[0])
+        else:
+            return data, None
+        return data, CommandMessage(ret, start, end, session, text, shell_only=shell_only)
     finally:
         for fd in fds:
             os.close(fd)

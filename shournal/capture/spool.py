@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import fcntl
 import marshal
+import operator
 import os
 import stat
 import struct
@@ -34,7 +35,7 @@ import time
 import zlib
 from collections.abc import Container, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from shournal import _paths
@@ -59,9 +60,18 @@ def spool_dir() -> Path:
     return _paths.data_dir() / "spool"
 
 
+# A record's values in field order, its events as tuples (what
+# dataclasses.astuple gives, without its deep copy: ~0.2 ms per line).
+_record_values = operator.attrgetter(*(f.name for f in fields(CommandRecord)))
+_event_values = operator.attrgetter(*(f.name for f in fields(FileEvent)))
+_WRITES, _READS = 10, 11  # their places among the record's fields
+
+
 def _encode(rec: CommandRecord) -> bytes:
-    fields = astuple(rec)
-    return marshal.dumps((_FORMAT, *fields))
+    values = list(_record_values(rec))
+    values[_WRITES] = [_event_values(e) for e in rec.writes]
+    values[_READS] = [_event_values(e) for e in rec.reads]
+    return marshal.dumps((_FORMAT, *values))
 
 
 def _events(values: object) -> list[FileEvent]:
@@ -74,11 +84,10 @@ def _decode(payload: bytes) -> CommandRecord:
     value = marshal.loads(payload)
     if not isinstance(value, tuple) or not value or value[0] != _FORMAT:
         raise ValueError("unknown spool record format")
-    fields = list(value[1:])
-    # astuple turned the FileEvents into tuples
-    fields[10] = _events(fields[10])
-    fields[11] = _events(fields[11])
-    return CommandRecord(*fields)
+    values = list(value[1:])
+    values[_WRITES] = _events(values[_WRITES])
+    values[_READS] = _events(values[_READS])
+    return CommandRecord(*values)
 
 
 def frame(rec: CommandRecord) -> bytes:

@@ -355,11 +355,18 @@ def test_daemon_killed_between_spool_and_journal_leaves_no_start(kind, install, 
 def _clones_during(sh: Shell, pid: int, line: str) -> list[str]:
     """The clone/fork calls of process `pid` itself (not its children)
     while `line` runs, up to its next prompt."""
+    out = _traced_during(sh, pid, line, ["-e", "trace=clone,clone3,fork,vfork"])
+    return [x for x in out if "clone" in x or "fork" in x]
+
+
+def _traced_during(sh: Shell, pid: int, line: str, options: list[str]) -> list[str]:
+    """strace's lines for process `pid` itself (not its children) while
+    `line` runs, up to its next prompt."""
     import time
 
-    out = sh.home / "clones.strace"
+    out = sh.home / "shell.strace"
     tracer = subprocess.Popen(
-        ["strace", "-qq", "-o", str(out), "-e", "trace=clone,clone3,fork,vfork", "-p", str(pid)],
+        ["strace", "-qq", "-o", str(out), *options, "-p", str(pid)],
         stderr=subprocess.PIPE,
     )
     try:
@@ -372,7 +379,36 @@ def _clones_during(sh: Shell, pid: int, line: str) -> list[str]:
     finally:
         tracer.terminate()
         tracer.wait(timeout=30)
-    return [x for x in out.read_text().splitlines() if "clone" in x or "fork" in x]
+    return out.read_text().splitlines()
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_the_shell_says_whether_it_forked_while_a_line_ran(kind, install, user_home):
+    """A line's COMMAND message carries SHOURNAL_COMMAND_SHELL_ONLY when the
+    shell forked nothing while it ran: no process but the shell held the
+    control socket, so the listener need not wait for closes racing the
+    socket's release.  A line that ran a program, or a command
+    substitution, does not; each is stored."""
+    from shournal.capture import protocol
+
+    sh = Shell(kind, install, user_home, extra_env=daemon_env(install))
+    lines = {"true": True, "ls -d . > /dev/null": False, "x=$(echo a)": False,
+             "echo builtin > f": True}
+    try:
+        pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
+        for line, shell_only in lines.items():
+            traced = _traced_during(sh, pid, line, ["-xx", "-s", "4", "-e", "trace=sendto"])
+            sent = [x for x in traced if f", {protocol.COMMAND.size + len(line)}, " in x]
+            assert len(sent) == 1, sent
+            kind_of = int.from_bytes(bytes.fromhex(sent[0].split('"')[1].replace("\\x", "")),
+                                     "little")
+            assert kind_of == protocol.MSG_COMMAND | (protocol.COMMAND_SHELL_ONLY * shell_only), \
+                (line, sent)
+        sh.exit()
+        texts = [c.text for c in _stored(user_home, "daemon")]
+        assert all(line in texts for line in lines), texts
+    finally:
+        _kill_daemon(user_home)
 
 
 def test_bash_starts_a_line_without_a_fork(install, user_home):

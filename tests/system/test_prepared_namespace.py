@@ -147,6 +147,31 @@ def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, us
 
 
 @pytest.mark.parametrize("kind", SHELLS)
+def test_pasted_lines_each_run_in_their_own_directory(kind, install, user_home):
+    """With more lines waiting on the terminal (a paste), the next line's
+    namespace is prepared while a line runs, in the directory it started
+    in: a line that changes directory leaves it unfit for the next one,
+    which is recorded in the new directory all the same."""
+    from fixtures_shell import PROMPT
+
+    work = user_home / "work"
+    there = work / "there"
+    there.mkdir()
+    os.chown(there, install.user.pw_uid, install.user.pw_gid)
+    sh = Shell(kind, install, user_home)
+    steady(sh, user_home)
+    pasted = [f"cd {there}", "echo x > rel", "cd ..", "echo y > rel"]
+    sh.proc.send("".join(f"{line}\n" for line in pasted))
+    for _ in pasted:
+        sh.proc.expect_exact(PROMPT, timeout=60)
+    sh.exit()
+    assert (there / "rel").read_text() == "x\n" and (work / "rel").read_text() == "y\n"
+    for path in (there / "rel", work / "rel"):
+        (cmd,) = recorded(user_home, wfile=path)
+        assert cmd.working_dir == str(path.parent), (path, cmd)
+
+
+@pytest.mark.parametrize("kind", SHELLS)
 def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
     """The prepared namespace copied the mount table when it was made; a
     file system mounted while the prompt waits must be there, and marked."""

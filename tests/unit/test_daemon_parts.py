@@ -148,3 +148,19 @@ def test_a_line_still_open_after_its_prompt_is_kept_on_disk(monkeypatch, tmp_pat
 
     kept, command = _line(monkeypatch, tmp_path, listener._KEEP_AFTER + 0.3)
     assert [k.text for k in kept] == [b"true"] and command is not None
+
+
+def test_a_spooled_record_is_encoded_as_its_astuple(tmp_path: Path):
+    """The spool's format is the record's dataclasses.astuple (its events as
+    tuples), written without astuple's deep copy."""
+    import marshal
+    from dataclasses import astuple
+
+    rec = _rec("make", 5)
+    rec.writes = [FileEvent(b"/w/a", 3, 4, 0o100644, 99)]
+    rec.reads = [FileEvent(b"/r/s.sh", 1, 2, 0o100755, None, b"echo")]
+    rec.lost_reasons = {"relay": 2}
+    rec.apparatus = b"manifest"
+    # (compared as values: marshal's bytes depend on objects' reference counts)
+    assert marshal.loads(spool._encode(rec)) == (spool._FORMAT, *astuple(rec))
+    assert spool._decode(spool._encode(rec)) == rec
