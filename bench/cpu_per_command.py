@@ -23,7 +23,12 @@ separately; /proc counts in 10 ms ticks per process).
 Paste: --paste lines `true` are written to the pty at once; the time until
 the last prompt appears, minus the same for plain bash.
 
+--rounds N repeats the modes N times, alternating their order, and prints
+the median (and range) of the per-round differences to plain bash: one
+run's figure varies by +-10% (CPU) and more (paste) on a 2-vCPU VM.
+
     sudo .venv/bin/python bench/cpu_per_command.py --lines 20 --paste 20
+    sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --modes plain,daemon --rounds 5
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -259,6 +265,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--paste", type=int, default=20)
     ap.add_argument("--modes", default="plain,listener,daemon")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every mode this often, the order reversed each round; "
+                         "the medians of the per-round differences are printed")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("run as root (a setuid copy of the helper is made)", file=sys.stderr)
@@ -272,22 +281,36 @@ def main() -> int:
     pw = pwd.getpwnam(USER)
     root = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
     root.chmod(0o755)
+    modes = args.modes.split(",")
     try:
         paths = build(root)
         subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
-        results = {}
-        for mode in args.modes.split(","):
-            per, per_d = run_lines(mode, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
-            pasted = paste(mode, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
-            results[mode] = (per, pasted)
-            print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms)  "
-                  f"{args.paste} lines pasted {pasted * 1000:8.1f} ms", flush=True)
-        if "plain" in results:
-            for mode, (per, pasted) in results.items():
+        rounds: list[dict[str, tuple[float, float]]] = []
+        for r in range(args.rounds):
+            results = {}
+            for mode in modes if r % 2 == 0 else modes[::-1]:
+                per, per_d = run_lines(mode, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
+                pasted = paste(mode, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
+                results[mode] = (per, pasted)
+                print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms)"
+                      f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "
+                      f"(round {r}, load {os.getloadavg()[0]:.2f})", flush=True)
+            rounds.append(results)
+            if "plain" in results:
+                for mode, (per, pasted) in results.items():
+                    if mode != "plain":
+                        print(f"{mode:9s} added: CPU per line "
+                              f"{(per - results['plain'][0]) * 1000:.2f} ms, "
+                              f"paste {(pasted - results['plain'][1]) * 1000:.1f} ms")
+        if args.rounds > 1 and "plain" in modes:
+            for mode in modes:
                 if mode == "plain":
                     continue
-                print(f"{mode:9s} added: CPU per line {(per - results['plain'][0]) * 1000:.2f} ms,"
-                      f" paste {(pasted - results['plain'][1]) * 1000:.1f} ms")
+                cpu = [(x[mode][0] - x["plain"][0]) * 1000 for x in rounds]
+                pst = [(x[mode][1] - x["plain"][1]) * 1000 for x in rounds]
+                print(f"{mode:9s} added, median of {args.rounds} rounds: CPU per line "
+                      f"{statistics.median(cpu):.2f} ms ({min(cpu):.2f}-{max(cpu):.2f}), "
+                      f"paste {statistics.median(pst):.1f} ms ({min(pst):.1f}-{max(pst):.1f})")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
