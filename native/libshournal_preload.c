@@ -1278,6 +1278,28 @@ static int bash_flag(const char *name)
     return v && v[0] && strcmp(v, "0") != 0;
 }
 
+/* bash: the text of its newest history entry -- what `history 1` shows --
+ * at most `max` bytes; malloc'd, or NULL. */
+static char *history_text(size_t max)
+{
+    struct bash_hist_entry *e;
+    char *text;
+    size_t n;
+
+    if (!bash_api() || *bash_history_length <= 0)
+        return NULL;
+    e = bash_history_get(*bash_history_base + *bash_history_length - 1);
+    if (e == NULL || e->line == NULL)
+        return NULL;
+    n = strnlen(e->line, max);
+    text = strndup(e->line, n);
+    if (text == NULL)
+        return NULL;
+    while (n > 0 && text[n - 1] == '\n') /* here-documents end in "\n\n" */
+        text[--n] = '\0';
+    return text;
+}
+
 /* bash, fork-free: the line's start from its history entry, which bash
  * added before it expanded PS0 -- what `history 1` in PS0's command
  * substitution (_shournal_start) sends otherwise.  Not when that
@@ -1285,24 +1307,13 @@ static int bash_flag(const char *name)
  * it), nor for a space-prefixed line under the emulated ignorespace. */
 static void send_start_from_history(void)
 {
-    struct bash_hist_entry *e;
     char *text;
-    size_t n;
 
-    if (!bash_api() || bash_flag("_SHOURNAL_PS0_FORK") || *bash_history_length <= 0)
+    if (!bash_api() || bash_flag("_SHOURNAL_PS0_FORK"))
         return;
-    e = bash_history_get(*bash_history_base + *bash_history_length - 1);
-    if (e == NULL || e->line == NULL)
-        return;
-    if (e->line[0] == ' ' && bash_flag("_SHOURNAL_IGNORESPACE"))
-        return;
-    n = strnlen(e->line, (size_t)SHOURNAL_MAX_START_TEXT + 1);
-    text = strndup(e->line, n);
-    if (text == NULL)
-        return;
-    while (n > 0 && text[n - 1] == '\n') /* here-documents end in "\n\n" */
-        text[--n] = '\0';
-    send_start(text);
+    text = history_text(SHOURNAL_MAX_START_TEXT + 1);
+    if (text != NULL && !(text[0] == ' ' && bash_flag("_SHOURNAL_IGNORESPACE")))
+        send_start(text);
     free(text);
 }
 
@@ -1667,9 +1678,17 @@ static int handle_trigger_in(const char *action)
     if (strncmp(action, "cleanup/", 8) == 0) {
         /* cleanup/<status>[/FLAGS]: s = drop space-prefixed lines (emulated
          * HISTCONTROL=ignorespace / zsh HIST_IGNORE_SPACE); u = the hook
-         * could not see the command line's status.  A prompt without a
-         * command line (an empty line, a hook run twice) drops nothing. */
-        char *text = take_text(), *flags = strchr(action + 8, '/');
+         * could not see the command line's status; h = the text is bash's
+         * newest history entry, read here (else the hook wrote it to
+         * text-history or text-raw).  A prompt without a command line (an
+         * empty line, a hook run twice) drops nothing. */
+        char *flags = strchr(action + 8, '/'), *text;
+        if (flags && strchr(flags, 'h')) {
+            free(take_text()); /* (the hook's scratch: see _shournal_histignore_check) */
+            text = history_text((size_t)SHOURNAL_MAX_COMMAND_TEXT + 1);
+        } else {
+            text = take_text();
+        }
         int within = g_state == ST_WITHIN;
         int dropped = within && text && flags && strchr(flags, 's') && text[0] == ' ';
         int status = flags && strchr(flags, 'u') ? SHOURNAL_RETURN_VALUE_UNKNOWN

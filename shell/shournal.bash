@@ -271,6 +271,8 @@ _shournal_postexec() {
         # not journaled either: a text the library drops (as ignorespace)
         printf ' ' >| "$_SHOURNAL_MAGIC/text-raw" 2>/dev/null
         _shournal_flags+=s
+    elif [[ -v _SHOURNAL_PS0_FORK && -z $_SHOURNAL_PS0_FORK ]]; then
+        _shournal_flags+=h  # the library reads bash's history, as PS0 did
     else
         HISTTIMEFORMAT= builtin history 1 >| "$_SHOURNAL_MAGIC/text-history" 2>/dev/null
     fi
