@@ -264,9 +264,11 @@ def _remove_markers(pid: int | None = None, rundir: Path | None = None) -> None:
     except OSError:
         return
     pid = os.getpid() if pid is None else pid
-    for suffix in (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE):
+    # (one marker, renamed along: .run -> .end -> .store, usually the last)
+    for suffix in (protocol.MARK_STORE, protocol.MARK_END, protocol.MARK_RUN):
         try:
-            os.unlink(rundir / f"{pid}.{suffix}")
+            os.unlink(f"{rundir}/{pid}.{suffix}")
+            return
         except OSError:
             pass
 
@@ -396,11 +398,19 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
     )
 
 
+_ignore_rules: tuple[object, object] | None = None  # (config, its IgnoredCommands)
+
+
 def _ignored(cfg, text: str) -> bool:
+    global _ignore_rules
     from shournal.capture.filters import IgnoredCommands
 
     words = text.split()
-    return bool(words) and IgnoredCommands.from_config(cfg.ignore_commands).matches(words)
+    if not words:
+        return False
+    if _ignore_rules is None or _ignore_rules[0] is not cfg:
+        _ignore_rules = (cfg, IgnoredCommands.from_config(cfg.ignore_commands))
+    return _ignore_rules[1].matches(words)  # type: ignore[attr-defined]
 
 
 # Exit status of the listener when its command line could not be stored

@@ -358,6 +358,11 @@ def _started_dir(directory: Path | None) -> Path:
     return (directory or spool_dir()) / STARTED
 
 
+# Forwarders whose file this process wrote or found (keep_started,
+# take_started): forget_started removes only those, so that a line nothing
+# was kept for costs no unlink.
+_started_here: set[int] = set()
+
 # Directories keep_started has checked (the daemon keeps one message per
 # command line: the checks cost more than the write).  Checked again after
 # any failure to write there.
@@ -373,6 +378,7 @@ def keep_started(
         (_FORMAT, cmd.return_value, cmd.start_ns, cmd.end_ns, cmd.session, cmd.text, cwd)
     )
     data = _frame_payload(payload)
+    _started_here.add(pid)
     if started in _checked_started:
         try:
             _write_started(started / str(pid), data)
@@ -407,6 +413,7 @@ def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessag
         )
     except OSError:
         return None
+    _started_here.add(pid)
     try:
         frames = [payload for _o, _e, payload in scan(fd, 0)]
     finally:
@@ -421,6 +428,10 @@ def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessag
 
 
 def forget_started(pid: int, directory: Path | None = None) -> None:
+    """Remove what keep_started wrote, or take_started found, for `pid`."""
+    if pid not in _started_here:
+        return
+    _started_here.discard(pid)
     with suppress(OSError):
         os.unlink(_started_dir(directory) / str(pid))
 
