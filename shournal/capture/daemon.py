@@ -37,6 +37,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import queue
 import signal
 import socket
 import struct
@@ -94,6 +95,11 @@ class Daemon:
         self.spool = Spool()
         self.lock = threading.Condition()
         self.active = 0  # command lines being collected
+        # Connections are served by worker threads kept for the next one
+        # (a thread's start and end cost about as much as the rest of a
+        # short command line's Python): _start hands them over here.
+        self._work: queue.SimpleQueue[socket.socket] = queue.SimpleQueue()
+        self._idle_workers = 0
         self.last_activity = time.monotonic()
         self.stopping = False
         self.error: str | None = None  # the journal's current condition
@@ -203,7 +209,18 @@ class Daemon:
             return
         with self.lock:
             self.active += 1
-        threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+            idle = self._idle_workers > 0
+            if idle:
+                self._idle_workers -= 1
+        self._work.put(conn)
+        if not idle:
+            threading.Thread(target=self._worker, daemon=True).start()
+
+    def _worker(self) -> None:
+        while True:
+            self._connection(self._work.get())
+            with self.lock:
+                self._idle_workers += 1
 
     def _shut_down(self) -> None:
         # New forwarders must not queue up on a socket nobody accepts: the
