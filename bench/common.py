@@ -546,6 +546,14 @@ def journal_stats(db: Path, prefixes: dict[str, tuple[int, str]] | None = None) 
             "coalesce(sum(lost_events),0) FROM command"
         ).fetchone()
         out["dropped_writes"], out["dropped_reads"], out["lost_events"] = row
+        if out["lost_events"]:
+            # by reason (shournal.capture.record.LOST_REASONS)
+            cols = [r[1] for r in con.execute("PRAGMA table_info(command)")
+                    if r[1].startswith("lost_") and r[1] != "lost_events"]
+            sums = con.execute(
+                "SELECT " + ", ".join(f"coalesce(sum({c}),0)" for c in cols) + " FROM command"
+            ).fetchone()
+            out["lost_by_reason"] = {c[5:]: n for c, n in zip(cols, sums, strict=True) if n}
         # Schema 3: writes in write_event; a read is a read_event link to a
         # deduplicated read_file version.
         out["writes"] = con.execute("SELECT count(*) FROM write_event").fetchone()[0]

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         c.judge_full(rec, js, checks, lambda: (
             f"stored {js.get('file_events')} events, {js.get('writes_below_tree')} writes below "
             f"the tree vs {len(found)} files modified, lost {js.get('lost_events')}"
+            f" {js.get('lost_by_reason', '')}"
         ), args.profile)
 
     records, summaries = c.run_caches(
