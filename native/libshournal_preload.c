@@ -846,10 +846,12 @@ static void prepare_if_typed_ahead(void)
 
 /* The prompt's hook (cleanup) only notes that the next namespace is due;
  * it is prepared when the shell next waits for input -- bash's readline in
- * pselect(), zsh's line editor in read() or poll() -- so that the prompt is
- * drawn first: the spawn waits for the helper's exec (~0.3 ms), which the
- * user would otherwise see on every line.  A shell that starts a command
- * line without waiting (a key binding's widget) sets up the usual way. */
+ * pselect(), zsh's line editor in read() from the terminal -- so that the
+ * prompt is drawn first: the spawn waits for the setuid helper's exec,
+ * which the user would otherwise wait for on every line (most of the
+ * latency shournal added: docs/benchmarks.md).  A shell that starts a
+ * command line without waiting (a key binding's widget) sets up the usual
+ * way. */
 static int g_prepare_due;
 
 static void prepare_if_due(void)
