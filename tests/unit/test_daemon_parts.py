@@ -118,6 +118,9 @@ def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]
     from shournal.config import load_config
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    # (listen() renices its process once the line has ended: not pytest's,
+    # whose later children -- the system tests' helpers -- would inherit it)
+    monkeypatch.setattr(os, "setpriority", lambda *_args: None)
     ctl, ctl_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     relay, relay_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     threading.Thread(target=_holder, args=(relay_peer,), daemon=True).start()
