@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -1345,34 +1346,46 @@ static int start_if_new_seq(void)
 static void show_warnings_file(const char *name)
 {
     char path[PATH_MAX + 64], taken[PATH_MAX + 96], buf[1024];
+    struct stat held, named;
     ssize_t n;
     int fd;
     if (!g_rundir[0])
         return;
     snprintf(path, sizeof path, "%s/%s", g_rundir, name);
-    if (access(path, F_OK) != 0)
+    fd = real_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
         return;
-    snprintf(taken, sizeof taken, "%s.%d", path, (int)getpid());
-    if (rename(path, taken) != 0)
-        return; /* another shell shows it */
-    fd = real_open(taken, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
-        n = read(fd, buf, sizeof buf - 1);
-        if (n > 0) {
-            char *nl;
-            buf[n] = '\0';
-            nl = strchr(buf, '\n');
-            if (nl)
-                *nl = '\0';
-            if (strcmp(buf, g_last_warning) != 0) {
-                size_t used = strlen(g_pending);
-                snprintf(g_last_warning, sizeof g_last_warning, "%.250s", buf);
-                snprintf(g_pending + used, sizeof g_pending - used, "shournal: %.250s\n", buf);
-            }
-        }
+    /* A writer holds the lock from before its write until after it: busy
+     * means a line is being written (shown at the next prompt); the prompt
+     * never waits.  Holding it, the file cannot be taken by another shell
+     * (they take the lock first), and a writer who opened it before the
+     * rename sees afterwards that it was taken and writes a new one. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &held) != 0 ||
+        lstat(path, &named) != 0 || held.st_ino != named.st_ino ||
+        held.st_dev != named.st_dev) {
         close(fd);
+        return;
+    }
+    snprintf(taken, sizeof taken, "%s.%d", path, (int)getpid());
+    if (rename(path, taken) != 0) {
+        close(fd);
+        return;
+    }
+    n = read(fd, buf, sizeof buf - 1);
+    if (n > 0) {
+        char *nl;
+        buf[n] = '\0';
+        nl = strchr(buf, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strcmp(buf, g_last_warning) != 0) {
+            size_t used = strlen(g_pending);
+            snprintf(g_last_warning, sizeof g_last_warning, "%.250s", buf);
+            snprintf(g_pending + used, sizeof g_pending - used, "shournal: %.250s\n", buf);
+        }
     }
     unlink(taken);
+    close(fd);
 }
 
 static void show_listener_warnings(void)

@@ -240,7 +240,9 @@ struct shournal_daemon_msg {
  * starts and renames it END when it has ended; the listener (or the store
  * daemon, for its forwarder's pid) renames END to STORE once every event is
  * read, and removes it when stored.  The
- * listener appends to WARNINGS (the shell shows the first line) and writes
+ * listener appends to WARNINGS (the shell shows the first line; both hold
+ * flock(LOCK_EX) on it: the writer from before its write until after it,
+ * the shell while it renames, reads and removes it) and writes
  * SETUP_ARGS: the helper's setup options derived from the config, NUL
  * separated, which the preload library passes on (it cannot read TOML).
  * With the apparatus (shournal.reproduce) it is chosen per command line:

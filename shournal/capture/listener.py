@@ -29,6 +29,7 @@ owner/group/other test against the real ids on top.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import select
@@ -208,12 +209,45 @@ def _warn(message: str, session: bytes | None = None) -> None:
     if session and any(session):
         name = f"{WARNINGS}.{session.hex()}"
     try:
-        rundir = _paths.private_runtime_dir()
-        fd = os.open(rundir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o600)
-        with open(fd, "a", encoding="utf-8") as fh:
-            fh.write(message.replace("\n", " ") + "\n")
+        append_warning(_paths.private_runtime_dir() / name, message.replace("\n", " ") + "\n")
     except OSError:
         pass
+
+
+def append_warning(path: Path, line: str) -> None:
+    """Append `line` to the warnings file `path` under the lock the shell
+    takes before it takes the file (see show_warnings_file in the preload
+    library).  A file the shell took between our open and our lock is no
+    longer at `path`: write to a new one, or the line would go to a file
+    already read and removed."""
+    data = line.encode("utf-8")
+    for _attempt in range(8):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            _lock_briefly(fd)
+            held = os.fstat(fd)
+            try:
+                named = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if (named.st_ino, named.st_dev) != (held.st_ino, held.st_dev):
+                continue
+            os.write(fd, data)
+            return
+        finally:
+            os.close(fd)
+
+
+def _lock_briefly(fd: int) -> None:
+    """flock(LOCK_EX), waiting at most about a second: a shell holds it
+    only while it takes the file; past that (a shell stopped just then),
+    the line is written without it rather than never."""
+    for _ in range(100):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.01)
 
 
 def _warn_about(command: protocol.CommandMessage | None, message: str) -> None:

@@ -592,7 +592,7 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         assert spool_backlog(home) == len(lines)
         # Shown at a prompt after the first failed attempt, only once.
         wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
-                 "the disk-full warning")
+                 f"the disk-full warning (the shell printed {outs!r})")
         filler.unlink()
         outs.append(sh.run("true"))
         sh.exit()

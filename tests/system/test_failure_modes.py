@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -213,3 +214,27 @@ def test_a_warning_reaches_the_shell_whose_command_it_concerns(kind, install, us
     assert "kept in the spool" in line, line
     # the command it concerns, shortened
     assert "echo $'a\\tb' > outA; : xxx" in line and "x" * 100 not in line, line
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_warning_being_written_waits_for_the_next_prompt(kind, install, user_home):
+    """A writer holds the warnings file's lock while it appends: a prompt
+    then leaves the file alone (else the line would go to a file already
+    read and removed) and shows it at the next prompt, without waiting."""
+    sh = Shell(kind, install, user_home)
+    sh.run("true")
+    path = user_home / "run" / "shournal" / "warnings"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.fchown(fd, install.user.pw_uid, install.user.pw_gid)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, b"a line being written\n")
+        out_locked = sh.run("echo locked")  # (a prompt waiting for the lock: a timeout)
+        assert path.exists()
+    finally:
+        os.close(fd)  # releases the lock
+    out_free = sh.run("echo free")
+    sh.exit()
+    assert warnings_in(out_locked) == [], out_locked
+    assert warnings_in(out_free) == ["shournal: a line being written"], out_free
+    assert not path.exists()
