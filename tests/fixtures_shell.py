@@ -3,6 +3,7 @@ as root, an unprivileged user, and real bash/zsh driven through a pty."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import shutil
@@ -11,6 +12,7 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,13 +205,39 @@ def journal_url(home: Path) -> str:
     return f"sqlite:///{home}/.local/share/shournal/journal.sqlite"
 
 
+@contextmanager
+def as_owner_of(path: Path) -> Iterator[None]:
+    """Act as the owner of `path` (a test user's home) meanwhile.  The test
+    reads journals that the user's recorder writes at the same moment: a
+    journal, or SQLite's -wal/-shm beside it, that root creates is the
+    root's for an instant (SQLite hands its files to the journal's owner
+    only after creating them), and a recorder opening it then gets
+    "attempt to write a readonly database"."""
+    st = path.stat()
+    if os.geteuid() != 0 or st.st_uid == 0 or not _readable_by(st.st_uid, REPO):
+        yield  # (its modules must stay importable: imports are lazy)
+        return
+    os.setegid(st.st_gid)
+    os.seteuid(st.st_uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@functools.cache
+def _readable_by(uid: int, path: Path) -> bool:
+    return _user_can_read(pwd.getpwuid(uid).pw_name, path)
+
+
 def recorded(home: Path, *, create: bool = True, **criteria: Any) -> list[CommandView]:
     """The commands in the test user's journal matching ``criteria`` (as
     :func:`shournal.query.find.find_commands` takes them), oldest first."""
     from shournal.query.find import find_commands
     from shournal.store import Store
 
-    with Store(journal_url(home), create=create) as store:
+    with as_owner_of(home), Store(journal_url(home), create=create) as store:
         return find_commands(store, **criteria)
 
 

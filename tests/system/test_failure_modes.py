@@ -238,3 +238,4 @@ def test_a_warning_being_written_waits_for_the_next_prompt(kind, install, user_h
     assert warnings_in(out_locked) == [], out_locked
     assert warnings_in(out_free) == ["shournal: a line being written"], out_free
     assert not path.exists()
+
