@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from typing import Any, NamedTuple
 
 from shournal import _paths
 from shournal.capture import protocol
@@ -23,23 +24,33 @@ _PENDING_BYTES = 16 << 20
 _PENDING_FDS = 512
 
 
-# The store daemon builds a Collector per command line from the same
-# config object (a new one when the file changed): its rules are built once
-# per config, not per line.
-_rules_of: tuple[object, tuple] | None = None
+class Rules(NamedTuple):
+    """A config's rules for a command line (shournal.capture.filters)."""
+
+    write: Any  # PathRule
+    read: Any  # PathRule
+    archive: Any  # ScriptArchiveRule
+    ignore: Any  # IgnoredCommands
 
 
-def _rules(cfg) -> tuple:
-    global _rules_of
+# The store daemon handles every command line with the same config object
+# (a new one when the file changed): its rules are built once per config,
+# not per line.
+_rules: tuple[object, Rules] | None = None
+
+
+def rules_of(cfg) -> Rules:
+    global _rules
     from shournal.capture import filters
 
-    if _rules_of is None or _rules_of[0] is not cfg:
-        _rules_of = (cfg, (
+    if _rules is None or _rules[0] is not cfg:
+        _rules = (cfg, Rules(
             filters.PathRule.from_config(cfg.write_events),
             filters.PathRule.from_config(cfg.read_events),
             filters.ScriptArchiveRule.from_config(cfg.script_archive),
+            filters.IgnoredCommands.from_config(cfg.ignore_commands),
         ))
-    return _rules_of[1]
+    return _rules[1]
 
 
 @functools.cache
@@ -73,7 +84,8 @@ class Collector:
         # lost events by reason (shournal.capture.record.LOST_REASONS)
         self.lost: dict[str, int] = {}
         self.archived = 0
-        (self.write_rule, self.read_rule, self.archive_rule) = _rules(cfg)
+        rules = rules_of(cfg)
+        self.write_rule, self.read_rule, self.archive_rule = rules.write, rules.read, rules.archive
         self.may_read = filters.may_read_ids
         self.may_write = filters.may_write_ids
         # What the holder hashed with (it says so in every message); the

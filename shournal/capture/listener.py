@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from shournal import _paths
 from shournal.capture import protocol, setup_args
-from shournal.capture.collector import Collector
+from shournal.capture.collector import Collector, rules_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Container
@@ -432,19 +432,9 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
     )
 
 
-_ignore_rules: tuple[object, object] | None = None  # (config, its IgnoredCommands)
-
-
 def _ignored(cfg, text: str) -> bool:
-    global _ignore_rules
-    from shournal.capture.filters import IgnoredCommands
-
     words = text.split()
-    if not words:
-        return False
-    if _ignore_rules is None or _ignore_rules[0] is not cfg:
-        _ignore_rules = (cfg, IgnoredCommands.from_config(cfg.ignore_commands))
-    return _ignore_rules[1].matches(words)  # type: ignore[attr-defined]
+    return bool(words) and rules_of(cfg).ignore.matches(words)
 
 
 # Exit status of the listener when its command line could not be stored

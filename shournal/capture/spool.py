@@ -62,9 +62,10 @@ def spool_dir() -> Path:
 
 # A record's values in field order, its events as tuples (what
 # dataclasses.astuple gives, without its deep copy of every value).
-_record_values = operator.attrgetter(*(f.name for f in fields(CommandRecord)))
+_RECORD_FIELDS = tuple(f.name for f in fields(CommandRecord))
+_record_values = operator.attrgetter(*_RECORD_FIELDS)
 _event_values = operator.attrgetter(*(f.name for f in fields(FileEvent)))
-_WRITES, _READS = 10, 11  # their places among the record's fields
+_WRITES, _READS = _RECORD_FIELDS.index("writes"), _RECORD_FIELDS.index("reads")
 
 
 def _encode(rec: CommandRecord) -> bytes:
