@@ -123,7 +123,8 @@ def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]
     monkeypatch.setattr(os, "setpriority", lambda *_args: None)
     ctl, ctl_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     relay, relay_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    threading.Thread(target=_holder, args=(relay_peer,), daemon=True).start()
+    holder = threading.Thread(target=_holder, args=(relay_peer,), daemon=True)
+    holder.start()
     cfg = load_config(path=None, create=False, defaults_only=True)
     kept: list = []
     ctl_peer.send(protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16)) + b"true")
@@ -133,6 +134,10 @@ def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]
     command = listener.listen(ctl, listener.Relay(relay.detach()), Collector(cfg, 0, frozenset()),
                               kept.append)
     assert time.monotonic() - t0 >= stays_open
+    # (the holder thread's recv ends with the shutdown: closing the socket
+    # under it would give it EBADF, or a reused fd)
+    relay_peer.shutdown(socket.SHUT_RDWR)
+    holder.join(timeout=10)
     relay_peer.close()
     ctl.close()
     return kept, command
