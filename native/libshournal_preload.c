@@ -560,6 +560,58 @@ static int same_write(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* The daemon a connect found up, as a pidfd: while it has not exited and
+ * its socket is still named, the next command lines need no connect --
+ * which would wake the daemon (its accept loop, in Python) on every line.
+ * Its pid is in the lock file, written before it binds the socket: read
+ * after a connect succeeded, it names that daemon (or a later one). */
+static int g_daemon_pidfd = -1;
+
+static int daemon_known_up(const char *sock_path)
+{
+    struct pollfd p = {g_daemon_pidfd, POLLIN, 0};
+    struct stat st;
+
+    if (g_daemon_pidfd < 0)
+        return 0;
+    /* readable: it exited; a daemon leaving (idle) removes its socket's
+     * name first */
+    if (poll(&p, 1, 0) == 0 && lstat(sock_path, &st) == 0 && S_ISSOCK(st.st_mode))
+        return 1;
+    close(g_daemon_pidfd);
+    g_daemon_pidfd = -1;
+    return 0;
+}
+
+static void remember_daemon(void)
+{
+#ifdef SYS_pidfd_open
+    char path[PATH_MAX + 32], buf[32];
+    ssize_t n;
+    long pid;
+    char *end;
+    int fd;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) >=
+        sizeof path)
+        return;
+    fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    pid = strtol(buf, &end, 10);
+    if (pid <= 0 || pid > INT_MAX || (*end != '\n' && *end != '\0'))
+        return;
+    fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0); /* close-on-exec */
+    if (fd >= 0)
+        g_daemon_pidfd = move_high(fd, 1024, 1);
+#endif
+}
+
 static void ensure_daemon(void)
 {
     static int64_t last_start;
@@ -576,13 +628,17 @@ static void ensure_daemon(void)
     if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", g_rundir,
                          SHOURNAL_DAEMON_SOCKET) >= sizeof addr.sun_path)
         return;
+    if (daemon_known_up(addr.sun_path))
+        return;
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
         return;
     up = connect(s, (struct sockaddr *)&addr, sizeof addr) == 0;
     close(s);
-    if (up)
+    if (up) {
+        remember_daemon();
         return;
+    }
     daemon_lock_state(&lock_now);
     if (last_start && now_ns() - last_start < (int64_t)DAEMON_RESPAWN_MS * 1000000 &&
         same_write(&lock_now, &lock_at_start))

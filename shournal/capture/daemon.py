@@ -105,6 +105,7 @@ class Daemon:
         self.error: str | None = None  # the journal's current condition
         self.stored = 0
         self.lost = 0
+        self.probes = 0  # connections that only asked whether we are up
         # After a start (a crash may have come between a journal commit and
         # the committed offset) and after a failed attempt, each spooled
         # command is looked up in the journal before it is stored.
@@ -206,6 +207,7 @@ class Daemon:
             self.last_activity = time.monotonic()
         if _is_probe(conn):
             conn.close()
+            self.probes += 1
             return
         with self.lock:
             self.active += 1
@@ -522,16 +524,18 @@ class Daemon:
                 "backlog_bytes": self.spool.backlog(),
                 "stored": self.stored,
                 "lost": self.lost,
+                "probes": self.probes,
                 "error": self.error,
             }
 
 
 def _is_probe(conn: socket.socket) -> bool:
     """A connection closed before it sent anything: a shell asking whether
-    a daemon is up (ensure_daemon in libshournal_preload.c, once per command
-    line).  Answered by the accept alone, without a thread (its start and
-    stack cost more than the rest of the probe).  A forwarder's message is
-    usually there already; one that is not yet gets its thread."""
+    a daemon is up (ensure_daemon in libshournal_preload.c: once, then
+    again only after the daemon it found has exited).  Answered by the
+    accept alone, without a thread (its start and stack cost more than the
+    rest of the probe).  A forwarder's message is usually there already;
+    one that is not yet gets its thread."""
     try:
         return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:

@@ -4,6 +4,7 @@ unprivileged test user, through the setuid helper."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -458,6 +459,52 @@ def test_two_daemons_racing_to_start_one_wins(install, home):
     assert (rundir(home) / "daemon.lock").stat().st_mode & 0o777 == 0o600
     winner.kill()
     winner.wait()
+
+
+def daemon_status(install, home: Path) -> dict:
+    """The daemon's MSG_STATUS answer, asked as the user (it answers its
+    own user only)."""
+    python = "/usr/bin/python3" if install.pythonpath else str(REPO / ".venv" / "bin" / "python")
+    code = (
+        "import sys\n"
+        "from shournal.capture import protocol as p\n"
+        "a = p.daemon_request(sys.argv[1], p.MSG_STATUS)\n"
+        "print(a[1].decode() if a else '')\n"
+    )
+    env = [f"{k}={v}" for k, v in install.env(home).items()]
+    out = subprocess.run(
+        ["runuser", "-u", install.user.pw_name, "--", "env", "-i", *env, python, "-c", code,
+         str(rundir(home))],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_a_shell_asks_whether_the_daemon_is_up_only_until_it_found_it(kind, install, home):
+    """A connect to the daemon's socket wakes the daemon: a shell that found
+    it up keeps its pidfd and asks again only once it has exited."""
+    sh = Shell(kind, install, home, extra_env=daemon_env(install))
+    sh.run("echo first > first")  # starts the daemon
+    wait_for(lambda: (rundir(home) / "daemon.sock").exists(), "the daemon's socket")
+    sh.run("true")
+    sh.run("true")  # found it up
+    before = daemon_status(install, home)["probes"]
+    for i in range(5):
+        sh.run(f"echo {i} > p{i}")
+    after = daemon_status(install, home)["probes"]
+    pid = daemon_pid(home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+    sh.run("echo after > after")  # finds it gone: starts a new one
+    sh.exit()
+    assert after == before, (before, after)
+    wait_for(lambda: daemon_pid(home) not in (None, pid), "a new daemon")
+    wait_drained(home)
+    texts = stored_texts(home)
+    assert all(texts[f"echo {i} > p{i}"] == 1 for i in range(5)), texts
+    assert texts["echo after > after"] == 1, texts
 
 
 def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
