@@ -93,7 +93,13 @@ class Daemon:
         self._cfg_stamp = self._config_stamp()
         listener._write_setup_args(self.cfg)
         self.spool = Spool()
-        self.lock = threading.Condition()
+        mutex = threading.RLock()
+        self.lock = threading.Condition(mutex)
+        # What the store thread waits on: woken only when it has something
+        # new to do (a first command in the spool, a drain, the stop), not
+        # by every command line's comings and goings (each wake a thread
+        # switch and a turn of its loop).
+        self._store_wake = threading.Condition(mutex)
         self.active = 0  # command lines being collected
         # Connections are served by worker threads kept for the next one
         # (a thread's start and end cost about as much as the rest of a
@@ -244,6 +250,7 @@ class Daemon:
                     break  # the journal is unusable: the spool keeps it
             self.stopping = True
             self.lock.notify_all()
+            self._store_wake.notify_all()
 
     def _connection(self, conn: socket.socket) -> None:
         try:
@@ -334,7 +341,7 @@ class Daemon:
             with self.lock:
                 if err is None and self._spooled_at is None:
                     self._spooled_at = time.monotonic()
-                self.lock.notify_all()  # the store thread
+                    self._store_wake.notify()  # it waits for a first one
             for _, w in batch:
                 w.done(err)
         if me.wait() is not None:
@@ -378,12 +385,12 @@ class Daemon:
                         due = self._starts_checked + _STARTS_CHECK - time.monotonic()
                         if due <= 0:
                             break
-                        self.lock.wait(due)
+                        self._store_wake.wait(due)
                         continue
                     wait = self._defer()
                     if wait <= 0:
                         break
-                    self.lock.wait(wait)
+                    self._store_wake.wait(wait)
                 if self.spool.backlog() == 0:
                     if self.stopping:
                         break
@@ -416,7 +423,7 @@ class Daemon:
                 with self.lock:
                     if self.stopping:
                         break
-                    self.lock.wait(delay)
+                    self._store_wake.wait(delay)
                 delay = min(delay * 2, _RETRY_MAX)
                 continue
             self.verify = False
@@ -503,7 +510,7 @@ class Daemon:
         with self.lock:
             target = self.spool.end
             self._draining += 1
-            self.lock.notify_all()
+            self._store_wake.notify()
             try:
                 while self.spool.committed < target and self.spool.end != 0:
                     left = deadline - time.monotonic()

@@ -165,16 +165,21 @@ def write_apparatus_args(cfg: Any) -> None:
                 b"".join(os.fsencode(p) + b"\0" for p in cfg.apparatus.paths))
 
 
-def _environ_of(pid: int | None) -> dict[str, str]:
+def _environ_of(pid: int | None, needed: str | None = None) -> dict[str, str]:
     """This listener's environment, or (the daemon) its forwarder's: the
-    one the shell gave the helper."""
+    one the shell gave the helper.  With `needed`: empty unless that
+    variable is set (the daemon asks once per command line, and the
+    environment is rarely wanted: it is only parsed then)."""
     if pid is None:
-        return dict(os.environ)
+        return dict(os.environ) if needed is None or needed in os.environ else {}
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            pairs = [e.split(b"=", 1) for e in fh.read().split(b"\0") if b"=" in e]
+            raw = fh.read()
     except OSError:
         return {}
+    if needed is not None and b"\0" + os.fsencode(needed) + b"=" not in b"\0" + raw:
+        return {}
+    pairs = [e.split(b"=", 1) for e in raw.split(b"\0") if b"=" in e]
     out: dict[str, str] = {}
     for k, v in pairs:
         out.setdefault(os.fsdecode(k), os.fsdecode(v))  # the first wins, as for getenv
@@ -186,7 +191,7 @@ def shell_apparatus(cfg: Any, pid: int | None = None, cwd: str = "") -> dict[str
     library chose the apparatus's helper options and says so in the
     helper's environment, SHELL_SWITCH_VAR): what the manifest needs of the
     shell (its umask and environment), else None."""
-    env = _environ_of(pid)
+    env = _environ_of(pid, SHELL_SWITCH_VAR)
     if env.get(SHELL_SWITCH_VAR) != "1":
         return None
     env.pop(SHELL_SWITCH_VAR, None)

@@ -122,3 +122,33 @@ def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Pa
         plain = s.add_command(_record(None))
         views = {v.id: v.derived_from for v in find_commands(s)}
         assert views == {old: None, new: old, plain: None}
+
+
+@pytest.mark.parametrize(
+    ("env", "found"),
+    [
+        ({"A": "1", "SHOURNAL_APPARATUS_SHELL": "1", "B": "x=y"}, True),
+        ({"SHOURNAL_APPARATUS_SHELL": "1"}, True),
+        ({"A": "1", "XSHOURNAL_APPARATUS_SHELL": "1"}, False),
+        ({"A": "SHOURNAL_APPARATUS_SHELL=1"}, False),
+        ({"A": "1"}, False),
+    ],
+)
+def test_a_forwarders_environment_is_parsed_only_when_it_switches_the_apparatus_on(
+    env: dict[str, str], found: bool
+) -> None:
+    """The daemon reads the forwarder's /proc/<pid>/environ once per
+    command line; it is parsed only when it holds the switch."""
+    import subprocess
+    import sys
+
+    from shournal.reproduce import SHELL_SWITCH_VAR, _environ_of
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            env=env, stdin=subprocess.PIPE)
+    try:
+        got = _environ_of(proc.pid, SHELL_SWITCH_VAR)
+        assert (got == env) if found else (got == {}), got
+        assert _environ_of(proc.pid) == env
+    finally:
+        proc.communicate(b"")
