@@ -20,6 +20,12 @@ again after --lines more lines once everything is stored; the difference
 divided by --lines is the CPU per command line (the daemon's part shown
 separately; /proc counts in 10 ms ticks per process).
 
+The runtime directory (markers, the daemon's socket, the warnings files:
+every line touches it) is a tmpfs by default, as systemd-logind gives a
+login ($XDG_RUNTIME_DIR=/run/user/<uid>); --runtime-dir disk puts it in
+the home, on /var/tmp (what a machine without logind gives: /tmp).  The
+spool and the lines' starts are in the home in both.
+
 Paste: --paste lines `true` are written to the pty at once; the time until
 the last prompt appears, minus the same for plain bash.
 
@@ -57,10 +63,10 @@ PROMPT = "BENCH-CPU-PROMPT$ "
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def build(root: Path) -> dict[str, Path]:
+def build(root: Path, repo: Path = REPO) -> dict[str, Path]:
     build_dir = root / "build"
-    build_dir.mkdir()
-    subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"BUILD={build_dir}"],
+    build_dir.mkdir(parents=True)
+    subprocess.run(["make", "-s", "-C", str(repo / "native"), f"BUILD={build_dir}"],
                    check=True, capture_output=True)
     helper = root / "shournal-suid"
     shutil.copy2(build_dir / "shournal-suid", helper)
@@ -70,6 +76,7 @@ def build(root: Path) -> dict[str, Path]:
     subprocess.run(["cc", "-O2", "-I", str(REPO / "native"), "-o", str(null),
                     str(REPO / "bench" / "null_listener.c")], check=True)
     return {
+        "repo": repo,
         "null": null,
         "helper": helper,
         "preload": build_dir / "libshournal_preload.so",
@@ -77,8 +84,21 @@ def build(root: Path) -> dict[str, Path]:
     }
 
 
+RUNTIME_DIR = "tmpfs"  # --runtime-dir
+
+
 def make_home(uid: int, gid: int) -> Path:
-    return bench_home("shournal-bench-cpu-", uid, gid)
+    home = bench_home("shournal-bench-cpu-", uid, gid)
+    if RUNTIME_DIR == "tmpfs":
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"mode=0700,uid={uid},gid={gid},size=64m",
+                        "shournal-bench-run", str(home / "run")], check=True)
+    return home
+
+
+def remove_home(home: Path) -> None:
+    if RUNTIME_DIR == "tmpfs":
+        subprocess.run(["umount", "--lazy", str(home / "run")], check=False)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:
@@ -89,9 +109,11 @@ def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:
         "XDG_RUNTIME_DIR": str(home / "run"),
         "SHOURNAL_SUID_PATH": str(paths["helper"]),
         "SHOURNAL_PRELOAD_LIB": str(paths["preload"]),
-        "SHOURNAL_SHELL_DIR": str(REPO / "shell"),
+        "SHOURNAL_SHELL_DIR": str(paths["repo"] / "shell"),
         "SHOURNAL_PY_LISTENER": str(venv / "shournal-listener"),
         "SHOURNAL_DAEMON": str(venv / "shournal-daemon"),
+        # the checkout's package, whichever one the venv was installed from
+        "PYTHONPATH": str(paths["repo"]),
     }
     listener = {"daemon": paths["forward"], "null": paths["null"]}
     env["SHOURNAL_LISTENER"] = str(listener.get(mode, venv / "shournal-listener"))
@@ -102,7 +124,7 @@ def spawn(mode: str, home: Path, paths: dict[str, Path]) -> pexpect.spawn:
     rc = home / f"bashrc.{mode}"
     text = f"PS1='{PROMPT}'\nunset PROMPT_COMMAND\nHISTFILE={home}/hist.{mode}\n"
     if mode != "plain":
-        text += f"source {REPO}/shell/shournal.bash\nSHOURNAL_ENABLE\n"
+        text += f"source {paths['repo']}/shell/shournal.bash\nSHOURNAL_ENABLE\n"
     rc.write_text(text)
     env = env_for(mode, home, paths)
     argv = ["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
@@ -235,7 +257,7 @@ def finish(child: pexpect.spawn, home: Path) -> None:
     wait_recorded(home)
     stop_daemon(home)
     reap_all()
-    shutil.rmtree(home, ignore_errors=True)
+    remove_home(home)
 
 
 def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> float:
@@ -264,11 +286,20 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--paste", type=int, default=20)
-    ap.add_argument("--modes", default="plain,listener,daemon")
+    ap.add_argument("--modes", default="plain,listener,daemon",
+                    help="comma-separated; MODE@DIR: that mode of another checkout (its "
+                         "native parts, shell files and package; e.g. the tree before a "
+                         "change, from `git worktree add`), measured in the same rounds")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every mode this often, the order reversed each round; "
                          "the medians of the per-round differences are printed")
+    ap.add_argument("--runtime-dir", choices=("tmpfs", "disk"), default="tmpfs",
+                    help="the test user's $XDG_RUNTIME_DIR: a tmpfs (as logind gives) "
+                         "or a directory in the home")
     args = ap.parse_args()
+    global RUNTIME_DIR
+    RUNTIME_DIR = args.runtime_dir
+    print(f"runtime directory: {RUNTIME_DIR}; checkout {REPO}", flush=True)
     if os.geteuid() != 0:
         print("run as root (a setuid copy of the helper is made)", file=sys.stderr)
         return 2
@@ -283,14 +314,20 @@ def main() -> int:
     root.chmod(0o755)
     modes = args.modes.split(",")
     try:
-        paths = build(root)
+        trees = {REPO: build(root / "0")}
+        for mode in modes:
+            repo = Path(mode.partition("@")[2] or REPO).resolve()
+            if repo not in trees:
+                trees[repo] = build(root / str(len(trees)), repo)
         subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
         rounds: list[dict[str, tuple[float, float]]] = []
         for r in range(args.rounds):
             results = {}
             for mode in modes if r % 2 == 0 else modes[::-1]:
-                per, per_d = run_lines(mode, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
-                pasted = paste(mode, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
+                kind, _, tree = mode.partition("@")
+                paths = trees[Path(tree or REPO).resolve()]
+                per, per_d = run_lines(kind, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
+                pasted = paste(kind, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
                 results[mode] = (per, pasted)
                 print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms)"
                       f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "

@@ -556,19 +556,29 @@ class Store:
         return conn.execute(select(table.c.id).where(*where)).scalar_one()
 
     def _dimension_ids(
-        self, conn: Connection, wanted: Sequence[tuple[type[m.Base], dict[str, Any]]]
+        self,
+        conn: Connection,
+        wanted: Sequence[tuple[type[m.Base], dict[str, Any]]],
+        known: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = None,
     ) -> dict[type[m.Base], int]:
         """The ids of a command's rows in small tables (its host and user,
         directory, session, hash setting), inserting those not there yet.
         They almost always exist: one SELECT of them all (a statement costs
         far more CPU in SQLAlchemy and the driver than in the database),
-        then _get_or_create for the missing ones.  Never cached across
-        transactions: `shournal delete` collects unreferenced rows, and a
-        freed id may be given to another row."""
+        then _get_or_create for the missing ones.  `known`: what earlier
+        commands of the same transaction found (a batch's lines mostly
+        share them all).  Never cached across transactions: `shournal
+        delete` collects unreferenced rows, and a freed id may be given to
+        another row."""
+        key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
+        if known is not None and key in known:
+            return known[key]
         row = conn.execute(*_dimension_lookup(wanted)).one()
         ids: dict[type[m.Base], int] = {}
         for (model, values), found in zip(wanted, row, strict=True):
             ids[model] = found if found is not None else self._get_or_create(conn, model, **values)
+        if known is not None:
+            known[key] = ids
         return ids
 
     def _ids_for(
@@ -612,10 +622,11 @@ class Store:
         prepared = [self._prepare(rec) for rec in recs]
         stored = 0
         with self.writing() as conn:
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
             for rec, prep in zip(recs, prepared, strict=True):
                 if skip_stored and self._holds(conn, rec):
                     continue
-                self._insert(conn, rec, prep)
+                self._insert(conn, rec, prep, known)
                 stored += 1
         return stored
 
@@ -659,12 +670,18 @@ class Store:
             wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
         return write_split, reads, read_keys, read_split, dir_paths, digests, content_rows, wanted
 
-    def _insert(self, conn: Connection, rec: CommandRecord, prepared: tuple[Any, ...]) -> int:
+    def _insert(
+        self,
+        conn: Connection,
+        rec: CommandRecord,
+        prepared: tuple[Any, ...],
+        known: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = None,
+    ) -> int:
         """The inserts of one command line (prepared by _prepare) in `conn`'s
-        transaction; its new id."""
+        transaction; its new id (`known`: see _dimension_ids)."""
         (write_split, reads, read_keys, read_split, dir_paths, digests, content_rows,
          wanted) = prepared
-        ids = self._dimension_ids(conn, wanted)
+        ids = self._dimension_ids(conn, wanted, known)
         env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
         hash_setting_id = ids.get(m.HashSetting)
         session_id = ids.get(m.ShellSession)

@@ -78,11 +78,11 @@ def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path
         assert texts == ["a", "b", "c"] and writes == 3
         insert, calls = store._insert, []
 
-        def failing_second(conn, rec, prepared):
+        def failing_second(conn, rec, prepared, *rest):
             calls.append(rec.text)
             if len(calls) == 2:
                 raise RuntimeError("the journal failed half-way")
-            return insert(conn, rec, prepared)
+            return insert(conn, rec, prepared, *rest)
 
         store._insert = failing_second  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
@@ -92,6 +92,42 @@ def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path
             assert conn.exec_driver_sql("SELECT count(*) FROM command").scalar() == 3
     finally:
         store.close()
+
+
+def test_a_batch_mixing_sessions_directories_and_hosts_stores_each_commands_own(
+    tmp_path: Path,
+):
+    """A batch's lines mostly share their host, directory and session (the
+    batch looks them up once); those that do not get their own."""
+    from dataclasses import replace
+
+    store = Store(f"sqlite:///{tmp_path}/j.sqlite")
+    base = _rec("a", 10**18)
+    variants = [
+        base,
+        replace(base, text="b", start_ns=10**18 + 1, working_dir="/other"),
+        replace(base, text="c", start_ns=10**18 + 2, session_uuid=b"\3" * 16),
+        replace(base, text="d", start_ns=10**18 + 3, hostname="h2"),
+        replace(base, text="e", start_ns=10**18 + 4, session_uuid=None, hash_chunk_size=None,
+                hash_max_reads=None),
+        replace(base, text="f", start_ns=10**18 + 5),
+    ]
+    try:
+        assert store.add_commands(variants) == len(variants)
+        with store.reading() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT c.text, w.path, e.hostname, s.uuid, c.hash_setting_id FROM command c "
+                "JOIN working_dir w ON w.id = c.cwd_id JOIN env e ON e.id = c.env_id "
+                "LEFT JOIN shell_session s ON s.id = c.session_id ORDER BY c.text"
+            ).fetchall()
+    finally:
+        store.close()
+    got = {r[0]: (r[1], r[2], bytes(r[3]) if r[3] is not None else None, r[4] is not None)
+           for r in rows}
+    assert got == {
+        v.text: (v.working_dir, v.hostname, v.session_uuid, v.hash_chunk_size is not None)
+        for v in variants
+    }
 
 
 def _holder(sock: socket.socket) -> None:
