@@ -15,10 +15,12 @@ before it is touched.  The payload is marshal of plain values (str, bytes,
 int, None, tuples), never pickle: loading it runs no code.
 
 What the journal already holds is remembered in `<data dir>/spool/committed`
-("<inode of records> <offset>", replaced atomically): a crash between a
-journal commit and this file's update makes the daemon replay the commands
-after the offset with a check that each is not stored yet
-(Store.has_command), so each command is stored exactly once.  Once
+("<inode of records> <offset> <crc32 of those, hex>", padded to
+COMMITTED_SIZE bytes and overwritten in place: one write per journal
+batch, no new file): a crash between a journal commit and this file's
+update, or a torn update (its checksum fails: offset 0), makes the daemon
+replay the commands after the offset with a check that each is not stored
+yet (Store.has_command), so each command is stored exactly once.  Once
 everything is committed and the file has grown past ROTATE_BYTES it is
 replaced by an empty one (see Spool._rotate).
 """
@@ -143,10 +145,27 @@ def _open_dir(directory: Path) -> None:
         raise SpoolError(f"{directory} is not a private directory of yours (mode 0700)")
 
 
+COMMITTED_SIZE = 64
+
+
+def _committed_line(inode: int, offset: int) -> bytes:
+    body = f"{inode} {offset}".encode()
+    line = body + b" %08x" % zlib.crc32(body)
+    return line.ljust(COMMITTED_SIZE - 1) + b"\n"
+
+
 def _read_committed(path: Path, inode: int) -> int:
+    """The committed offset into the records file `inode`; 0 when the file
+    names another one, is missing or does not check out (then everything
+    is replayed, each command looked up)."""
     try:
-        text = path.read_text()
-        ino, off = (int(x) for x in text.split())
+        fields = path.read_bytes().split()
+        if len(fields) == 3:  # (two: a spool of an earlier version)
+            if _committed_line(int(fields[0]), int(fields[1])).split() != fields:
+                return 0
+        elif len(fields) != 2:
+            return 0
+        ino, off = int(fields[0]), int(fields[1])
     except (OSError, ValueError):
         return 0
     return off if ino == inode and off >= 0 else 0
@@ -229,20 +248,17 @@ class Spool:
         self._write_committed(self.inode, offset)
 
     def _write_committed(self, inode: int, offset: int) -> None:
-        tmp = self.dir / f".committed.{os.getpid()}"
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)  # left by a crash
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o600)
+        """In place (see the module's docstring): creating and renaming a
+        file per batch cost more than the batch's other file work."""
+        fd = os.open(
+            self.committed_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         try:
-            os.write(fd, f"{inode} {offset}\n".encode())
+            line = _committed_line(inode, offset)
+            if os.pwrite(fd, line, 0) != len(line):
+                raise OSError(f"{self.committed_path}: short write")
         finally:
             os.close(fd)
-        try:
-            os.replace(tmp, self.committed_path)
-        except OSError:
-            os.unlink(tmp)
-            raise
 
     def _rotate(self) -> None:
         """Start an empty file.  The committed offset names the new file's

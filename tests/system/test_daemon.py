@@ -598,7 +598,7 @@ def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
         assert spool.backlog() == 0 and spool.end == 0
         # The committed offset names the new file (a stale one naming the
         # old inode would apply to a new file that reuses its number).
-        ino, off = (tmp_path / "spool" / "committed").read_text().split()
+        ino, off, _crc = (tmp_path / "spool" / "committed").read_text().split()
         assert (int(ino), off) == ((tmp_path / "spool" / "records").stat().st_ino, "0")
         spool.close()
         spool = sp.Spool(tmp_path / "spool")
@@ -607,6 +607,28 @@ def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
     spool.close()
     spool = sp.Spool(tmp_path / "spool")
     assert [r for _e, r in spool.pending(10)] == [_record(9)]
+
+
+def test_a_torn_committed_offset_replays_from_the_start(tmp_path):
+    """The committed offset is overwritten in place: one that does not
+    check out (a torn write) counts as nothing committed -- the daemon then
+    replays every record, each looked up first; one of an earlier version
+    (no checksum) is still read."""
+    spool = sp.Spool(tmp_path / "spool")
+    spool.append([_record(1), _record(2)])
+    first_end = spool.pending(1)[0][0]
+    spool.commit(first_end)
+    spool.close()
+    path = tmp_path / "spool" / "committed"
+    assert len(path.read_bytes()) == sp.COMMITTED_SIZE
+    assert [r for _e, r in sp.Spool(tmp_path / "spool").pending(10)] == [_record(2)]
+    ino, off, crc = path.read_text().split()
+    path.write_text(f"{ino} {int(off) + 1} {crc}\n")  # a digit of a newer offset
+    assert [r for _e, r in sp.Spool(tmp_path / "spool").pending(10)] == [
+        _record(1), _record(2)]
+    path.write_text(f"{ino} {off}\n")
+    assert [r for _e, r in sp.Spool(tmp_path / "spool").pending(10)] == [_record(2)]
+    assert sp.backlog_of(tmp_path / "spool")[0] == 1
 
 
 def test_journal_disk_full_then_freed_loses_nothing(install, home):
