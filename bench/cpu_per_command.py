@@ -226,6 +226,9 @@ def tree_cpu(daemon: int | None) -> tuple[float, float]:
     return total, procs.get(daemon, (0, 0.0))[1] if daemon else 0.0
 
 
+GAP = 0.0  # --gap
+
+
 def run_lines(
     mode: str, n: int, warmup: int, paths: dict[str, Path], uid: int, gid: int
 ) -> tuple[float, float]:
@@ -242,6 +245,8 @@ def run_lines(
     for _ in range(n):
         child.sendline("true")
         child.expect_exact(PROMPT)
+        if GAP:
+            time.sleep(GAP)
     wait_recorded(home)
     cpu1, d1 = tree_cpu(daemon)
     finish(child, home)
@@ -293,13 +298,18 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every mode this often, the order reversed each round; "
                          "the medians of the per-round differences are printed")
+    ap.add_argument("--gap", type=float, default=0.0,
+                    help="seconds between a prompt and the next line (0: at once, as a "
+                         "script; 0.3: typed, each line stored on its own -- the daemon "
+                         "batches lines arriving within 50 ms of each other)")
     ap.add_argument("--runtime-dir", choices=("tmpfs", "disk"), default="tmpfs",
                     help="the test user's $XDG_RUNTIME_DIR: a tmpfs (as logind gives) "
                          "or a directory in the home")
     args = ap.parse_args()
-    global RUNTIME_DIR
+    global RUNTIME_DIR, GAP
     RUNTIME_DIR = args.runtime_dir
-    print(f"runtime directory: {RUNTIME_DIR}; checkout {REPO}", flush=True)
+    GAP = args.gap
+    print(f"runtime directory: {RUNTIME_DIR}; gap {GAP} s; checkout {REPO}", flush=True)
     if os.geteuid() != 0:
         print("run as root (a setuid copy of the helper is made)", file=sys.stderr)
         return 2
