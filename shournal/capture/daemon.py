@@ -292,7 +292,8 @@ class Daemon:
 
     def _forwarded(self, conn: socket.socket, pid: int, cwd: str, ctl: int, relay: int) -> None:
         try:
-            sock = socket.socket(fileno=ctl)
+            # (what the forwarder sends, from our own user: see Relay)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fileno=ctl)
         except OSError:
             os.close(ctl)
             os.close(relay)
@@ -301,7 +302,8 @@ class Daemon:
             self._reading.add(pid)  # its start is not to be recovered meanwhile
         try:
             rec = listener.collect(
-                sock, listener.Relay(relay), self.config(), cwd, pid, self.spool.dir, self.rundir
+                sock, listener.Relay(relay, checked=True), self.config(), cwd, pid,
+                self.spool.dir, self.rundir,
             )
             if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)

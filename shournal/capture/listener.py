@@ -81,8 +81,15 @@ def _raise_nofile() -> None:
 class Relay:
     """Our end of the holder's event relay (fd 4)."""
 
-    def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(fileno=fd)
+    def __init__(self, fd: int, checked: bool = False) -> None:
+        # `checked`: the caller knows `fd` is the relay (the store daemon:
+        # from its own user's forwarder), which spares the three system
+        # calls that find a socket's family, type and protocol.
+        self.sock = (
+            socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fileno=fd)
+            if checked
+            else socket.socket(fileno=fd)
+        )
         self.sock.setblocking(False)
         self.seq = 0
         self.flushed = 0
