@@ -67,12 +67,14 @@ _BATCH = 64
 # Retry delays while the journal is unusable.
 _RETRY_FIRST = 0.5
 _RETRY_MAX = 10.0
-# Storing waits until no command line has started or ended for _QUIET
-# seconds (at most _DEFER_MAX after the oldest unstored one was spooled):
-# command lines arriving together (a paste, a busy shell) then do not
-# compete with the journal's writes for the CPU (the store daemon shares
-# the machine with the shells it serves), and are stored in one go.
-_QUIET = 0.05
+# Storing waits until no command line has been handed over or finished for
+# _QUIET seconds (at most _DEFER_MAX after the oldest unstored one was
+# spooled): command lines arriving together (a script, a paste, a busy
+# shell: they follow each other within tens of milliseconds; typed ones
+# come seconds apart) then do not compete with the journal's writes for
+# the CPU (the store daemon shares the machine with the shells it serves),
+# and are stored in one go -- one transaction for many lines.
+_QUIET = 0.15
 _DEFER_MAX = 1.0
 # How often the accept loop looks at the idle time.
 _TICK = 1.0
