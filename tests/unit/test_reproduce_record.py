@@ -144,9 +144,13 @@ def test_a_forwarders_environment_is_parsed_only_when_it_switches_the_apparatus_
 
     from shournal.reproduce import SHELL_SWITCH_VAR, _environ_of
 
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                            env=env, stdin=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
     try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # past its exec: /proc/<pid>/environ is its own
         got = _environ_of(proc.pid, SHELL_SWITCH_VAR)
         assert (got == env) if found else (got == {}), got
         assert _environ_of(proc.pid) == env
