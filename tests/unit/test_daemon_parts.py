@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,25 @@ def test_a_batch_mixing_sessions_directories_and_hosts_stores_each_commands_own(
         v.text: (v.working_dir, v.hostname, v.session_uuid, v.hash_chunk_size is not None)
         for v in variants
     }
+
+
+def test_a_line_that_came_alone_is_stored_at_once_and_lines_close_together_wait():
+    """The store thread's wait before storing (Daemon._defer): none for a
+    line handed over alone (typed), _QUIET for lines following each other
+    (a script, a paste) or while another line is being read."""
+    from types import SimpleNamespace
+
+    from shournal.capture import daemon
+
+    now = time.monotonic()
+
+    def state(alone: bool, active: int) -> SimpleNamespace:
+        return SimpleNamespace(_spooled_at=now, _draining=0, last_activity=now, _alone=alone,
+                               active=active)
+
+    assert daemon.Daemon._defer(state(True, 1)) == 0.0
+    assert daemon.Daemon._defer(state(False, 1)) > daemon._QUIET / 2
+    assert daemon.Daemon._defer(state(True, 2)) > daemon._QUIET / 2
 
 
 def _holder(sock: socket.socket) -> None:
