@@ -301,7 +301,7 @@ def main() -> int:
     ap.add_argument("--gap", type=float, default=0.0,
                     help="seconds between a prompt and the next line (0: at once, as a "
                          "script; 0.3: typed, each line stored on its own -- the daemon "
-                         "batches lines arriving within 50 ms of each other)")
+                         "batches lines arriving within 0.15 s of each other)")
     ap.add_argument("--runtime-dir", choices=("tmpfs", "disk"), default="tmpfs",
                     help="the test user's $XDG_RUNTIME_DIR: a tmpfs (as logind gives) "
                          "or a directory in the home")
