@@ -507,6 +507,33 @@ def test_a_shell_asks_whether_the_daemon_is_up_only_until_it_found_it(kind, inst
     assert texts["echo after > after"] == 1, texts
 
 
+def _voluntary_switches(pid: int) -> int:
+    """Context switches of the process's main thread (its accept loop)."""
+    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
+def test_a_waiting_daemon_does_not_wake_its_accept_loop_every_second(install, home):
+    """Between typed lines the accept loop sleeps until the idle time is
+    up (each timed wake costs CPU, and a line may come once a minute)."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo wake > wake")
+    wait_drained(home)
+    pid = daemon_pid(home)
+    assert pid is not None
+    time.sleep(0.5)
+    before = _voluntary_switches(pid)
+    time.sleep(3.5)
+    woken = _voluntary_switches(pid) - before
+    sh.run("echo again > again")  # still served
+    sh.exit()
+    wait_drained(home)
+    assert woken <= 1, woken
+    assert stored_texts(home)["echo again > again"] == 1
+
+
 def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
     write_config(home, "[store]\ndaemon_idle_seconds = 1\n", install)
     sh = Shell("bash", install, home, extra_env=daemon_env(install))
