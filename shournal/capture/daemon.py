@@ -78,8 +78,8 @@ _QUIET = 0.15
 _DEFER_MAX = 1.0
 # How often the accept loop looks at the idle time once it is up, while
 # lines are still read or stored.  Before that it sleeps until the idle
-# time is up: a daemon that waits for the next typed line wakes no
-# thread (on a VM each timed wake costs ~0.1 ms of CPU).
+# time is up: waiting for the next typed line, it does not wake (on a VM
+# each timed wake costs ~0.1 ms of CPU).
 _TICK = 1.0
 _CWD_MAX = 4096
 # How often the store thread looks for starts of command lines whose
