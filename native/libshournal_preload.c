@@ -542,14 +542,18 @@ static int uses_daemon(void)
     return base && strcmp(base + 1, FORWARDER_NAME) == 0;
 }
 
+/* <rundir>/daemon.lock into buf; 0, or -1 if it does not fit. */
+static int daemon_lock_path(char *buf, size_t n)
+{
+    return (size_t)snprintf(buf, n, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) < n ? 0 : -1;
+}
+
 /* What identifies a write of the daemon lock (zero if there is none). */
 static void daemon_lock_state(struct stat *st)
 {
     char path[PATH_MAX + 32];
 
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) >=
-            sizeof path ||
-        stat(path, st) != 0)
+    if (daemon_lock_path(path, sizeof path) != 0 || stat(path, st) != 0)
         memset(st, 0, sizeof *st);
 }
 
@@ -592,8 +596,7 @@ static void remember_daemon(void)
     char *end;
     int fd;
 
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) >=
-        sizeof path)
+    if (daemon_lock_path(path, sizeof path) != 0)
         return;
     fd = real_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
