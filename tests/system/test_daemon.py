@@ -472,12 +472,11 @@ def daemon_status(install, home: Path) -> dict:
         "print(a[1].decode() if a else '')\n"
     )
     env = [f"{k}={v}" for k, v in install.env(home).items()]
-    out = subprocess.run(
-        ["runuser", "-u", install.user.pw_name, "--", "env", "-i", *env, python, "-c", code,
-         str(rundir(home))],
-        capture_output=True, text=True, check=True,
-    )
-    return json.loads(out.stdout)
+    proc = as_user(install, ["env", "-i", *env, python, "-c", code, str(rundir(home))],
+                   stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    return json.loads(out)
 
 
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
