@@ -56,6 +56,7 @@ from shournal.capture.spool import (
     forget_started,
     orphaned_starts,
     started_pids,
+    starts_dir,
     take_inbox,
 )
 from shournal.capture.spool import inbox_count as spool_inbox_count
@@ -82,9 +83,15 @@ _DEFER_MAX = 1.0
 # each timed wake costs ~0.1 ms of CPU).
 _TICK = 1.0
 _CWD_MAX = 4096
-# How often the store thread looks for starts of command lines whose
-# recorder died (one directory listing when there are none).
+# How often the daemon looks for starts of command lines whose recorder
+# (holder and forwarder) died while the daemon ran: every _STARTS_CHECK
+# seconds while there are starts on disk (lines running); once none are
+# left, at the next command line handed over (its worker looks, if the
+# last look is _STARTS_CHECK old), a drain (`shournal query`), or after
+# _STARTS_IDLE_CHECK -- a daemon waiting for the next typed line does not
+# wake every 2 s for an empty directory.
 _STARTS_CHECK = 2.0
+_STARTS_IDLE_CHECK = 60.0
 
 
 class Daemon:
@@ -129,8 +136,9 @@ class Daemon:
             )
         self._forget_dead_started()
         # Starts of lines whose recorder died (spool.recover_starts): looked
-        # for at once, then every _STARTS_CHECK seconds.
-        self._starts_checked = -_STARTS_CHECK
+        # for at once, then as _STARTS_CHECK says.
+        self._starts_checked = -_STARTS_IDLE_CHECK
+        self._starts_period = _STARTS_CHECK
         self._reading: set[int] = set()  # listener pids of the lines being read
         self._queue: list[tuple[CommandRecord, _Waiter]] = []
         self._spooled_at: float | None = None  # oldest unstored one's
@@ -139,6 +147,11 @@ class Daemon:
         # commit (which may replace the file) exclude each other.
         self._spool_lock = threading.Lock()
         self._writing = False
+        # Whoever stores holds _storing and uses _journal (opened on first
+        # use): the store thread, or the worker of a line that came alone
+        # (_forwarded).
+        self._storing = threading.Lock()
+        self._journal = None
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
 
     def _forget_dead_started(self) -> None:
@@ -316,7 +329,8 @@ class Daemon:
                 sock, listener.Relay(relay, checked=True), self.config(), cwd, pid,
                 self.spool.dir, self.rundir,
             )
-            if rec is not None and self.spool_record(rec):
+            spooled = _Waiter()
+            if rec is not None and self.spool_record(rec, spooled):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)
         finally:
             with self.lock:
@@ -325,14 +339,19 @@ class Daemon:
         listener._remove_markers(pid, self.rundir)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
+        if spooled.store_here:
+            self._store_here()
+        self._look_for_orphaned_starts()
 
     # -- spooling -----------------------------------------------------------
 
-    def spool_record(self, rec: CommandRecord) -> bool:
+    def spool_record(self, rec: CommandRecord, me: _Waiter | None = None) -> bool:
         """Append to the spool; command lines finishing together share one
         write and fsync (the first one in writes for all).  False: neither
-        spooled nor stored."""
-        me = _Waiter()
+        spooled nor stored.  `me.store_here` afterwards: the store thread
+        was not woken for this line, its caller is to store it
+        (_store_here)."""
+        me = me or _Waiter()
         with self.lock:
             self._queue.append((rec, me))
             leader = not self._writing
@@ -354,13 +373,67 @@ class Daemon:
             with self.lock:
                 if err is None and self._spooled_at is None:
                     self._spooled_at = time.monotonic()
-                    self._store_wake.notify()  # it waits for a first one
+                    if len(batch) == 1 and self._store_alone():
+                        batch[0][1].store_here = True
+                    else:
+                        self._store_wake.notify()  # it waits for a first one
             for _, w in batch:
                 w.done(err)
         if me.wait() is not None:
             # The spool itself failed (its disk is full): store directly.
             return self._store_direct(rec, me.error)
         return True
+
+    def _store_alone(self) -> bool:
+        """(Under the lock.)  Is the line just spooled to be stored at once,
+        by the worker that spooled it?  A line that came alone (typed:
+        nothing else for _QUIET) and is the only one being read: waking
+        the store thread for it would cost a thread switch and the
+        threads' competing for the interpreter while they both run (~0.3
+        ms of CPU a line on a 2-vCPU VM).  Not while the journal fails
+        (the store thread retries, with its delays), a drain or the stop
+        waits on the store thread."""
+        return (
+            self._alone and self.active <= 1 and not self._draining
+            and self.error is None and not self.stopping
+        )
+
+    def _store_here(self) -> None:
+        """Store what is spooled, in this thread -- unless the store thread
+        is at it already (then it stores this line too: it looks at the
+        backlog again after each batch).  A failure is the store thread's
+        to retry."""
+        if not self._storing.acquire(blocking=False):
+            return
+        try:
+            ok = self._store_batch()
+        finally:
+            self._storing.release()
+        if not ok:
+            with self.lock:
+                self._store_wake.notify()
+
+    def _look_for_orphaned_starts(self, until: float | None = None) -> None:
+        """In a worker: the look for starts whose recorder died, if the last
+        one is _STARTS_CHECK old and nothing is waiting to be stored
+        (recover_starts needs the spool drained) -- unless the store thread
+        is storing.  `until` (a drain): now, whatever the last one's age,
+        after what is being stored, if that is over by then."""
+        if until is None:
+            if time.monotonic() - self._starts_checked < _STARTS_CHECK:
+                return
+            taken = self._storing.acquire(blocking=False)
+        else:
+            taken = self._storing.acquire(timeout=max(until - time.monotonic(), 0.0))
+        if not taken:
+            return
+        try:
+            with self.lock:
+                drained = self.spool.backlog() == 0
+            if drained:
+                self._recover_starts()
+        finally:
+            self._storing.release()
 
     def _store_direct(self, rec: CommandRecord, why: OSError | None) -> bool:
         try:
@@ -389,13 +462,12 @@ class Daemon:
                 time.sleep(_RETRY_MAX)
 
     def _store_until_stopped(self) -> None:
-        store = None
         delay = _RETRY_FIRST
         while True:
             with self.lock:
                 while not self.stopping:
                     if self.spool.backlog() == 0:
-                        due = self._starts_checked + _STARTS_CHECK - time.monotonic()
+                        due = self._starts_checked + self._starts_period - time.monotonic()
                         if due <= 0:
                             break
                         self._store_wake.wait(due)
@@ -404,58 +476,71 @@ class Daemon:
                     if wait <= 0:
                         break
                     self._store_wake.wait(wait)
-                if self.spool.backlog() == 0:
-                    if self.stopping:
-                        break
-                    batch = None
-                else:
-                    batch = self.spool.pending(_BATCH)
-            if batch is None:
-                store = self._recover_starts(store)
+                backlog = self.spool.backlog()
+                if backlog == 0 and self.stopping:
+                    break
+            with self._storing:
+                if backlog == 0:
+                    self._recover_starts()
+                    continue
+                ok = self._store_batch()
+            if ok:
+                delay = _RETRY_FIRST
                 continue
-            if not batch:
-                # Cannot happen (the spool checked its records): stop
-                # rather than spin.
-                break
-            try:
-                if store is None:
-                    store = self._open_store()
-                recs = [rec for _end, rec in batch if rec is not None]
-                self.lost += len(batch) - len(recs)
-                self.stored += store.add_commands(recs, skip_stored=self.verify)
-                # what listeners without the daemon could not store
-                if spool_inbox_count(self.spool.dir):
-                    self.stored += take_inbox(store, self.spool.dir)
-            except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
-                self.verify = True
-                if store is not None:
-                    with suppress(Exception):
-                        store.close()
-                    store = None
-                self._journal_failed(exc, batch)
-                with self.lock:
-                    if self.stopping:
-                        break
-                    self._store_wake.wait(delay)
-                delay = min(delay * 2, _RETRY_MAX)
-                continue
-            self.verify = False
-            delay = _RETRY_FIRST
-            with self._spool_lock:
-                try:
-                    self.spool.commit(batch[-1][0])
-                except OSError:
-                    # Only the committed offset was not written: a restart
-                    # looks the commands up before storing them again.
-                    pass
             with self.lock:
-                if self.error is not None:
-                    self.error = None
-                if self.spool.backlog() == 0:
-                    self._spooled_at = None
-                self.lock.notify_all()
-        if store is not None:
-            store.close()
+                if self.stopping:
+                    break
+                self._store_wake.wait(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+        with self._storing:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+    def _store_batch(self) -> bool:
+        """Store the spool's next batch in the journal (the caller holds
+        _storing); False: the journal failed (warned once per condition),
+        the batch stays in the spool."""
+        with self.lock:
+            backlog = self.spool.backlog()
+            batch = self.spool.pending(_BATCH) if backlog else []
+        if not batch:
+            # nothing left: stored already by the other thread that stores;
+            # a backlog without records cannot be (the spool checked them):
+            # retried later rather than at once
+            return not backlog
+        try:
+            if self._journal is None:
+                self._journal = self._open_store()
+            recs = [rec for _end, rec in batch if rec is not None]
+            self.lost += len(batch) - len(recs)
+            self.stored += self._journal.add_commands(recs, skip_stored=self.verify)
+            # what listeners without the daemon could not store
+            if spool_inbox_count(self.spool.dir):
+                self.stored += take_inbox(self._journal, self.spool.dir)
+        except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
+            self.verify = True
+            if self._journal is not None:
+                with suppress(Exception):
+                    self._journal.close()
+                self._journal = None
+            self._journal_failed(exc, batch)
+            return False
+        self.verify = False
+        with self._spool_lock:
+            try:
+                self.spool.commit(batch[-1][0])
+            except OSError:
+                # Only the committed offset was not written: a restart
+                # looks the commands up before storing them again.
+                pass
+        with self.lock:
+            if self.error is not None:
+                self.error = None
+            if self.spool.backlog() == 0:
+                self._spooled_at = None
+            self.lock.notify_all()
+        return True
 
     def _open_store(self):
         from shournal.journal import resolve_url
@@ -463,27 +548,31 @@ class Daemon:
 
         return Store(resolve_url(config=self.cfg))
 
-    def _recover_starts(self, store):
+    def _recover_starts(self) -> None:
         """Store the lines whose recorder died while they ran, from their
-        starts on disk (the spool is drained: see spool.recover_starts).
-        The journal is opened only when there is one; a failure leaves
-        them for the next check."""
+        starts on disk (the spool is drained: see spool.recover_starts;
+        the caller holds _storing).  The journal is opened only when there
+        is one; a failure leaves them for the next check."""
         self._starts_checked = time.monotonic()
-        if not orphaned_starts(self.spool.dir):
-            return store
         try:
-            if store is None:
-                store = self._open_store()
-            n = listener.recover_starts(store, self.cfg, self._reading)
+            present = bool(os.listdir(starts_dir(self.spool.dir)))
+        except OSError:
+            present = False
+        self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
+        if not present or not orphaned_starts(self.spool.dir):
+            return
+        try:
+            if self._journal is None:
+                self._journal = self._open_store()
+            n = listener.recover_starts(self._journal, self.cfg, self._reading)
             with self.lock:
                 self.stored += n
         except Exception as exc:  # noqa: BLE001 - retried at the next check
             self._journal_failed(exc, [])
-            if store is not None:
+            if self._journal is not None:
                 with suppress(Exception):
-                    store.close()
-            store = None
-        return store
+                    self._journal.close()
+            self._journal = None
 
     def _defer(self) -> float:
         """How long the store thread should still wait before storing
@@ -536,9 +625,12 @@ class Daemon:
                     self.lock.wait(left)
             finally:
                 self._draining -= 1
-            if self.spool.committed >= target or self.spool.backlog() == 0:
-                return 0
-        return self.spool_count()
+            drained = self.spool.committed >= target or self.spool.backlog() == 0
+        if not drained:
+            return self.spool_count()
+        # a line whose recorder died is in the journal for the query too
+        self._look_for_orphaned_starts(until=deadline)
+        return 0
 
     def status(self) -> dict[str, object]:
         with self.lock:
@@ -572,6 +664,7 @@ class _Waiter:
     def __init__(self) -> None:
         self._event = threading.Event()
         self.error: OSError | None = None
+        self.store_here = False  # see Daemon.spool_record
 
     def done(self, error: OSError | None) -> None:
         self.error = error

@@ -234,6 +234,36 @@ def test_holder_killed_then_terminal_closed_stores_the_line_from_its_start(
         _kill_daemon(user_home)
 
 
+def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, user_home):
+    """Holder and helper of a running line killed, the store daemon up and
+    no other line coming: a query in another terminal finds the line (its
+    drain makes the daemon look for orphaned starts at once), incomplete,
+    stored once."""
+    sh = Shell("bash", install, user_home, extra_env=_env(install, "daemon"))
+    other = None
+    try:
+        sh.run("echo first > first")
+        wait_drained(user_home)
+        line = "echo one > before_kill; sleep 300.5"
+        sh.proc.sendline(line)
+        wait_for(lambda: _sleep_runs(install, "^sleep 300.5$"), "the command to run")
+        helper, holder = _recorder_of_running_line(install, user_home)
+        for p in (holder, helper):
+            os.kill(p, signal.SIGKILL)
+        for p in (holder, helper):
+            wait_for(lambda p=p: _gone(p), f"{p} to die")
+        other = Shell("bash", install, user_home, extra_env=_env(install, "daemon"))
+        out = other.run("shournal query --command-text '%sleep 300.5'")
+        assert line in out, out
+        other.exit()
+        subprocess.run(["pkill", "-INT", "-u", install.user.pw_name, "-f", "^sleep 300.5$"])
+        sh.proc.expect(PROMPT)
+        sh.exit()
+        _assert_recovered(_only(_stored(user_home, "daemon"), line), user_home)
+    finally:
+        _kill_daemon(user_home)
+
+
 @pytest.mark.parametrize("listener", LISTENERS)
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
 def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(

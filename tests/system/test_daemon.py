@@ -506,9 +506,11 @@ def test_a_shell_asks_whether_the_daemon_is_up_only_until_it_found_it(kind, inst
     assert texts["echo after > after"] == 1, texts
 
 
-def _voluntary_switches(pid: int) -> int:
-    """Context switches of the process's main thread (its accept loop)."""
-    for line in Path(f"/proc/{pid}/task/{pid}/status").read_text().splitlines():
+def _voluntary_switches(pid: int, tid: int | None = None) -> int:
+    """Context switches of one of the process's threads (the main thread,
+    its accept loop, unless `tid` says which)."""
+    status = Path(f"/proc/{pid}/task/{tid or pid}/status").read_text()
+    for line in status.splitlines():
         if line.startswith("voluntary_ctxt_switches:"):
             return int(line.split()[1])
     raise AssertionError("no voluntary_ctxt_switches")
@@ -527,6 +529,58 @@ def test_a_waiting_daemon_does_not_wake_its_accept_loop_every_second(install, ho
     time.sleep(3.5)
     woken = _voluntary_switches(pid) - before
     sh.run("echo again > again")  # still served
+    sh.exit()
+    wait_drained(home)
+    assert woken <= 1, woken
+    assert stored_texts(home)["echo again > again"] == 1
+
+
+def test_a_typed_line_is_stored_without_waking_the_store_thread(install, home):
+    """A line that came alone (typed) is stored by the worker that spooled
+    it, which also looks for orphaned starts: the store thread, woken for
+    each such line before (and competing with the worker for the
+    interpreter) and every 2 s for the starts, sleeps on."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo first > first")
+    wait_drained(home)
+    pid = daemon_pid(home)
+    assert pid is not None
+    # the store thread is the first one serve() starts
+    store_tid = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))[1]
+    time.sleep(0.5)
+    before = _voluntary_switches(pid, store_tid)
+    t0 = time.monotonic()
+    lines = 10
+    for i in range(lines):
+        sh.run(f"echo typed{i} > typed{i}")
+        wait_drained(home)
+        time.sleep(0.3)  # typed: more than the daemon's _QUIET apart
+    woken = _voluntary_switches(pid, store_tid) - before
+    took = time.monotonic() - t0
+    sh.exit()
+    wait_drained(home)
+    # (a look for starts due from before, while a line ran, may still
+    # wake it once: then it waits for the interpreter, too)
+    assert woken <= lines // 2, (woken, took)
+    texts = stored_texts(home)
+    assert all(texts[f"echo typed{i} > typed{i}"] == 1 for i in range(lines)), texts
+
+
+def test_a_waiting_daemon_does_not_look_for_orphaned_starts_every_2_s(install, home):
+    """Once no start is on disk (no line runs), the store thread sleeps:
+    the next line's worker, a query's drain or a minute passing look
+    again -- not a wake every 2 s for an empty directory."""
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo first > first")
+    wait_drained(home)
+    pid = daemon_pid(home)
+    assert pid is not None
+    store_tid = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))[1]
+    time.sleep(2.5)  # (a look due from while the line ran)
+    before = _voluntary_switches(pid, store_tid)
+    time.sleep(5)
+    woken = _voluntary_switches(pid, store_tid) - before
+    sh.run("echo again > again")
     sh.exit()
     wait_drained(home)
     assert woken <= 1, woken
