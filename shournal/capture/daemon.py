@@ -148,8 +148,8 @@ class Daemon:
         self._spool_lock = threading.Lock()
         self._writing = False
         # Whoever stores holds _storing and uses _journal (opened on first
-        # use): the store thread, or the worker of a line that came alone
-        # (_forwarded).
+        # use): the store thread, or a worker looking for orphaned starts
+        # (_look_for_orphaned_starts).
         self._storing = threading.Lock()
         self._journal = None
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
@@ -329,8 +329,7 @@ class Daemon:
                 sock, listener.Relay(relay, checked=True), self.config(), cwd, pid,
                 self.spool.dir, self.rundir,
             )
-            spooled = _Waiter()
-            if rec is not None and self.spool_record(rec, spooled):
+            if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)
         finally:
             with self.lock:
@@ -339,19 +338,15 @@ class Daemon:
         listener._remove_markers(pid, self.rundir)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
-        if spooled.store_here:
-            self._store_here()
         self._look_for_orphaned_starts()
 
     # -- spooling -----------------------------------------------------------
 
-    def spool_record(self, rec: CommandRecord, me: _Waiter | None = None) -> bool:
+    def spool_record(self, rec: CommandRecord) -> bool:
         """Append to the spool; command lines finishing together share one
         write and fsync (the first one in writes for all).  False: neither
-        spooled nor stored.  `me.store_here` afterwards: the store thread
-        was not woken for this line, its caller is to store it
-        (_store_here)."""
-        me = me or _Waiter()
+        spooled nor stored."""
+        me = _Waiter()
         with self.lock:
             self._queue.append((rec, me))
             leader = not self._writing
@@ -373,45 +368,13 @@ class Daemon:
             with self.lock:
                 if err is None and self._spooled_at is None:
                     self._spooled_at = time.monotonic()
-                    if len(batch) == 1 and self._store_alone():
-                        batch[0][1].store_here = True
-                    else:
-                        self._store_wake.notify()  # it waits for a first one
+                    self._store_wake.notify()  # it waits for a first one
             for _, w in batch:
                 w.done(err)
         if me.wait() is not None:
             # The spool itself failed (its disk is full): store directly.
             return self._store_direct(rec, me.error)
         return True
-
-    def _store_alone(self) -> bool:
-        """(Under the lock.)  Is the line just spooled to be stored at once,
-        by the worker that spooled it?  A line that came alone (typed:
-        nothing else for _QUIET) and is the only one being read: waking
-        the store thread for it would cost a thread switch and the
-        threads' competing for the interpreter while they both run (~0.3
-        ms of CPU a line on a 2-vCPU VM).  Not while the journal fails
-        (the store thread retries, with its delays), a drain or the stop
-        waits on the store thread."""
-        return (
-            self._alone and self.active <= 1 and not self._draining
-            and self.error is None and not self.stopping
-        )
-
-    def _store_here(self) -> None:
-        """Store what is spooled, in this thread -- unless the store thread
-        is at it already (then it stores this line too: it looks at the
-        backlog again after each batch).  A failure is the store thread's
-        to retry."""
-        if not self._storing.acquire(blocking=False):
-            return
-        try:
-            ok = self._store_batch()
-        finally:
-            self._storing.release()
-        if not ok:
-            with self.lock:
-                self._store_wake.notify()
 
     def _look_for_orphaned_starts(self, until: float | None = None) -> None:
         """In a worker: the look for starts whose recorder died, if the last
@@ -505,7 +468,6 @@ class Daemon:
             backlog = self.spool.backlog()
             batch = self.spool.pending(_BATCH) if backlog else []
         if not batch:
-            # nothing left: stored already by the other thread that stores;
             # a backlog without records cannot be (the spool checked them):
             # retried later rather than at once
             return not backlog
@@ -555,11 +517,13 @@ class Daemon:
         is one; a failure leaves them for the next check."""
         self._starts_checked = time.monotonic()
         try:
-            present = bool(os.listdir(starts_dir(self.spool.dir)))
+            names = os.listdir(starts_dir(self.spool.dir))
         except OSError:
-            present = False
+            names = []
+        # ("." names: files being written, and free ones to be reused)
+        present = any(not name.startswith(".") for name in names)
         self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
-        if not present or not orphaned_starts(self.spool.dir):
+        if not names or not orphaned_starts(self.spool.dir):
             return
         try:
             if self._journal is None:
@@ -664,7 +628,6 @@ class _Waiter:
     def __init__(self) -> None:
         self._event = threading.Event()
         self.error: OSError | None = None
-        self.store_here = False  # see Daemon.spool_record
 
     def done(self, error: OSError | None) -> None:
         self.error = error

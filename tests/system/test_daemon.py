@@ -535,37 +535,6 @@ def test_a_waiting_daemon_does_not_wake_its_accept_loop_every_second(install, ho
     assert stored_texts(home)["echo again > again"] == 1
 
 
-def test_a_typed_line_is_stored_without_waking_the_store_thread(install, home):
-    """A line that came alone (typed) is stored by the worker that spooled
-    it, which also looks for orphaned starts: the store thread, woken for
-    each such line before (and competing with the worker for the
-    interpreter) and every 2 s for the starts, sleeps on."""
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
-    sh.run("echo first > first")
-    wait_drained(home)
-    pid = daemon_pid(home)
-    assert pid is not None
-    # the store thread is the first one serve() starts
-    store_tid = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))[1]
-    time.sleep(0.5)
-    before = _voluntary_switches(pid, store_tid)
-    t0 = time.monotonic()
-    lines = 10
-    for i in range(lines):
-        sh.run(f"echo typed{i} > typed{i}")
-        wait_drained(home)
-        time.sleep(0.3)  # typed: more than the daemon's _QUIET apart
-    woken = _voluntary_switches(pid, store_tid) - before
-    took = time.monotonic() - t0
-    sh.exit()
-    wait_drained(home)
-    # (a look for starts due from before, while a line ran, may still
-    # wake it once: then it waits for the interpreter, too)
-    assert woken <= lines // 2, (woken, took)
-    texts = stored_texts(home)
-    assert all(texts[f"echo typed{i} > typed{i}"] == 1 for i in range(lines)), texts
-
-
 def test_a_waiting_daemon_does_not_look_for_orphaned_starts_every_2_s(install, home):
     """Once no start is on disk (no line runs), the store thread sleeps:
     the next line's worker, a query's drain or a minute passing look
