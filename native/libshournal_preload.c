@@ -1106,42 +1106,14 @@ static uint32_t crc32_update(uint32_t crc, const void *data, size_t len)
     return ~crc;
 }
 
-static void session_hex(char sid[2 * sizeof g_session + 1])
-{
-    for (size_t i = 0; i < sizeof g_session; i++)
-        snprintf(sid + 2 * i, 3, "%02x", g_session[i]);
-}
-
 /* "<listener pid>-<session hex>-<start_ns>" (shournal_protocol.h) */
 static void start_file_name(char *buf, size_t n)
 {
     char sid[2 * sizeof g_session + 1];
 
-    session_hex(sid);
+    for (size_t i = 0; i < sizeof g_session; i++)
+        snprintf(sid + 2 * i, 3, "%02x", g_session[i]);
     snprintf(buf, n, "%d-%s-%lld", (int)g_listener, sid, (long long)g_start_ns);
-}
-
-/* The temporary file `tmp` for this line's start, open for writing: the
- * file of this session's last stored line if it left one (see
- * SHOURNAL_START_FREE_PREFIX; *reused set), else a new one. */
-static int open_start_tmp(const char *tmp, int *reused)
-{
-    char sid[2 * sizeof g_session + 1], freed[sizeof SHOURNAL_START_FREE_PREFIX + sizeof sid];
-    int fd;
-
-    session_hex(sid);
-    snprintf(freed, sizeof freed, "%s%s", SHOURNAL_START_FREE_PREFIX, sid);
-    *reused = 0;
-    if (renameat(g_startsfd, freed, g_startsfd, tmp) == 0) {
-        fd = real_openat(g_startsfd, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-            *reused = 1;
-            return fd;
-        }
-        (void)unlinkat(g_startsfd, tmp, 0); /* not a file we can write: a new one */
-    }
-    return real_openat(g_startsfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0600);
 }
 
 /* The command line's start on disk before the line runs (see
@@ -1155,7 +1127,7 @@ static void write_start_file(const char *text)
     uint32_t frame[3];
     size_t cwdlen, textlen = strlen(text), total = 0, done = 0;
     struct iovec iov[4];
-    int fd, i, reused = 0;
+    int fd, i;
 
     if (g_startsfd < 0)
         return;
@@ -1187,12 +1159,13 @@ static void write_start_file(const char *text)
         total += iov[i].iov_len;
     start_file_name(name, sizeof name);
     snprintf(tmp, sizeof tmp, ".%s", name);
-    fd = open_start_tmp(tmp, &reused);
+    fd = real_openat(g_startsfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno == ENOENT) { /* the directory was removed: again */
         setup_starts();
         if (g_startsfd < 0)
             return;
-        fd = open_start_tmp(tmp, &reused);
+        fd = real_openat(g_startsfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                         0600);
     }
     if (fd < 0)
         goto fail;
@@ -1216,14 +1189,6 @@ static void write_start_file(const char *text)
             iov[i].iov_base = (char *)iov[i].iov_base + w;
             iov[i].iov_len -= (size_t)w;
         }
-    }
-    /* a reused file may have been longer: one frame, nothing after it */
-    if (reused && ftruncate(fd, (off_t)total) != 0) {
-        int saved = errno;
-        close(fd);
-        (void)unlinkat(g_startsfd, tmp, 0);
-        errno = saved;
-        goto fail;
     }
     if (close(fd) != 0 || renameat(g_startsfd, tmp, g_startsfd, name) != 0) {
         int saved = errno;

@@ -106,17 +106,12 @@ struct shournal_command {
  * frame as in the spool's records file: "SHSP", the payload's length
  * (u32), the CRC-32 of that length's 4 bytes and the payload (u32); the
  * payload is this struct, cwd_len bytes of working directory, then the
- * command text to the frame's end.  Whoever stores the line renames the
- * file to SHOURNAL_START_FREE_PREFIX + session: the shell's next line
- * takes that file (renamed to its "." name and rewritten) instead of
- * creating one -- a file's creation costs several times its rewrite
- * (inode allocation, ~0.3 ms of CPU on an ext4 without journal).  A start
- * whose holder and listener are both gone (starttime: field 22 of
- * /proc/<pid>/stat, so a reused pid is not taken for them; 0: unknown) is
- * stored from it as incomplete by the store daemon or a listener. */
+ * command text to the frame's end.  Whoever stores the line removes the
+ * file; one whose holder and listener are both gone (starttime: field 22
+ * of /proc/<pid>/stat, so a reused pid is not taken for them; 0: unknown)
+ * is stored from it as incomplete by the store daemon or a listener. */
 #define SHOURNAL_STARTS_DIR "starts"
 #define SHOURNAL_START_FORMAT 1u
-#define SHOURNAL_START_FREE_PREFIX ".free-"
 
 struct shournal_start_file {
     uint32_t format; /* SHOURNAL_START_FORMAT */

@@ -136,7 +136,6 @@ DAEMON_MSG = Layout(
 # A command line's start on disk (shournal.capture.spool: start files)
 STARTS_DIR = "starts"
 START_FORMAT = 1
-START_FREE_PREFIX = ".free-"  # + session hex: a stored line's file, to be reused
 START_FILE = Layout(
     "shournal_start_file",
     ("format", "I"), ("holder_pid", "i"), ("listener_pid", "i"), ("cwd_len", "I"),

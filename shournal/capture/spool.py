@@ -42,7 +42,7 @@ from pathlib import Path
 
 from shournal import _paths
 from shournal.capture import proc
-from shournal.capture.protocol import START_FREE_PREFIX, STARTS_DIR, CommandMessage
+from shournal.capture.protocol import STARTS_DIR, CommandMessage
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.data import RETURN_VALUE_UNKNOWN
 
@@ -523,9 +523,7 @@ def _taken(path: Path) -> Iterator[int | None]:
 # the line runs (native/libshournal_preload.c write_start_file; the format is
 # struct shournal_start_file in native/shournal_protocol.h, one frame as
 # above).  Whoever stores the line removes it: the daemon once the line is
-# in its spool (fsynced), a listener once the journal (or the inbox) has it
-# -- renamed to the session's free file, which the shell's next line takes
-# over (a file's creation costs several times its rewrite).
+# in its spool (fsynced), a listener once the journal (or the inbox) has it.
 # A start whose holder and listener (the helper, then the forwarder or the
 # Python listener: one pid) are both gone -- killed, or a machine crash --
 # has nobody left to store it: recover_starts stores it as incomplete.
@@ -549,21 +547,9 @@ def start_name(pid: int, session: bytes | None, start_ns: int) -> str:
 def forget_start(
     pid: int, session: bytes | None, start_ns: int, directory: Path | None = None
 ) -> None:
-    """The line is stored (or not to be stored): its start goes -- to the
-    session's free file, which the shell's next line rewrites instead of
-    creating a file (START_FREE_PREFIX)."""
-    base = starts_dir(directory)
-    path = base / start_name(pid, session, start_ns)
-    try:
-        if session and any(session):
-            os.rename(path, base / f"{START_FREE_PREFIX}{session.hex()}")
-        else:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        with suppress(OSError):
-            os.unlink(path)
+    """The line is stored (or not to be stored): its start goes."""
+    with suppress(OSError):
+        os.unlink(starts_dir(directory) / start_name(pid, session, start_ns))
 
 
 @dataclass(slots=True)

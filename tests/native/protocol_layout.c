@@ -80,7 +80,6 @@ int main(void)
     STRING(SHOURNAL_DAEMON_LOCK);
     STRING(SHOURNAL_STARTS_DIR);
     VALUE(SHOURNAL_START_FORMAT);
-    STRING(SHOURNAL_START_FREE_PREFIX);
 
     SIZEOF(shournal_setup_done);
     MEMBER(shournal_setup_done, type);

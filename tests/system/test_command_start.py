@@ -145,15 +145,10 @@ def _starts(home: Path) -> Path:
 
 
 def _start_files(home: Path) -> list[str]:
-    """The starts on disk (not the "." files: being written, or free)."""
     try:
-        return sorted(p.name for p in _starts(home).iterdir() if not p.name.startswith("."))
+        return sorted(p.name for p in _starts(home).iterdir())
     except FileNotFoundError:
         return []
-
-
-def _free_files(home: Path) -> list[Path]:
-    return [p for p in _starts(home).iterdir() if p.name.startswith(sp.START_FREE_PREFIX)]
 
 
 def _recorder_of_running_line(install, home: Path) -> tuple[int, int]:
@@ -337,7 +332,7 @@ def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
         cmd = _only(found, line)
         assert cmd.return_value == 0 and not cmd.incomplete
         assert _start_files(user_home) == []
-        (name,) = [p.name for p in copy.iterdir() if not p.name.startswith(".")]
+        (name,) = [p.name for p in copy.iterdir()]
         start = sp.read_start(copy / name)
         assert start is not None
         assert name == sp.start_name(start.listener_pid, start.session, start.start_ns)
@@ -347,37 +342,6 @@ def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
         assert start.holder_pid > 0 and start.holder_starttime > 0
         assert start.listener_starttime > 0
         assert abs(start.start_ns - int(cmd.start_time.timestamp() * 1e9)) < 1e6
-    finally:
-        _kill_daemon(user_home)
-
-
-@pytest.mark.parametrize("listener", LISTENERS)
-@pytest.mark.parametrize("kind", ["bash", "zsh"])
-def test_the_next_line_rewrites_the_start_file_of_the_last_stored_one(
-    kind, listener, install, user_home
-):
-    """A stored line's start file is left to its session (renamed to its
-    free name) and the shell's next line rewrites it instead of creating a
-    file: the same inode, holding the new line's start alone, though it is
-    shorter than the old one."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
-    try:
-        sh.run(": " + "a long first line " * 20)
-        _stored(user_home, listener)
-        (free,) = _free_files(user_home)
-        inode = free.stat().st_ino
-        copy = user_home / "work" / "copy"
-        starts = _starts(user_home)
-        line = f"mkdir copy; cp {starts}/* copy; stat -c %i {starts}/* > ino"
-        sh.run(line)
-        sh.exit()
-        found = _stored(user_home, listener)
-        assert _only(found, line).return_value == 0
-        assert int((user_home / "work" / "ino").read_text()) == inode
-        (name,) = [p.name for p in copy.iterdir()]
-        start = sp.read_start(copy / name)
-        assert start is not None and start.text.decode() == line
-        assert _start_files(user_home) == []
     finally:
         _kill_daemon(user_home)
 

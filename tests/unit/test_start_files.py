@@ -144,24 +144,3 @@ def test_a_line_the_daemon_reads_now_is_not_recovered(tmp_path):
     assert sp.recover_starts(store, "u", "h", lambda t: False, lambda s, m: None, tmp_path,
                              busy={dead[0]}) == 0  # fmt: skip
     assert path.exists() and store.recs == []
-
-
-
-def test_a_forgotten_start_becomes_its_sessions_free_file_and_is_not_a_start(tmp_path):
-    """forget_start leaves the file to its session (replacing an older free
-    one) for the shell's next line to rewrite; a free file is not a start:
-    never recovered, removed once stale like a killed writer's temporary."""
-    me = (os.getpid(), _starttime(os.getpid()))
-    d = sp.starts_dir(tmp_path)
-    free = d / f"{protocol.START_FREE_PREFIX}{SESSION.hex()}"
-    first = write_start(tmp_path, b"echo one", 1, holder=me, listener=me)
-    inode = first.stat().st_ino
-    sp.forget_start(me[0], SESSION, 1, tmp_path)
-    assert not first.exists() and free.stat().st_ino == inode
-    second = write_start(tmp_path, b"echo two", 2, holder=me, listener=me)
-    inode = second.stat().st_ino
-    sp.forget_start(me[0], SESSION, 2, tmp_path)
-    assert os.listdir(d) == [free.name] and free.stat().st_ino == inode
-    os.utime(free, (0, 0))  # a session long over
-    assert sp.orphaned_starts(tmp_path) == []
-    assert not free.exists()
