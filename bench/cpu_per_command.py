@@ -18,7 +18,8 @@ cstime from /proc; reaped by us: RUSAGE_CHILDREN) is taken after --warmup
 lines (start-ups, the journal's creation) once everything is stored, and
 again after --lines more lines once everything is stored; the difference
 divided by --lines is the CPU per command line (the daemon's part shown
-separately; /proc counts in 10 ms ticks per process).  --meter cgroup
+separately, /proc counting in 10 ms ticks per process; the shell's own,
+exact, from its schedstat).  --meter cgroup
 (the default where a cpuacct or cgroup2 hierarchy is mounted) takes the
 total from a control group made for the run instead: the shell and every
 process started after it are in it, and the kernel sums their CPU to the
@@ -289,11 +290,20 @@ class CgroupMeter:
                 time.sleep(0.05)
 
 
+def shell_cpu(child: pexpect.spawn) -> tuple[int, float]:
+    """(pid, CPU seconds so far, exact: schedstat) of the shell, runuser's
+    child."""
+    with open(f"/proc/{child.pid}/task/{child.pid}/children") as f:
+        pid = int(f.read().split()[0])
+    return pid, int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
 def run_lines(
     mode: str, n: int, warmup: int, paths: dict[str, Path], uid: int, gid: int
-) -> tuple[float, float]:
-    """CPU seconds per line of `true`, all processes and the daemon's part,
-    after `warmup` lines (start-ups, the journal's creation)."""
+) -> tuple[float, float, float]:
+    """CPU seconds per line of `true`: all processes, the daemon's part and
+    the shell's own, after `warmup` lines (start-ups, the journal's
+    creation)."""
     home = make_home(uid, gid)
     child = spawn(mode, home, paths)
     meter = CgroupMeter() if METER == "cgroup" else None
@@ -307,6 +317,7 @@ def run_lines(
     cpu0, d0 = tree_cpu(daemon)
     if meter:
         cpu0 = meter.seconds()
+    shell, s0 = shell_cpu(child)
     for _ in range(n):
         child.sendline("true")
         child.expect_exact(PROMPT)
@@ -316,10 +327,12 @@ def run_lines(
     cpu1, d1 = tree_cpu(daemon)
     if meter:
         cpu1 = meter.seconds()
+    shell_again, s1 = shell_cpu(child)
+    assert shell_again == shell
     finish(child, home)
     if meter:
         meter.remove()
-    return (cpu1 - cpu0) / n, (d1 - d0) / n
+    return (cpu1 - cpu0) / n, (d1 - d0) / n, (s1 - s0) / n
 
 
 def finish(child: pexpect.spawn, home: Path) -> None:
@@ -412,10 +425,12 @@ def main() -> int:
             for mode in modes if r % 2 == 0 else modes[::-1]:
                 kind, _, tree = mode.partition("@")
                 paths = trees[Path(tree or REPO).resolve()]
-                per, per_d = run_lines(kind, args.lines, args.warmup, paths, pw.pw_uid, pw.pw_gid)
+                per, per_d, per_s = run_lines(kind, args.lines, args.warmup, paths, pw.pw_uid,
+                                              pw.pw_gid)
                 pasted = paste(kind, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
                 results[mode] = (per, pasted)
-                print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms)"
+                print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms,"
+                      f" shell {per_s * 1000:5.2f} ms)"
                       f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "
                       f"(round {r}, load {os.getloadavg()[0]:.2f})", flush=True)
             rounds.append(results)
