@@ -520,7 +520,7 @@ class Daemon:
             names = os.listdir(starts_dir(self.spool.dir))
         except OSError:
             names = []
-        # ("." names: files being written, and free ones to be reused)
+        # ("." names: starts still being written, or left by a killed writer)
         present = any(not name.startswith(".") for name in names)
         self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
         if not names or not orphaned_starts(self.spool.dir):
