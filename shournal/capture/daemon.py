@@ -482,10 +482,7 @@ class Daemon:
                 self.stored += take_inbox(self._journal, self.spool.dir)
         except Exception as exc:  # noqa: BLE001 - retried; one warning per condition
             self.verify = True
-            if self._journal is not None:
-                with suppress(Exception):
-                    self._journal.close()
-                self._journal = None
+            self._drop_journal()
             self._journal_failed(exc, batch)
             return False
         self.verify = False
@@ -523,7 +520,7 @@ class Daemon:
         # ("." names: starts still being written, or left by a killed writer)
         present = any(not name.startswith(".") for name in names)
         self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
-        if not names or not orphaned_starts(self.spool.dir):
+        if not names or not orphaned_starts(self.spool.dir, names):
             return
         try:
             if self._journal is None:
@@ -533,9 +530,14 @@ class Daemon:
                 self.stored += n
         except Exception as exc:  # noqa: BLE001 - retried at the next check
             self._journal_failed(exc, [])
-            if self._journal is not None:
-                with suppress(Exception):
-                    self._journal.close()
+            self._drop_journal()
+
+    def _drop_journal(self) -> None:
+        """After a failure (the caller holds _storing): the next attempt
+        opens the journal anew."""
+        if self._journal is not None:
+            with suppress(Exception):
+                self._journal.close()
             self._journal = None
 
     def _defer(self) -> float:

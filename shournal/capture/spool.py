@@ -629,15 +629,19 @@ def recorder_gone(start: StartFile) -> bool:
     )
 
 
-def orphaned_starts(directory: Path | None = None) -> list[Path]:
+def orphaned_starts(
+    directory: Path | None = None, names: list[str] | None = None
+) -> list[Path]:
     """Start files whose recorder is gone (cheap: no journal); removes
     temporary files left by killed writers, and files that do not check
-    out once their recorder is gone."""
+    out once their recorder is gone.  `names`: the directory's listing,
+    if the caller has just made it."""
     base = starts_dir(directory)
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return []
+    if names is None:
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return []
     out: list[Path] = []
     for name in names:
         path = base / name
