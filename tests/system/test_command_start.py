@@ -240,7 +240,6 @@ def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, u
     drain makes the daemon look for orphaned starts at once), incomplete,
     stored once."""
     sh = Shell("bash", install, user_home, extra_env=_env(install, "daemon"))
-    other = None
     try:
         sh.run("echo first > first")
         wait_drained(user_home)
