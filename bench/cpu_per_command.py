@@ -215,15 +215,21 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
 
 
+def all_stats() -> dict[int, tuple[int, float]]:
+    """_stat of every process."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (st := _stat(int(name))) is not None:
+            procs[int(name)] = st
+    return procs
+
+
 def tree_cpu(daemon: int | None) -> tuple[float, float]:
     """CPU seconds of every process this one started, finished or not (a
     process reaped by a live one is in its cutime, one reaped by us -- the
     subreaper -- in our RUSAGE_CHILDREN), and the daemon's part."""
     reap_all(block=False)
-    procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (st := _stat(int(name))) is not None:
-            procs[int(name)] = st
+    procs = all_stats()
     me, total = os.getpid(), children_cpu()
     for ppid, cpu in procs.values():
         while ppid not in (me, 0, 1) and ppid in procs:
@@ -263,9 +269,8 @@ class CgroupMeter:
         """Move `pid` and what it started so far into the group (what they
         start later is born in it)."""
         kids: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit() and (st := _stat(int(name))) is not None:
-                kids.setdefault(st[0], []).append(int(name))
+        for p, (ppid, _cpu) in all_stats().items():
+            kids.setdefault(ppid, []).append(p)
         todo = [pid]
         while todo:
             p = todo.pop()
