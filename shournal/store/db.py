@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from shournal.store.errors import (
     StoreUnavailable,
 )
 from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
+from shournal.store.precompiled import Precompiled
 
 
 def _v1_content_index(conn: Connection) -> None:
@@ -352,6 +354,13 @@ class Store:
 
     def __init__(self, url: str | None = None, *, create: bool = True) -> None:
         self._create = create
+        # SQLite: the connection write transactions use, kept between them
+        # (a pool checkout per command line costs ~0.15 ms of CPU); another
+        # thread writing meanwhile takes a connection of its own.
+        self._writer: Connection | None = None
+        self._writer_lock = threading.Lock()
+        # SQLite: the statements every command line runs (see precompiled)
+        self._precompiled: dict[object, Precompiled] = {}
         if url is None:
             path = _paths.default_db_path()
             if create:
@@ -378,6 +387,9 @@ class Store:
                 "invalid database URL (check SHOURNAL_DB_URL or [store] url)"
             ) from None
         self.dialect_name = parsed.get_backend_name()
+        # (qmark: SQLite's driver; PostgreSQL keeps SQLAlchemy's execution,
+        # its transactions cost a round trip to the server each anyway)
+        self._precompile = self.dialect_name == "sqlite"
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise StoreUnavailable(
                 f"unsupported database backend {self.dialect_name!r} (use sqlite or postgresql)"
@@ -436,7 +448,10 @@ class Store:
             # SQLITE_BUSY when another process committed in between;
             # IMMEDIATE waits for the lock via busy_timeout instead.
             immediate = conn.get_execution_options().get("shournal_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            # on the driver's cursor: an execution through SQLAlchemy costs
+            # more CPU than the statement (see shournal.store.precompiled)
+            dbapi_conn: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+            dbapi_conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -456,10 +471,21 @@ class Store:
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         """A connection inside one write transaction: all or nothing."""
-        with self._translated(), self.engine.connect() as raw:
-            conn = raw.execution_options(shournal_write=True)
-            with conn.begin():
-                yield conn
+        with self._translated(), self._write_connection() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _write_connection(self) -> Iterator[Connection]:
+        if self.dialect_name != "sqlite" or not self._writer_lock.acquire(blocking=False):
+            with self.engine.connect() as raw:
+                yield raw.execution_options(shournal_write=True)
+            return
+        try:
+            if self._writer is None:
+                self._writer = self.engine.connect().execution_options(shournal_write=True)
+            yield self._writer
+        finally:
+            self._writer_lock.release()
 
     @property
     def location(self) -> str:
@@ -467,6 +493,11 @@ class Store:
         return self._where
 
     def close(self) -> None:
+        with self._writer_lock:
+            if self._writer is not None:
+                writer, self._writer = self._writer, None
+                with suppress(sa_exc.SQLAlchemyError, sqlite3.Error):
+                    writer.close()
         self.engine.dispose()
 
     def __enter__(self) -> Store:
@@ -573,13 +604,30 @@ class Store:
         key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
         if known is not None and key in known:
             return known[key]
-        row = conn.execute(*_dimension_lookup(wanted)).one()
+        stmt, params = _dimension_lookup(wanted)
+        if self._precompile:
+            row = self._driver_run(conn, stmt, stmt, params).fetchone()
+        else:
+            row = conn.execute(stmt, params).one()
         ids: dict[type[m.Base], int] = {}
         for (model, values), found in zip(wanted, row, strict=True):
             ids[model] = found if found is not None else self._get_or_create(conn, model, **values)
         if known is not None:
             known[key] = ids
         return ids
+
+    def _driver_run(
+        self, conn: Connection, key: object, stmt: Any, values: dict[str, Any]
+    ) -> sqlite3.Cursor:
+        """SQLite: run `stmt` (compiled once per `key`, a long-lived object;
+        for an insert, with the columns of `values`) in `conn`'s transaction
+        on the driver's cursor -- see shournal.store.precompiled."""
+        pre = self._precompiled.get(key)
+        if pre is None:
+            columns = list(values) if isinstance(stmt, Insert) else None
+            pre = self._precompiled[key] = Precompiled(stmt, self.engine.dialect, columns)
+        cursor: sqlite3.Cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        return pre.run(cursor, values)
 
     def _ids_for(
         self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
@@ -685,25 +733,28 @@ class Store:
         env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
         hash_setting_id = ids.get(m.HashSetting)
         session_id = ids.get(m.ShellSession)
-        result = conn.execute(
-            m.Command.__table__.insert(),
-            {
-                "text": rec.text,
-                "return_value": rec.return_value,
-                "start_time": _ns_to_datetime(rec.start_ns),
-                "end_time": _ns_to_datetime(rec.end_ns),
-                "cwd_id": cwd_id,
-                "session_id": session_id,
-                "env_id": env_id,
-                "hash_setting_id": hash_setting_id,
-                "dropped_writes": rec.dropped_writes,
-                "dropped_reads": rec.dropped_reads,
-                "lost_events": rec.lost_events,
-                **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
-                "incomplete": rec.incomplete,
-            },
-        )
-        command_id = int(result.inserted_primary_key[0])
+        row = {
+            "text": rec.text,
+            "return_value": rec.return_value,
+            "start_time": _ns_to_datetime(rec.start_ns),
+            "end_time": _ns_to_datetime(rec.end_ns),
+            "cwd_id": cwd_id,
+            "session_id": session_id,
+            "env_id": env_id,
+            "hash_setting_id": hash_setting_id,
+            "dropped_writes": rec.dropped_writes,
+            "dropped_reads": rec.dropped_reads,
+            "lost_events": rec.lost_events,
+            **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
+            "incomplete": rec.incomplete,
+        }
+        command_table: Table = m.Command.__table__  # type: ignore[assignment]
+        if self._precompile:
+            cursor = self._driver_run(conn, command_table, command_table.insert(), row)
+            command_id = int(cursor.lastrowid)
+        else:
+            result = conn.execute(command_table.insert(), row)
+            command_id = int(result.inserted_primary_key[0])
         # Content first: its insert may wait for another writer's
         # uncommitted row of the same digest, which must never happen
         # while holding the find-or-insert lock that the other writer

@@ -147,6 +147,44 @@ def test_text_with_undecodable_bytes_is_stored_escaped(store: Store) -> None:
     assert cmd.working_dir == "/x/\\xfe"
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"text": "cat \udcff\x00", "working_dir": "/x/\udcfe", "incomplete": True,
+         "lost_reasons": {"overflow": 2, "relay": 1}, "lost_events": 3, "return_value": -1},
+        {"session_uuid": None, "hash_chunk_size": None, "hash_max_reads": None},
+    ],
+)
+def test_sqlite_rows_on_the_drivers_cursor_equal_sqlalchemys(
+    tmp_path: Path, overrides: dict[str, object]
+) -> None:
+    """SQLite runs the statements every command line runs on the driver's
+    cursor (shournal.store.precompiled): what it stores must be, byte for
+    byte, what SQLAlchemy's own execution stores (a datetime without its
+    microseconds, say, would no longer match has_command's lookup)."""
+    rows = []
+    for precompile in (False, True):
+        with Store(sqlite_url(tmp_path / f"journal-{precompile}.sqlite")) as s:
+            s._precompile = precompile
+            # (the second on a whole second: no microseconds to write)
+            recs = [record(**overrides), record(**{**overrides, "start_ns": T0 - 123_456_000})]
+            s.add_commands(recs)
+            assert all(s.has_command(rec) for rec in recs)
+        raw = sqlite3.connect(tmp_path / f"journal-{precompile}.sqlite")
+        try:
+            rows.append(
+                [
+                    raw.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+                    for table in ("command", "env", "working_dir", "shell_session", "hash_setting")
+                ]
+            )
+        finally:
+            raw.close()
+    assert rows[0] == rows[1]
+    assert rows[1][0][0][3] == "2023-11-14 22:13:20.123456"  # start_time as SQLAlchemy writes it
+
+
 def test_no_session_and_hashing_off(store: Store) -> None:
     cid = store.add_command(
         record(session_uuid=None, hash_chunk_size=None, hash_max_reads=None, return_value=2**31 - 1)
