@@ -302,6 +302,33 @@ def _set_journal_mode(cur: sqlite3.Cursor, mode: str) -> None:
         time.sleep(0.02)
 
 
+@contextmanager
+def _driver_transaction(conn: Connection) -> Iterator[None]:
+    """SQLite's write transaction, begun and ended on the driver: a command
+    line whose statements all run there (shournal.store.precompiled) needs
+    no SQLAlchemy transaction around them; one that also runs statements
+    through SQLAlchemy gets one inside this (the begin event does not begin
+    again), which ends it."""
+    dbapi: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+    dbapi.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        if conn.in_transaction():
+            conn.commit()
+        else:
+            dbapi.commit()
+    except BaseException:
+        with suppress(sa_exc.SQLAlchemyError, sqlite3.Error):
+            if conn.in_transaction():
+                conn.rollback()
+            if dbapi.in_transaction:
+                dbapi.rollback()
+        if dbapi.in_transaction:
+            # never left open for the next transaction
+            conn.invalidate()
+        raise
+
+
 def _one_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     lines = str(orig).strip().splitlines()
@@ -447,10 +474,12 @@ class Store:
             # A deferred transaction that later writes can fail at once with
             # SQLITE_BUSY when another process committed in between;
             # IMMEDIATE waits for the lock via busy_timeout instead.
+            dbapi_conn: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+            if dbapi_conn.in_transaction:
+                return  # a write transaction begun on the driver (_driver_transaction)
             immediate = conn.get_execution_options().get("shournal_write", False)
             # on the driver's cursor: an execution through SQLAlchemy costs
             # more CPU than the statement (see shournal.store.precompiled)
-            dbapi_conn: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
             dbapi_conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     @contextmanager
@@ -471,12 +500,18 @@ class Store:
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         """A connection inside one write transaction: all or nothing."""
-        with self._translated(), self._write_connection() as conn, conn.begin():
+        if self.dialect_name != "sqlite":
+            with self._translated(), self.engine.connect() as raw:
+                conn = raw.execution_options(shournal_write=True)
+                with conn.begin():
+                    yield conn
+            return
+        with self._translated(), self._write_connection() as conn, _driver_transaction(conn):
             yield conn
 
     @contextmanager
     def _write_connection(self) -> Iterator[Connection]:
-        if self.dialect_name != "sqlite" or not self._writer_lock.acquire(blocking=False):
+        if not self._writer_lock.acquire(blocking=False):
             with self.engine.connect() as raw:
                 yield raw.execution_options(shournal_write=True)
             return
@@ -606,7 +641,7 @@ class Store:
             return known[key]
         stmt, params = _dimension_lookup(wanted)
         if self._precompile:
-            row = self._driver_run(conn, stmt, stmt, params).fetchone()
+            row = self._driver_run(conn, stmt, lambda: stmt, params).fetchone()
         else:
             row = conn.execute(stmt, params).one()
         ids: dict[type[m.Base], int] = {}
@@ -617,13 +652,15 @@ class Store:
         return ids
 
     def _driver_run(
-        self, conn: Connection, key: object, stmt: Any, values: dict[str, Any]
+        self, conn: Connection, key: object, make: Callable[[], Any], values: dict[str, Any]
     ) -> sqlite3.Cursor:
-        """SQLite: run `stmt` (compiled once per `key`, a long-lived object;
-        for an insert, with the columns of `values`) in `conn`'s transaction
-        on the driver's cursor -- see shournal.store.precompiled."""
+        """SQLite: run the statement `make` builds (once per `key`, a
+        long-lived object; an insert with the columns of `values`) in
+        `conn`'s transaction on the driver's cursor -- see
+        shournal.store.precompiled."""
         pre = self._precompiled.get(key)
         if pre is None:
+            stmt = make()
             columns = list(values) if isinstance(stmt, Insert) else None
             pre = self._precompiled[key] = Precompiled(stmt, self.engine.dialect, columns)
         cursor: sqlite3.Cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -750,7 +787,7 @@ class Store:
         }
         command_table: Table = m.Command.__table__  # type: ignore[assignment]
         if self._precompile:
-            cursor = self._driver_run(conn, command_table, command_table.insert(), row)
+            cursor = self._driver_run(conn, command_table, command_table.insert, row)
             command_id = int(cursor.lastrowid)
         else:
             result = conn.execute(command_table.insert(), row)

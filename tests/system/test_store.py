@@ -185,6 +185,40 @@ def test_sqlite_rows_on_the_drivers_cursor_equal_sqlalchemys(
     assert rows[1][0][0][3] == "2023-11-14 22:13:20.123456"  # start_time as SQLAlchemy writes it
 
 
+@pytest.mark.parametrize("with_files", [False, True])
+def test_sqlite_a_failed_write_leaves_no_transaction_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_files: bool
+) -> None:
+    """SQLite's write transaction is begun on the driver and kept connection
+    is used again: a batch failing half-way is rolled back whole, whether
+    its statements all ran on the driver (no files) or some through
+    SQLAlchemy, and the next batch commits only itself."""
+    path = tmp_path / "journal.sqlite"
+    files = {"writes": [event(b"/w/out")]} if with_files else {}
+    with Store(sqlite_url(path)) as s:
+        # (its host, directory and session are then known: without files
+        # the batch below runs no statement through SQLAlchemy)
+        s.add_commands([record(text="z", start_ns=T0 - 10**9)])
+        insert, calls = s._insert, []
+
+        def failing_second(*args: Any) -> int:
+            calls.append(args[1].text)
+            if len(calls) == 2:
+                raise RuntimeError("the journal failed half-way")
+            return insert(*args)
+
+        monkeypatch.setattr(s, "_insert", failing_second)
+        with pytest.raises(RuntimeError):
+            s.add_commands([record(text="a", **files), record(text="b", start_ns=T0 + 1, **files)])
+        monkeypatch.undo()
+        assert s.add_commands([record(text="c", start_ns=T0 + 2, **files)]) == 1
+    raw = sqlite3.connect(path)
+    try:
+        assert [t for (t,) in raw.execute("SELECT text FROM command ORDER BY id")] == ["z", "c"]
+    finally:
+        raw.close()
+
+
 def test_no_session_and_hashing_off(store: Store) -> None:
     cid = store.add_command(
         record(session_uuid=None, hash_chunk_size=None, hash_max_reads=None, return_value=2**31 - 1)
