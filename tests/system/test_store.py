@@ -8,7 +8,7 @@ import random
 import sqlite3
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -171,16 +171,13 @@ def test_sqlite_rows_on_the_drivers_cursor_equal_sqlalchemys(
             recs = [record(**overrides), record(**{**overrides, "start_ns": T0 - 123_456_000})]
             s.add_commands(recs)
             assert all(s.has_command(rec) for rec in recs)
-        raw = sqlite3.connect(tmp_path / f"journal-{precompile}.sqlite")
-        try:
+        with closing(sqlite3.connect(tmp_path / f"journal-{precompile}.sqlite")) as raw:
             rows.append(
                 [
                     raw.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
                     for table in ("command", "env", "working_dir", "shell_session", "hash_setting")
                 ]
             )
-        finally:
-            raw.close()
     assert rows[0] == rows[1]
     assert rows[1][0][0][3] == "2023-11-14 22:13:20.123456"  # start_time as SQLAlchemy writes it
 
@@ -189,8 +186,8 @@ def test_sqlite_rows_on_the_drivers_cursor_equal_sqlalchemys(
 def test_sqlite_a_failed_write_leaves_no_transaction_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_files: bool
 ) -> None:
-    """SQLite's write transaction is begun on the driver and kept connection
-    is used again: a batch failing half-way is rolled back whole, whether
+    """SQLite's write transaction is begun on the driver, and its connection
+    is kept for the next one: a batch failing half-way is rolled back whole, whether
     its statements all ran on the driver (no files) or some through
     SQLAlchemy, and the next batch commits only itself."""
     path = tmp_path / "journal.sqlite"
@@ -212,11 +209,8 @@ def test_sqlite_a_failed_write_leaves_no_transaction_open(
             s.add_commands([record(text="a", **files), record(text="b", start_ns=T0 + 1, **files)])
         monkeypatch.undo()
         assert s.add_commands([record(text="c", start_ns=T0 + 2, **files)]) == 1
-    raw = sqlite3.connect(path)
-    try:
+    with closing(sqlite3.connect(path)) as raw:
         assert [t for (t,) in raw.execute("SELECT text FROM command ORDER BY id")] == ["z", "c"]
-    finally:
-        raw.close()
 
 
 def test_no_session_and_hashing_off(store: Store) -> None:
