@@ -80,6 +80,9 @@ def main() -> int:
             [cc, "-O2", "-Wl,-z,now", "-o", str(binary), str(BENCH_DIR / "nss_lookups.c")],
             check=True,
         )
+        if args.files_only:
+            _report("files only", *_measure(binary, args.n, args.rounds))
+            return 0
         sources = next(
             (
                 " ".join(line.split(":", 1)[1].split())
@@ -88,9 +91,6 @@ def main() -> int:
             ),
             "?",
         )
-        if args.files_only:
-            _report("files only", *_measure(binary, args.n, args.rounds))
-            return 0
         _report(f"this machine's nsswitch.conf (group: {sources})",
                 *_measure(binary, args.n, args.rounds))
         if os.geteuid() != 0 or shutil.which("unshare") is None:

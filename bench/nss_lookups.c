@@ -27,5 +27,8 @@ int main(int argc, char **argv)
         return 3;
     if (getgrouplist(pw.pw_name, pw.pw_gid, list, &n) < 0)
         return 4;
+    /* the group's member list, by its gid */
+    if (getgrgid_r(gr.gr_gid, &gr, buf, sizeof buf, &grr) != 0)
+        return 5;
     return 0;
 }
