@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import sqlite3
 import statistics
 import subprocess
@@ -40,7 +39,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import as_user, bench_home, cli_args, ensure_user, report_result, timed  # noqa: E402
+from common import (  # noqa: E402
+    as_user,
+    bench_home,
+    children_cpu,
+    cli_args,
+    ensure_user,
+    report_result,
+    timed,
+)
 
 ANALYSIS = """\
 import configparser, csv, json, statistics, sys
@@ -56,18 +63,13 @@ COMMAND = ["python3", "analysis.py", "data.csv", "config.ini"]
 _CPU: list[float] = []  # CPU seconds (user + sys) of each run, descendants included
 
 
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def _run(cli: str, home: Path, user: str, *opts: str) -> float:
     """Wall seconds of one `shournal run`; its CPU seconds (the command,
     helper, holder and listener: each is waited for by its parent) go to
     _CPU.  CPU is the steadier figure on a loaded machine."""
-    cpu = _children_cpu()
+    cpu = children_cpu()
     elapsed, _ = timed([*as_user(user, home), cli, "run", *opts, "--", *COMMAND], home / "work")
-    _CPU.append(_children_cpu() - cpu)
+    _CPU.append(children_cpu() - cpu)
     return elapsed
 
 

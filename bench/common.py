@@ -34,6 +34,7 @@ import os
 import platform
 import pwd
 import random
+import resource
 import shlex
 import shutil
 import sqlite3
@@ -99,6 +100,13 @@ def timed(argv: Sequence[str], cwd: Path) -> tuple[float, subprocess.CompletedPr
         raise SystemExit(f"failed: {' '.join(argv[-6:])}: {res.stdout.strip()} "
                          f"{res.stderr.strip()}")
     return elapsed, res
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every reaped child so far, exact: the
+    kernel's RUSAGE_CHILDREN."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def require_root() -> None:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import resource
 import shutil
 import signal
 import statistics
@@ -62,7 +61,7 @@ from pathlib import Path
 import pexpect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import bench_home  # noqa: E402
+from common import bench_home, children_cpu  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 USER = "shournal-test"
@@ -198,11 +197,6 @@ def reap_all(block: bool = True) -> None:
             return
         if pid == 0:
             return
-
-
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def _stat(pid: int) -> tuple[int, float] | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -26,24 +25,23 @@ import time
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from common import children_cpu  # noqa: E402
+
 _GROUP = "shournal"
-
-
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def _per_process(argv: list[str], n: int) -> float:
     """ms of CPU per process (the kernel's exact children's times)."""
-    t = _children_cpu()
+    t = children_cpu()
     for _ in range(n):
         pid = os.posix_spawn(argv[0], argv, {})
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             sys.exit(f"{' '.join(argv)} failed: {os.waitstatus_to_exitcode(status)}")
         time.sleep(0.005)  # a process of its own, not a warm loop
-    return (_children_cpu() - t) / n * 1000
+    return (children_cpu() - t) / n * 1000
 
 
 def _measure(binary: Path, n: int, rounds: int) -> tuple[list[float], list[float]]:
