@@ -15,7 +15,7 @@ qmark), where the parameters' order is fixed by the compiled statement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy.engine import Dialect
@@ -27,11 +27,9 @@ class Precompiled:
     cursor with parameters given by name, as SQLAlchemy would bind them."""
 
     def __init__(
-        self, stmt: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None
+        self, stmt: ClauseElement, dialect: Dialect, column_keys: list[str] | None = None
     ) -> None:
-        compiled = stmt.compile(
-            dialect=dialect, column_keys=list(column_keys) if column_keys is not None else None
-        )
+        compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
         order = compiled.positiontup
         if order is None:
             raise ValueError(f"{dialect.name}: not a positional paramstyle")
