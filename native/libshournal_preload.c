@@ -2008,39 +2008,114 @@ EXPORT int execve(const char *filename, char *const argv[], char *const envp[])
 
 /* Where the shell waits for input: see prepare_if_due().  read() only
  * from a terminal: the prompt's own hook reads our answer with read. */
+/* The next namespace is prepared when the shell waits for input (see
+ * prepare_if_due), right after the prompt is drawn: where a Ctrl-C lands.
+ * The line editors' handlers (readline's, zle's) only note a signal and
+ * act on the note when their wait returns EINTR; one handled during the
+ * preparation (the helper's spawn takes milliseconds) would leave the wait
+ * that follows blocked until the next key -- no new prompt.  So the
+ * preparation runs with every signal blocked, and the wait unblocks them
+ * atomically (pselect's or ppoll's mask): a signal that came meanwhile
+ * interrupts it at once.  0: prepared so, `old` the mask to wait with and
+ * to restore afterwards (restore_mask); -1: nothing was due. */
+static int prepare_blocked(sigset_t *old)
+{
+    sigset_t all;
+
+    if (!g_prepare_due || g_in_trigger || !is_shell())
+        return -1;
+    if (sigfillset(&all) != 0 || sigprocmask(SIG_BLOCK, &all, old) != 0) {
+        prepare_if_due();
+        return -1;
+    }
+    prepare_if_due();
+    return 0;
+}
+
+static void restore_mask(const sigset_t *old)
+{
+    int saved = errno;
+
+    (void)sigprocmask(SIG_SETMASK, old, NULL);
+    errno = saved;
+}
+
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
+    sigset_t old;
+
     resolve();
-    if (g_prepare_due) {
-        int saved = errno;
-        if (isatty(fd))
-            prepare_if_due();
-        errno = saved;
+    if (g_prepare_due && isatty(fd)) {
+        int flags = fcntl(fd, F_GETFL);
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int rc;
+
+        if (prepare_blocked(&old) == 0) {
+            /* a blocking read waits here, where signals are unblocked
+             * atomically; a non-blocking one does not wait */
+            rc = flags >= 0 && !(flags & O_NONBLOCK) ? ppoll(&pfd, 1, NULL, &old) : 1;
+            restore_mask(&old);
+            if (rc < 0)
+                return -1; /* EINTR: as the read would have */
+        }
     }
     return real_read(fd, buf, count);
 }
 
 EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+    sigset_t old;
+
     resolve();
-    if (g_prepare_due)
-        prepare_if_due();
+    if (g_prepare_due && prepare_blocked(&old) == 0) {
+        struct timespec ts = {timeout / 1000, (long)(timeout % 1000) * 1000000};
+        int rc = ppoll(fds, nfds, timeout < 0 ? NULL : &ts, &old);
+        restore_mask(&old);
+        return rc;
+    }
     return real_poll(fds, nfds, timeout);
 }
 
 EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *timeout)
 {
+    sigset_t old;
+
     resolve();
-    if (g_prepare_due)
-        prepare_if_due();
+    if (g_prepare_due && prepare_blocked(&old) == 0) {
+        struct timespec ts, t0, t1;
+        int rc;
+
+        if (timeout != NULL) {
+            ts.tv_sec = timeout->tv_sec;
+            ts.tv_nsec = (long)timeout->tv_usec * 1000;
+        }
+        (void)clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = real_pselect(nfds, r, w, e, timeout != NULL ? &ts : NULL, &old);
+        restore_mask(&old);
+        if (timeout != NULL && clock_gettime(CLOCK_MONOTONIC, &t1) == 0) {
+            /* as Linux's select, the time left */
+            int64_t left = ((int64_t)ts.tv_sec - (t1.tv_sec - t0.tv_sec)) * 1000000000 +
+                           (ts.tv_nsec - (t1.tv_nsec - t0.tv_nsec));
+            if (left < 0)
+                left = 0;
+            timeout->tv_sec = (time_t)(left / 1000000000);
+            timeout->tv_usec = (suseconds_t)(left % 1000000000 / 1000);
+        }
+        return rc;
+    }
     return real_select(nfds, r, w, e, timeout);
 }
 
 EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout,
                    const sigset_t *mask)
 {
+    sigset_t old;
+
     resolve();
-    if (g_prepare_due)
-        prepare_if_due();
+    if (g_prepare_due && prepare_blocked(&old) == 0) {
+        int rc = real_pselect(nfds, r, w, e, timeout, mask != NULL ? mask : &old);
+        restore_mask(&old);
+        return rc;
+    }
     return real_pselect(nfds, r, w, e, timeout, mask);
 }
