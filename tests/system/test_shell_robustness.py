@@ -121,10 +121,10 @@ def test_ctrl_c_right_after_a_prompt_draws_a_new_prompt(install, user_home):
     """The next line's namespace is prepared when the shell waits for input,
     right after its prompt: a Ctrl-C handled during that preparation must
     still interrupt the line editor's wait (readline and zle only note the
-    signal in their handlers).  Without the blocked preparation both shells
-    missed the prompt in about half of these tries (bash 18 of 30); with
-    it, bash still missed about one Ctrl-C in a hundred (3 of ~270), in a
+    signal in their handlers, and act on the note when the wait returns
+    EINTR).  Bash still misses about one Ctrl-C in a hundred here, in a
     window not yet found: hence a bound, not none."""
+
     import pexpect
 
     rng = random.Random(7)
