@@ -89,9 +89,12 @@ static int g_in_trigger = 0;
 static char g_pending[512];
 static int g_textfd = -1;          /* command text written by the hook */
 static int g_text_is_history = 0;  /* bash: "  123  text" from `history 1` */
-/* The namespace prepared at the prompt for the next command line (see
- * prepare_next), and what it was prepared for. */
-static int g_next_sock = -1;
+/* The namespaces prepared at the prompt for the next command lines (see
+ * prepare_next), in the order they are taken, and what they were prepared
+ * for (all of them at once). */
+#define MAX_NEXT 2
+static int g_next_socks[MAX_NEXT];
+static int g_next_n;
 static char g_next_cwd[PATH_MAX];
 static struct stat g_next_args;
 static int g_mounts_fd = -1; /* /proc/self/mounts: polls POLLPRI on (u)mounts */
@@ -370,13 +373,15 @@ static const int g_default_sigs[] = {SIGINT,  SIGQUIT, SIGTERM, SIGTSTP, SIGTTIN
  * then takes a page fault on every page it touches next (~1.5 ms before
  * the prompt on a 2-vCPU VM); clone(CLONE_VM|CLONE_VFORK) copies nothing,
  * as posix_spawn does.  The program runs in a session of its own, with
- * default signals, nothing open but /dev/null on 0-2 and `sock` as
- * SHOURNAL_FD_SOCKET; none of our wrappers run (raw execve). */
+ * default signals, nothing open but /dev/null on 0-2, `sock` as
+ * SHOURNAL_FD_SOCKET and `spare` as SHOURNAL_FD_SPARE; none of our
+ * wrappers run (raw execve). */
 struct spawn_req {
     const char *path;
     char *const *argv;
     char *const *envp;
-    int sock; /* -1: none */
+    int sock;  /* -1: none */
+    int spare; /* -1: none; only with sock */
     int err;  /* errno of the step that failed */
 };
 
@@ -427,6 +432,11 @@ static int spawn_first(void *arg)
             goto fail;
         last = SHOURNAL_FD_SOCKET;
     }
+    if (r->sock >= 0 && r->spare >= 0) {
+        if (dup2(r->spare, SHOURNAL_FD_SPARE) < 0)
+            goto fail;
+        last = SHOURNAL_FD_SPARE;
+    }
     if (syscall(SYS_close_range, last + 1, ~0U, 0) != 0)
         goto fail;
     if (clone(spawn_exec, g_spawn_stack[1] + sizeof g_spawn_stack[1],
@@ -439,9 +449,10 @@ fail:
 }
 
 /* 0, or an errno value */
-static int spawn_detached(const char *path, char *const argv[], char *const envp[], int sock)
+static int spawn_detached(const char *path, char *const argv[], char *const envp[], int sock,
+                          int spare)
 {
-    struct spawn_req r = {path, argv, envp, sock, 0};
+    struct spawn_req r = {path, argv, envp, sock, spare, 0};
     sigset_t all, old;
     pid_t pid;
     int err;
@@ -465,11 +476,13 @@ static int spawn_detached(const char *path, char *const argv[], char *const envp
 
 static int uses_daemon(void);
 
-static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
+/* `*spare` (a socket, or -1) is set to -1 if the helper is not to set up
+ * a spare namespace on it (see prepare_next): the caller closes it. */
+static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t whylen)
 {
-    /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--prepared" S]
-     * "--" LISTENER */
-    char *args[2 + SETUP_MAX_OPTS + 6 + 1];
+    /* "setup" [OPTIONS from setup-args] "--lazy-listener" ["--forward"]
+     * ["--prepared" S ["--spare"]] "--" LISTENER */
+    char *args[2 + SETUP_MAX_OPTS + 7 + 1];
     static char extra[SETUP_ARGS_MAX + 1];
     int n = 0, rc;
 
@@ -489,6 +502,14 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
         args[n++] = "--prepared";
         args[n++] = PREPARED_IDLE_S;
     }
+    /* Only where nothing but the working directory is taken from the time
+     * of the set-up (which the shell compares): the Python listener and
+     * the apparatus get the shell's environment at that time, and a spare
+     * is taken a command line later. */
+    if (*spare >= 0 && prepared && uses_daemon() && !g_args_apparatus)
+        args[n++] = "--spare";
+    else
+        *spare = -1;
     args[n++] = "--";
     args[n++] = g_listener_path;
     args[n] = NULL;
@@ -508,7 +529,7 @@ static int spawn_helper(int sock, int prepared, char *why, size_t whylen)
             env = environ;
         }
         /* `sock` is never 0-3 (see start_helper) */
-        rc = spawn_detached(g_suid, args, env, sock);
+        rc = spawn_detached(g_suid, args, env, sock, *spare);
         if (env != environ)
             free(env);
     }
@@ -648,7 +669,7 @@ static void ensure_daemon(void)
         return;
     last_start = now_ns();
     lock_at_start = lock_now;
-    rc = spawn_detached(g_listener_path, args, environ, -1);
+    rc = spawn_detached(g_listener_path, args, environ, -1, -1);
     if (rc != 0)
         warn_once("cannot start the store daemon: %s: %s", g_listener_path, strerror(rc));
 }
@@ -831,30 +852,54 @@ static void throttle_listeners(void)
         nanosleep(&ts, NULL);
 }
 
-/* Start the helper; our end of its control socket, or -1. */
-static int start_helper(int prepared, char *why, size_t whylen)
+/* A control socket: our end returned, the helper's in *child (above 0-4,
+ * so that the spawn's dup2s onto fds 3 and 4 are never no-ops); -1. */
+static int control_socket(int *child, char *why, size_t whylen)
 {
-    int sv[2], child;
+    int sv[2];
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         snprintf(why, whylen, "socketpair: %s", strerror(errno));
         return -1;
     }
-    /* above 0-3, so that the spawn's dup2 onto fd 3 is never a no-op */
-    child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    *child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     close(sv[1]);
-    if (child < 0) {
+    if (*child < 0) {
         snprintf(why, whylen, "fcntl: %s", strerror(errno));
         close(sv[0]);
         return -1;
     }
-    if (spawn_helper(child, prepared, why, whylen) != 0) {
-        close(child);
-        close(sv[0]);
+    return sv[0];
+}
+
+/* Start the helper; our end of its control socket, or -1.  With `spare`
+ * (prepared only), *spare is our end of a spare namespace's control
+ * socket, or -1 if the helper sets up none. */
+static int start_helper(int prepared, int *spare, char *why, size_t whylen)
+{
+    int child, ours, spare_child = -1, spare_ours = -1, passed;
+
+    ours = control_socket(&child, why, whylen);
+    if (ours < 0)
         return -1;
+    if (spare)
+        spare_ours = control_socket(&spare_child, why, whylen); /* -1: one alone */
+    passed = spare_child;
+    if (spawn_helper(child, &passed, prepared, why, whylen) != 0) {
+        close(ours);
+        ours = -1;
+        passed = -1;
     }
     close(child);
-    return sv[0];
+    if (spare_child >= 0)
+        close(spare_child);
+    if (spare_ours >= 0 && passed < 0) {
+        close(spare_ours);
+        spare_ours = -1;
+    }
+    if (spare)
+        *spare = spare_ours;
+    return ours;
 }
 
 static void args_file_state(struct stat *st)
@@ -869,27 +914,42 @@ static void args_file_state(struct stat *st)
     }
 }
 
+static int next_still_fits(void);
+static void drop_next(void);
+
 /* The set-up (a setuid exec, unshare, fanotify group and marks, the
  * holder) is most of what recording adds to a command line: do it while
  * the prompt waits for the user, and only check at the next command line
  * that the namespace still fits -- same working directory (the listener
  * got it), same helper options (setup-args), no mount or umount since
  * (new mounts would lack marks).  Otherwise it is dropped and set up the
- * usual way. */
+ * usual way.
+ * One exec of the helper prepares two namespaces (--spare) where the
+ * second one can wait a command line: the line after next takes it if
+ * it still fits, and the prompt in between starts no helper. */
 static void prepare_next(void)
 {
     char why[SHOURNAL_MAX_FAIL_LEN];
     struct pollfd pfd = {g_mounts_fd, POLLPRI, 0};
-    int fd;
+    int fd, spare = -1;
 
-    if (g_state == ST_DISABLED || g_next_sock >= 0 || g_mounts_fd < 0 || !is_shell() ||
-        getcwd(g_next_cwd, sizeof g_next_cwd) == NULL)
+    if (g_state == ST_DISABLED || g_mounts_fd < 0 || !is_shell())
+        return;
+    if (g_next_n > 0) {
+        if (next_still_fits())
+            return;
+        drop_next();
+    }
+    if (getcwd(g_next_cwd, sizeof g_next_cwd) == NULL)
         return;
     args_file_state(&g_next_args);
     (void)poll(&pfd, 1, 0); /* forget (u)mounts made before now */
-    fd = start_helper(1, why, sizeof why);
-    if (fd >= 0) /* a failure shows when the usual set-up repeats it */
-        g_next_sock = move_high(fd, 1024, 1);
+    fd = start_helper(1, &spare, why, sizeof why);
+    if (fd < 0) /* a failure shows when the usual set-up repeats it */
+        return;
+    g_next_socks[g_next_n++] = move_high(fd, 1024, 1);
+    if (spare >= 0)
+        g_next_socks[g_next_n++] = move_high(spare, g_next_socks[0], 1);
 }
 
 /* More input waits on the terminal when a command line starts (pasted
@@ -927,9 +987,8 @@ static void prepare_if_due(void)
 
 static void drop_next(void)
 {
-    if (g_next_sock >= 0) /* the helper sees EOF before GO: it just exits */
-        close(g_next_sock);
-    g_next_sock = -1;
+    while (g_next_n > 0) /* a helper sees EOF before GO: it just exits */
+        close(g_next_socks[--g_next_n]);
 }
 
 static int next_still_fits(void)
@@ -960,12 +1019,17 @@ static int take_next_go(struct shournal_setup_done *done, int *rootfd, int *nsfd
 {
     char why[SHOURNAL_MAX_FAIL_LEN];
     struct shournal_go m = {SHOURNAL_MSG_GO, 0};
-    int sock = g_next_sock;
+    int sock;
 
-    g_next_sock = -1;
-    if (sock < 0)
+    if (g_next_n == 0)
         return -1;
-    if (next_still_fits() && recv_setup(sock, done, rootfd, nsfd, syncfd, why, sizeof why) == 0) {
+    if (!next_still_fits()) {
+        drop_next();
+        return -1;
+    }
+    sock = g_next_socks[0];
+    memmove(g_next_socks, g_next_socks + 1, (size_t)--g_next_n * sizeof g_next_socks[0]);
+    if (recv_setup(sock, done, rootfd, nsfd, syncfd, why, sizeof why) == 0) {
         if (send(sock, &m, sizeof m, MSG_NOSIGNAL) == (ssize_t)sizeof m)
             return sock;
         close(*rootfd);
@@ -1283,7 +1347,7 @@ static void do_prepare(void)
     if (sock >= 0)
         sock = take_next_ack(sock, rootfd, nsfd, syncfd);
     if (sock < 0) {
-        sock = start_helper(0, why, sizeof why);
+        sock = start_helper(0, NULL, why, sizeof why);
         if (sock >= 0 && recv_setup(sock, &done, &rootfd, &nsfd, &syncfd, why, sizeof why) != 0) {
             close(sock);
             sock = -1;

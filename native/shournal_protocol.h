@@ -24,6 +24,9 @@
 /* Fixed descriptor numbers handed from helper to listener. */
 #define SHOURNAL_FD_SOCKET 3
 #define SHOURNAL_FD_EVENTS 4 /* SEQPACKET socket to the holder (relay below) */
+/* setup --spare: the control socket of a second namespace, set up by a
+ * copy of the helper on that socket (moved onto SHOURNAL_FD_SOCKET there) */
+#define SHOURNAL_FD_SPARE 4
 
 /* Flags in shournal_setup_done.flags */
 #define SHOURNAL_SETUP_FD_ERROR 1u /* FAN_REPORT_FD_ERROR is active */

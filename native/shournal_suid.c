@@ -373,8 +373,10 @@ static const char *member_refusal(int member)
 /* fork(), counted against the user's RLIMIT_NPROC like any fork of his:
  * CAP_SYS_ADMIN or CAP_SYS_RESOURCE in the effective set would exempt it.
  * Both leave the effective set for the fork and come back in the parent;
- * the child keeps the rest (CAP_SETUID, CAP_SETGID) for its own drop. */
-static pid_t fork_counted(void)
+ * the child keeps the rest (CAP_SETUID, CAP_SETGID) for its own drop --
+ * or, with `child_keeps_caps` (--spare: it sets up a namespace of its
+ * own), gets them back as the parent does. */
+static pid_t fork_counted(int child_keeps_caps)
 {
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct saved[_LINUX_CAPABILITY_U32S_3], cut[_LINUX_CAPABILITY_U32S_3];
@@ -395,10 +397,12 @@ static pid_t fork_counted(void)
         return -1;
     }
     pid = fork();
-    if (pid == 0)
+    if (pid == 0 && !child_keeps_caps)
         return 0;
     err = errno;
     if (syscall(SYS_capset, &hdr, saved) != 0) {
+        if (pid == 0)
+            _exit(1); /* the parent sees our end: our socket's EOF */
         err = errno;
         if (pid > 0) {
             (void)kill(pid, SIGKILL);
@@ -567,7 +571,8 @@ static void usage(void)
     dprintf(STDERR_FILENO,
             "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
             "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
-            "         [--archive-ext EXT]...] [--discard-events] [--lazy-listener [--prepared IDLE_SECONDS]]\n"
+            "         [--archive-ext EXT]...] [--discard-events]\n"
+            "         [--lazy-listener [--prepared IDLE_SECONDS [--spare]]]\n"
             "         [--forward] -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
             "       %s check | --version\n",
@@ -683,6 +688,7 @@ struct setup_args {
     int lazy;
     int forward;
     long prepared; /* idle seconds, 0: not prepared */
+    int spare;
     int nexcl;
     char *excludes[SHOURNAL_MAX_EXCLUDES];
 };
@@ -755,6 +761,9 @@ static const struct setup_opt setup_opts[] = {
     {.name = "--forward", .kind = OPT_FLAG, .field = SETUP_FIELD(forward), .flag = 1},
     {.name = "--prepared", .kind = OPT_NUMBER, .field = SETUP_FIELD(prepared), .min = 1,
      .max = MAX_PREPARED_IDLE_S},
+    /* a second prepared namespace, on the socket on SHOURNAL_FD_SPARE: see
+     * fork_spare */
+    {.name = "--spare", .kind = OPT_FLAG, .field = SETUP_FIELD(spare), .flag = 1},
     {.name = "--exclude-mount", .kind = OPT_TEXT, .take = take_exclude},
 };
 
@@ -797,6 +806,24 @@ static int parse_setup_args(int argc, char **argv, int first, struct setup_args 
     return i;
 }
 
+/* --spare: the shell takes two prepared namespaces from one exec of ours.
+ * A copy of us, forked here -- checks done, nothing made yet, privileges
+ * whole -- sets up the second one on the socket on SHOURNAL_FD_SPARE
+ * exactly as we set up ours: its own namespace, fanotify group, holder
+ * and drop.  An exec, the dynamic loader and the group database's
+ * lookups (nss-systemd) are most of a set-up's CPU: one of each per two
+ * command lines (docs/benchmarks.md).  Without the copy (a fork that
+ * fails: the user's RLIMIT_NPROC) the shell sees EOF on that socket and
+ * sets up that command line the usual way. */
+static void fork_spare(void)
+{
+    pid_t pid = fork_counted(1);
+
+    if (pid == 0 && dup2(SHOURNAL_FD_SPARE, SHOURNAL_FD_SOCKET) < 0)
+        _exit(1);
+    (void)close(SHOURNAL_FD_SPARE);
+}
+
 static int cmd_setup(int argc, char **argv)
 {
     int i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2], root_marked = 0,
@@ -817,9 +844,10 @@ static int cmd_setup(int argc, char **argv)
     i = parse_setup_args(argc, argv, 2, &a);
     mask = a.no_read ? FAN_CLOSE_WRITE : FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX ||
-        (a.prepared && !a.lazy))
+        (a.prepared && !a.lazy) || (a.spare && !a.prepared))
         usage();
-    if (check_socket(SHOURNAL_FD_SOCKET) != 0)
+    if (check_socket(SHOURNAL_FD_SOCKET) != 0 ||
+        (a.spare && check_socket(SHOURNAL_FD_SPARE) != 0))
         usage();
     if (a.prepared) {
         /* Nothing waits for this set-up (the shell shows its prompt): it
@@ -828,7 +856,7 @@ static int cmd_setup(int argc, char **argv)
         set_policy(SCHED_BATCH);
     }
     g_sock = SHOURNAL_FD_SOCKET;
-    close_from(SHOURNAL_FD_SOCKET + 1);
+    close_from((a.spare ? SHOURNAL_FD_SPARE : SHOURNAL_FD_SOCKET) + 1);
 
     if (geteuid() != 0)
         die_setup("not setuid root (run: chown root %s && chmod u+s %s, or sudo make install)",
@@ -839,6 +867,8 @@ static int cmd_setup(int argc, char **argv)
     member = user_in_group(grp, 1);
     if (member != 0)
         die_setup("%s", member_refusal(member));
+    if (a.spare)
+        fork_spare();
     /* The namespace and the fanotify group are counted (max_mnt_namespaces,
      * max_fanotify_groups) against the effective uid: make it the user's,
      * keeping our capabilities, so a user exhausts only his own limits. */
@@ -864,7 +894,7 @@ static int cmd_setup(int argc, char **argv)
         die_setup("socketpair: %s", strerror(errno));
 
     listener = getpid(); /* we become the listener */
-    holder = fork_counted();
+    holder = fork_counted(0);
     if (holder < 0)
         die_setup("fork: %s", strerror(errno));
     if (holder == 0) {
@@ -1106,7 +1136,7 @@ static int check_join(void)
 
     if (pipe2(ready, O_CLOEXEC) != 0)
         return errno;
-    child = fork_counted();
+    child = fork_counted(0);
     if (child < 0)
         return errno;
     if (child == 0) {

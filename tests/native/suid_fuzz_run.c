@@ -10,7 +10,9 @@
  * /dev/null, stdout and stderr on our stderr, no core dumps, and on fd 3:
  *   closed, file, devnull, pipe, stream, dgram (socketpairs), seqpacket,
  *   seqpacket-eof (a socketpair whose other end is already closed),
- *   listen (a listening SEQPACKET socket).
+ *   listen (a listening SEQPACKET socket); "+spare" after any of them puts
+ *   a SEQPACKET socket on fd 4 as well (setup --spare), whose other end is
+ *   closed at once.
  * With a socketpair, once the program has sent its first message on it (or
  * exited, or closed it), each -m HEX is sent to it as one message (an empty
  * HEX: a zero-length message), each -s HEX to the sync socket that came
@@ -170,7 +172,7 @@ static int make_fd3(const char *kind, int *keep)
 int main(int argc, char **argv)
 {
     const char *msgs[MAX_MSGS], *syncs[MAX_MSGS];
-    int nmsgs = 0, nsyncs = 0, i, fd3, peer, sfd, sync = -1, kills = 0;
+    int nmsgs = 0, nsyncs = 0, i, fd3, fd4 = -1, peer, sfd, sync = -1, kills = 0;
     long timeout, deadline;
     sigset_t chld;
     struct passwd *pw;
@@ -203,7 +205,25 @@ int main(int argc, char **argv)
     sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0)
         fail("signalfd");
-    fd3 = make_fd3(argv[3], &peer);
+    {
+        char kind[32];
+        char *plus;
+        snprintf(kind, sizeof kind, "%s", argv[3]);
+        plus = strchr(kind, '+');
+        if (plus != NULL) {
+            int sv[2];
+            if (strcmp(plus, "+spare") != 0) {
+                errno = EINVAL;
+                fail(argv[3]);
+            }
+            *plus = '\0';
+            if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+                fail("socketpair");
+            close(sv[0]);
+            fd4 = sv[1];
+        }
+        fd3 = make_fd3(kind, &peer);
+    }
     fflush(stdout);
     deadline = now_ms() + timeout;
 
@@ -224,7 +244,9 @@ int main(int argc, char **argv)
         } else {
             (void)close(3);
         }
-        if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+        if (fd4 >= 0 && dup2(fd4, 4) != 4)
+            _exit(125);
+        if (syscall(SYS_close_range, fd4 >= 0 ? 5u : 4u, ~0u, 0u) != 0)
             _exit(125);
         if (initgroups(pw->pw_name, pw->pw_gid) != 0 ||
             setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) != 0 ||
@@ -235,6 +257,8 @@ int main(int argc, char **argv)
     }
     if (fd3 >= 0)
         close(fd3);
+    if (fd4 >= 0)
+        close(fd4);
 
     /* Phase 1: the program's first message on fd 3, its exit, or EOF. */
     int child_done = 0;

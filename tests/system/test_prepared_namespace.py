@@ -1,16 +1,19 @@
-"""The namespace a shell prepares at its prompt for the next command line
-(real bash and zsh on a pty, the setuid helper, real mounts): it is taken
-by that command line, dropped when it no longer fits -- another working
-directory, a mount made meanwhile -- or when it is gone, and never keeps a
-command line open or a helper behind."""
+"""The namespaces a shell prepares at its prompt for the next command lines
+(real bash and zsh on a pty, the setuid helper, real mounts): one exec of
+the helper prepares two, taken by the next two command lines, dropped when
+they no longer fit -- another working directory, a mount made meanwhile --
+or when they are gone, and never keeping a command line open or a helper
+behind."""
 
 from __future__ import annotations
 
+import grp
 import os
 import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -21,11 +24,12 @@ from fixtures_shell import (
     Install,
     Shell,
     proc_sched,
-    recorded,
     wait_for,
     wait_stored,
     warnings_in,
 )
+from fixtures_shell import recorded as recorded_in_journal
+from test_daemon import daemon_env, daemon_pid, wait_drained
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -46,10 +50,18 @@ def _cwd(pid: int) -> str:
         return ""
 
 
+def _gid(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return -1
+    return int(next(line for line in text.splitlines() if line.startswith("Gid:")).split()[1])
+
+
 def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]]:
     """(helpers, holders) for the shells using `home` (their environment
     has its runtime dir): processes running the helper, the holders being
-    those whose parent is a helper or a listener (the helper's own pid)."""
+    those of group shournal (the helpers run as the user's group)."""
     parent: dict[int, int] = {}
     exe: dict[int, str] = {}
     runtime = f"XDG_RUNTIME_DIR={home / 'run'}".encode()
@@ -63,37 +75,68 @@ def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]
             parent[int(d.name)] = _parent(int(d.name))
         except OSError:
             continue
-    shells = {p for p, e in exe.items() if Path(e).name in ("bash", "zsh")}
+    group = grp.getgrnam("shournal").gr_gid
     ours = [p for p, e in exe.items() if e == str(install.helper)]
-    holders = [p for p in ours if parent[p] in exe and parent[p] not in shells]
+    holders = [p for p in ours if _gid(p) == group]
     return [p for p in ours if p not in holders], holders
 
 
-def the_prepared_helper(install: Install, home: Path) -> int:
-    """The one helper no command line has taken: a taken one has a marker
-    (<pid>.run) until its listener has stored.  The shell prepares it once
-    the prompt is drawn, and a taken helper that handed its line to the
-    daemon lives on for a moment without markers: the same one, three
-    times in a row, 50 ms apart."""
+def prepared_helpers(install: Install, home: Path) -> list[int]:
+    """The helpers no command line has taken, the next one to be taken
+    first: a taken one has a marker (<pid>.run) until its listener has
+    stored.  The shell prepares them once the prompt is drawn -- two from
+    one exec of the helper, the second (the spare) its child, or the spare
+    left from the last prompt alone -- and a taken helper that handed its
+    line to the daemon lives on for a moment without markers: the same
+    ones, three times in a row, 50 ms apart."""
     found: list[int] = []
-    seen: list[int] = []
+    seen: list[tuple[int, ...]] = []
     rundir = home / "run" / "shournal"
 
-    def one() -> bool:
+    def ready() -> bool:
         helpers, holders = helper_processes(install, home)
-        found[:] = [p for p in helpers if not any(rundir.glob(f"{p}.*"))]
-        # set up: it answered the shell and waits in "/" (after its holder
+        found[:] = sorted((p for p in helpers if not any(rundir.glob(f"{p}.*"))),
+                          key=lambda p: _parent(p) in helpers)  # a spare after its helper
+        # set up: each answered the shell and waits in "/" (after its holder
         # reported ready)
-        ok = len(found) == 1 and any(_parent(h) == found[0] for h in holders) and \
-            _cwd(found[0]) == "/"
-        seen[:] = [*seen, found[0]][-3:] if ok else []
+        ok = 1 <= len(found) <= 2 and all(
+            any(_parent(h) == p for h in holders) and _cwd(p) == "/" for p in found)
+        seen[:] = [*seen, tuple(found)][-3:] if ok else []
         if len(seen) == 3 and len(set(seen)) == 1:
             return True
         time.sleep(0.05)
         return False
 
-    wait_for(one, "exactly one prepared namespace at the prompt")
-    return found[0]
+    wait_for(ready, "one or two prepared namespaces at the prompt")
+    return list(found)
+
+
+def the_prepared_helper(install: Install, home: Path) -> int:
+    """The prepared helper the next command line takes."""
+    return prepared_helpers(install, home)[0]
+
+
+@pytest.fixture(params=["daemon", "listener"])
+def listener(request, user_home: Path) -> Iterator[str]:
+    """What stores the command lines: the store daemon (as installed; its
+    shells prepare spares) or a Python listener per command line."""
+    yield request.param
+    pid = daemon_pid(user_home)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def recorded(home: Path, **criteria) -> list:
+    """The journal's matching command lines, once a daemon has stored what
+    it spooled."""
+    if daemon_pid(home) is not None:
+        wait_drained(home)
+    return recorded_in_journal(home, **criteria)
+
+
+def open_shell(kind: str, install: Install, home: Path, listener: str, **kw) -> Shell:
+    env = daemon_env(install) if listener == "daemon" else {}
+    return Shell(kind, install, home, extra_env=env, **kw)
 
 
 def steady(sh: Shell, home: Path) -> None:
@@ -105,10 +148,52 @@ def steady(sh: Shell, home: Path) -> None:
     sh.run("true")
 
 
+@pytest.mark.parametrize("listener", ["daemon"], indirect=True)
 @pytest.mark.parametrize("kind", SHELLS)
-def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, user_home):
+def test_one_helper_prepares_the_next_two_command_lines(kind, install, user_home, listener):
+    """One exec of the setuid helper prepares two namespaces (--spare): the
+    next command line takes the first, the line after it the second, and
+    the prompt between them starts no helper."""
     work = user_home / "work"
-    sh = Shell(kind, install, user_home)
+    sh = open_shell(kind, install, user_home, listener)
+    steady(sh, user_home)
+    if len(prepared_helpers(install, user_home)) == 1:  # the spare of the last pair
+        sh.run("true")
+    first, spare = prepared_helpers(install, user_home)
+    assert _parent(spare) == first  # forked by the helper, not exec'd by the shell
+    ns = [os.readlink(f"/proc/{p}/ns/mnt") for p in (first, spare)]
+    assert ns[0] != ns[1]
+    out = sh.run(f"readlink /proc/self/ns/mnt > {work}/ns1")
+    assert warnings_in(out) == [], out
+    assert prepared_helpers(install, user_home) == [spare]
+    out = sh.run(f"readlink /proc/self/ns/mnt > {work}/ns2")
+    assert warnings_in(out) == [], out
+    assert [(work / f).read_text().strip() for f in ("ns1", "ns2")] == ns
+    assert spare not in prepared_helpers(install, user_home)  # the next pair
+    sh.exit()
+    for i in (1, 2):
+        assert [c.text for c in recorded(user_home, wfile=work / f"ns{i}")] == [
+            f"readlink /proc/self/ns/mnt > {work}/ns{i}"]
+
+
+@pytest.mark.parametrize("listener", ["listener"], indirect=True)
+@pytest.mark.parametrize("kind", SHELLS)
+def test_a_python_listener_gets_no_spare(kind, install, user_home, listener):
+    """A Python listener takes the shell's environment of the time of its
+    set-up: a spare, taken a command line later, would give it a stale one
+    (an `export` in between)."""
+    sh = open_shell(kind, install, user_home, listener)
+    steady(sh, user_home)
+    assert len(prepared_helpers(install, user_home)) == 1
+    sh.run("true")
+    assert len(prepared_helpers(install, user_home)) == 1
+    sh.exit()
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_the_next_command_line_runs_in_the_prepared_namespace(kind, install, user_home, listener):
+    work = user_home / "work"
+    sh = open_shell(kind, install, user_home, listener)
     steady(sh, user_home)
     helper = the_prepared_helper(install, user_home)
     ns = os.readlink(f"/proc/{helper}/ns/mnt")
@@ -131,12 +216,12 @@ CD_AT_PROMPT = {
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, user_home):
+def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, user_home, listener):
     work = user_home / "work"
     there = work / "there"
     there.mkdir()
     os.chown(there, install.user.pw_uid, install.user.pw_gid)
-    sh = Shell(kind, install, user_home, rc_extra=CD_AT_PROMPT[kind])
+    sh = open_shell(kind, install, user_home, listener, rc_extra=CD_AT_PROMPT[kind])
     steady(sh, user_home)
     sh.run(f"_cdto={there}")  # the hook changes directory after this line
     sh.run("echo x > rel")
@@ -147,7 +232,7 @@ def test_a_directory_changed_at_the_prompt_is_the_recorded_one(kind, install, us
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_pasted_lines_each_run_in_their_own_directory(kind, install, user_home):
+def test_pasted_lines_each_run_in_their_own_directory(kind, install, user_home, listener):
     """With more lines waiting on the terminal (a paste), the next line's
     namespace is prepared while a line runs, in the directory it started
     in: a line that changes directory leaves it unfit for the next one,
@@ -158,7 +243,7 @@ def test_pasted_lines_each_run_in_their_own_directory(kind, install, user_home):
     there = work / "there"
     there.mkdir()
     os.chown(there, install.user.pw_uid, install.user.pw_gid)
-    sh = Shell(kind, install, user_home)
+    sh = open_shell(kind, install, user_home, listener)
     steady(sh, user_home)
     pasted = [f"cd {there}", "echo x > rel", "cd ..", "echo y > rel"]
     sh.proc.send("".join(f"{line}\n" for line in pasted))
@@ -172,13 +257,13 @@ def test_pasted_lines_each_run_in_their_own_directory(kind, install, user_home):
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
+def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home, listener):
     """The prepared namespace copied the mount table when it was made; a
     file system mounted while the prompt waits must be there, and marked."""
     work = user_home / "work"
     mnt = work / "mnt"
     mnt.mkdir()
-    sh = Shell(kind, install, user_home)
+    sh = open_shell(kind, install, user_home, listener)
     try:
         steady(sh, user_home)
         the_prepared_helper(install, user_home)  # made before the mount
@@ -193,12 +278,14 @@ def test_a_mount_made_at_the_prompt_is_observed(kind, install, user_home):
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, user_home):
+def test_a_prepared_namespace_killed_at_the_prompt_is_replaced(kind, install, user_home, listener):
     work = user_home / "work"
-    sh = Shell(kind, install, user_home)
+    sh = open_shell(kind, install, user_home, listener)
     steady(sh, user_home)
-    os.kill(the_prepared_helper(install, user_home), signal.SIGKILL)  # its holder follows
-    wait_for(lambda: helper_processes(install, user_home) == ([], []), "the killed helper's holder")
+    for helper in prepared_helpers(install, user_home):
+        os.kill(helper, signal.SIGKILL)  # its holder follows
+    wait_for(lambda: helper_processes(install, user_home) == ([], []),
+             "the killed helpers' holders")
     out = sh.run(f"echo x > {work}/f")
     assert warnings_in(out) == [], out  # nothing of the user's was lost
     sh.exit()
@@ -250,9 +337,9 @@ def recorder_state(home: Path, listener: int) -> str:
 
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, install,
-                                                                         user_home):
+                                                                         user_home, listener):
     work = user_home / "work"
-    sh = Shell(kind, install, user_home, rc_extra=BACKGROUND_AT_PROMPT[kind])
+    sh = open_shell(kind, install, user_home, listener, rc_extra=BACKGROUND_AT_PROMPT[kind])
     child = 0
     try:
         steady(sh, user_home)
@@ -297,8 +384,8 @@ def test_a_child_forked_at_the_prompt_does_not_hold_the_next_command_line(kind, 
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_home):
-    sh = Shell(kind, install, user_home)
+def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_home, listener):
+    sh = open_shell(kind, install, user_home, listener)
     steady(sh, user_home)
     the_prepared_helper(install, user_home)
     sh.run("SHOURNAL_DISABLE")
@@ -319,13 +406,13 @@ def _status(pid: int) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home):
+def test_the_prepared_helper_is_detached_from_the_shell(kind, install, user_home, listener):
     """Started by the shell as no child of its own (see
     test_shournal_processes_send_the_shell_no_sigchld): nothing of the
     shell's is inherited but the control socket (no terminal, no signal
     mask, a session of its own), and it waits SCHED_BATCH so it never
     preempts the shell at its prompt."""
-    sh = Shell(kind, install, user_home)
+    sh = open_shell(kind, install, user_home, listener)
     shell = int(re.search(r"PID=(\d+)", sh.run("echo PID=$$")).group(1))
     assert Path(f"/proc/{shell}/exe").resolve().name in ("bash", "zsh")
     steady(sh, user_home)

@@ -80,7 +80,8 @@ LIMITED: dict[tuple[bytes, ...], int] = {
 }
 WORDS: list[bytes] = [
     b"setup", b"exec", b"check", b"--version", b"--help", b"--", b"-", b"",
-    *(o[0] for o in SETUP_OPTS), b"--lazy-listener", b"--prepared", b"--no-read=1",
+    *(o[0] for o in SETUP_OPTS), b"--lazy-listener", b"--prepared", b"--spare",
+    b"--no-read=1",
     b"0", b"1", b"-1", b"-0", b"+1", b" 1", b"1 ", b"01", b"0x10", b"1e3", b"7", b"8",
     b"40960", b"40961", b"86400", b"86401", b"2147483647", b"2147483648", b"-2147483648",
     b"4294967295", b"4294967296", b"9223372036854775807", b"9223372036854775808",
@@ -149,6 +150,8 @@ def _valid(rng: random.Random, t: Targets) -> list[bytes]:
         opts.append(b"--lazy-listener")
         if rng.random() < 0.5:
             opts += [b"--prepared", rng.choice([b"1", b"600", b"86400"])]
+            if rng.random() < 0.5:
+                opts.append(b"--spare")
     return [b"shournal-suid", b"setup", *opts, b"--", t.sentinel,
             *(_hex(rng) for _ in range(rng.randrange(4)))]
 
@@ -219,6 +222,8 @@ def make_case(seed: int, i: int, t: Targets) -> Case:
     else:
         fd3 = rng.choice(["closed", "file", "devnull", "pipe", "stream", "dgram",
                           "seqpacket-eof", "listen"])
+    if b"--spare" in argv and rng.random() < 0.8:
+        fd3 += "+spare"  # a socket on fd 4 too
     syncs = [rng.randbytes(rng.randrange(9)) for _ in range(rng.randrange(3))]
     msgs = _messages(rng)
     budget = MAX_ARGV_BYTES - sum(2 * len(m) + 4 for m in msgs + syncs)

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -455,6 +456,12 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup prepared swallowing --", ["setup", "--lazy-listener", "--prepared", "--",
                                           *listener]),
         ("setup prepared missing", ["setup", "--lazy-listener", "--prepared"]),
+        ("setup spare not prepared", ["setup", "--lazy-listener", "--spare", "--", *listener]),
+        ("setup spare with value", ["setup", "--lazy-listener", "--prepared", "5", "--spare=1",
+                                    "--", *listener]),
+        # only fd 3 is given here: nothing on SHOURNAL_FD_SPARE
+        ("setup spare without its socket", ["setup", "--lazy-listener", "--prepared", "5",
+                                            "--spare", "--", *listener]),
         ("setup 33 archive exts", ["setup", *[a for i in range(33)
                                               for a in ("--archive-ext", f"e{i}")],
                                    "--", *listener]),
@@ -1245,4 +1252,132 @@ def test_prepared_namespace_not_taken_starts_nothing(how, install, tools, scratc
         else:
             rec.sock.settimeout(TIMEOUT)
             assert rec.sock.recv(64) == b""
+
+
+# --spare: a second prepared namespace from the same exec, on fd 4.
+SPARE_OPTS = ["--lazy-listener", "--prepared", "600", "--spare"]
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _start_with_spare(install, argv_user: Sequence[str], listener: Sequence[str],
+                      spare: socket.socket | int | None = None):
+    """`setup` with SPARE_OPTS, a SEQPACKET socket on fd 3 and `spare` (a
+    SEQPACKET socket by default, or any fd) on fd 4: (pid, our ends, log)."""
+    ours, ends = [], {}
+    for target in (3, 4):
+        if target == 4 and spare is not None:
+            ends[4] = high_fd(spare if isinstance(spare, int) else spare.fileno())
+            continue
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ends[target] = high_fd(theirs.fileno())
+        theirs.close()
+        mine.settimeout(TIMEOUT)
+        ours.append(mine)
+    log = tempfile.TemporaryFile()
+    try:
+        pid = spawn([*argv_user, str(install.helper), "setup", *SPARE_OPTS, "--", *listener],
+                    fds=ends, out=log.fileno(), err=log.fileno())
+    finally:
+        for fd in ends.values():
+            os.close(fd)
+    return pid, ours, log
+
+
+def test_spare_namespace_is_set_up_by_a_copy_that_drops_as_the_first(install, tools,
+                                                                       scratch):
+    """--spare: after the same checks, a copy of the helper sets up a second
+    namespace on the socket on fd 4 -- a namespace, fanotify group and
+    holder of its own -- and is left with the user's ids only, as the
+    first; each is taken with GO on its own socket and joined as usual."""
+    out = user_dir(scratch, install.user, "out")
+    pid, socks, log = _start_with_spare(install, as_user(install.user),
+                                        [str(tools.report), str(out)])
+    pidfds = []
+    try:
+        done = []
+        for sock in socks:
+            msg, fds, _, _ = socket.recv_fds(sock, 4096, 8)
+            for f in fds:
+                os.close(f)
+            mtype, holder, listener, _ = protocol.SETUP_DONE.unpack_from(msg)
+            assert mtype == protocol.MSG_SETUP_DONE, msg
+            done.append((holder, listener))
+            pidfds += [os.pidfd_open(holder), os.pidfd_open(listener)]
+        (h1, l1), (h2, l2) = done
+        assert l1 == pid and _ppid(l2) == l1 and len({h1, h2, l1, l2}) == 4
+        assert _ppid(h1) == l1 and _ppid(h2) == l2
+        ns = [os.readlink(f"/proc/{h}/ns/mnt") for h in (h1, h2)]
+        assert len({*ns, os.readlink("/proc/self/ns/mnt")}) == 3
+        for listener in (l1, l2):  # the first one is the positive control
+            _assert_user_ids(proc_status(listener), install.user,
+                             groups=_user_groups(install.user))
+        for holder in (h1, h2):
+            st = proc_status(holder)
+            assert st["Uid"] == [str(install.user.pw_uid)] * 4, st["Uid"]
+            # (its fsgid is the user's: it opens files as him)
+            assert st["Gid"][:3] == [str(shournal_gid())] * 3, st["Gid"]
+            assert int(st["CapEff"][0], 16) == 0
+        for sock in reversed(socks):  # the spare first: they are independent
+            sock.send(GO.pack(MSG_GO, 0))
+            assert GO.unpack(sock.recv(64)) == (MSG_GO_ACK, 0)
+        r = helper_exec(install, h2, "/usr/bin/readlink", [], "readlink", "/proc/self/ns/mnt")
+        assert r.rc == 0 and r.out.strip() == ns[1], r
+    finally:
+        for sock in socks:
+            sock.close()
+        for fd in pidfds:
+            with suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        wait_exit(pid)
+        for fd in pidfds:
+            select.select([fd], [], [], TIMEOUT)
+            os.close(fd)
+        log.close()
+
+
+@pytest.mark.parametrize("fd4", ["stream socket", "file"])
+def test_spare_needs_a_seqpacket_socket_on_fd_4(fd4, install, tools, scratch):
+    out = user_dir(scratch, install.user, "out")
+    if fd4 == "file":
+        spare = os.open("/dev/null", os.O_RDWR)
+        keep = None
+    else:
+        keep, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        spare = os.dup(theirs.fileno())
+        theirs.close()
+    try:
+        pid, socks, log = _start_with_spare(install, as_user(install.user),
+                                            [str(tools.touch), str(out / "ran")], spare)
+    finally:
+        os.close(spare)
+    rc = wait_exit(pid)
+    log.seek(0)
+    err = log.read().decode()
+    log.close()
+    assert rc == 2 and err.startswith("usage: "), (rc, err)
+    assert socks[0].recv(64) == b""  # nothing set up on fd 3 either
+    socks[0].close()
+    if keep is not None:
+        keep.close()
+    assert not (out / "ran").exists()
+
+
+def test_members_of_the_group_get_no_spare(install, tools, scratch):
+    """The copy is made after the checks: a member is refused on fd 3 and
+    the spare's socket only sees the helper go."""
+    out = user_dir(scratch, install.user, "out")
+    pid, (first, spare), log = _start_with_spare(install, _as_member(install.user),
+                                                 [str(tools.report), str(out)])
+    msg = first.recv(4096)
+    rc = wait_exit(pid)
+    log.close()
+    assert protocol.SETUP_FAIL.unpack_from(msg)[0] == protocol.MSG_SETUP_FAIL, msg
+    assert b"member of group" in msg and rc == 1, msg
+    assert spare.recv(4096) == b""
+    first.close()
+    spare.close()
+    assert not (out / "ready").exists()
 
