@@ -382,6 +382,30 @@ def test_setup_forks_within_the_users_process_limit(install, tools, scratch):
     assert not (out / "listener-ran").exists()
 
 
+def test_the_spare_fork_is_within_the_users_process_limit(install, tools, scratch):
+    """setup --spare forks a copy of the helper with its privileges whole:
+    that fork too counts against the user's RLIMIT_NPROC.  With a limit of
+    one process it fails, so the spare's socket sees only the helper go --
+    an exempt fork would have made a copy that reported its own holder's
+    failed fork there -- and the helper's own set-up fails at its holder.
+    (Positive control: test_suid_security's spare test, without a limit.)"""
+    user = install.user
+    out = user_dir(scratch, user, "out")
+    pid, (first, spare), log = _security._start_with_spare(
+        install, [*as_user(user), PRLIMIT, "--nproc=1", "--"],
+        [str(tools.touch), str(out / "listener-ran")])
+    try:
+        text = fail_text(first.recv(4096))
+        assert text.startswith("fork: "), text
+        assert spare.recv(4096) == b""
+        assert wait_exit(pid) == 1
+    finally:
+        first.close()
+        spare.close()
+        log.close()
+    assert not (out / "listener-ran").exists()
+
+
 def test_setup_forks_with_headroom_in_the_process_limit(install, tools, scratch, recorders):
     """Positive control for the limit above."""
     user = install.user
