@@ -147,7 +147,7 @@ int main(int argc, char **argv)
             }
             if (s < 0)
                 break;
-            if (shournal_fw_hand_over(s, getenv("SHOURNAL_CWD")) == 0)
+            if (shournal_fw_hand_over(s, getenv("SHOURNAL_CWD"), 0) == 0)
                 return 0;
             /* the daemon ended without spooling it: the next one */
         }

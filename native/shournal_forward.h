@@ -70,10 +70,11 @@ static inline int shournal_fw_connect(const struct sockaddr_un *addr)
     return -1;
 }
 
-/* FORWARD: our pid (the markers' name), the working directory, both fds. */
-static inline int shournal_fw_send(int s, const char *cwd)
+/* FORWARD: our pid (the markers' name), `arg` (SHOURNAL_FORWARD_BY_HELPER
+ * or 0), the working directory, both fds. */
+static inline int shournal_fw_send(int s, const char *cwd, uint32_t arg)
 {
-    struct shournal_daemon_msg m = {SHOURNAL_MSG_FORWARD, (int32_t)getpid(), 0, 0};
+    struct shournal_daemon_msg m = {SHOURNAL_MSG_FORWARD, (int32_t)getpid(), arg, 0};
     char buf[sizeof m + PATH_MAX];
     size_t cwdlen = cwd ? strnlen(cwd, PATH_MAX) : 0;
     struct iovec iov;
@@ -96,12 +97,12 @@ static inline int shournal_fw_send(int s, const char *cwd)
 /* One hand-over on connected socket `s` (closed here): 0 once the daemon
  * says the command line is spooled, -1 otherwise (we still hold both fds:
  * the command line goes to the next daemon or the Python listener). */
-static inline int shournal_fw_hand_over(int s, const char *cwd)
+static inline int shournal_fw_hand_over(int s, const char *cwd, uint32_t arg)
 {
     struct shournal_daemon_msg answer;
     ssize_t n = -1;
 
-    if (shournal_fw_send(s, cwd) == 0) {
+    if (shournal_fw_send(s, cwd, arg) == 0) {
         do
             n = recv(s, &answer, sizeof answer, 0);
         while (n < 0 && errno == EINTR);
@@ -111,7 +112,8 @@ static inline int shournal_fw_hand_over(int s, const char *cwd)
 }
 
 /* A daemon that answers at once takes the command line: 0 once spooled.
- * No waiting for one that is still starting (the forwarder does that). */
+ * No waiting for one that is still starting (the forwarder does that).
+ * Only shournal-suid's own hand-over. */
 static inline int shournal_fw_forward_once(const char *cwd)
 {
     struct sockaddr_un addr;
@@ -119,7 +121,7 @@ static inline int shournal_fw_forward_once(const char *cwd)
 
     if (shournal_fw_daemon_addr(&addr) != 0 || (s = shournal_fw_connect(&addr)) < 0)
         return -1;
-    return shournal_fw_hand_over(s, cwd);
+    return shournal_fw_hand_over(s, cwd, SHOURNAL_FORWARD_BY_HELPER);
 }
 
 #endif

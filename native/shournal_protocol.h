@@ -229,6 +229,11 @@ struct shournal_flush {
 #define SHOURNAL_MSG_DRAIN 11u
 #define SHOURNAL_MSG_DRAINED 12u
 #define SHOURNAL_MSG_STATUS 13u
+/* FORWARD's arg: handed over by shournal-suid itself, whose environment
+ * the daemon could not read and which the apparatus never uses (the shell
+ * then execs shournal-forward: spawn_helper in libshournal_preload.c), so
+ * the daemon does not look for the apparatus switch there. */
+#define SHOURNAL_FORWARD_BY_HELPER 1u
 
 struct shournal_daemon_msg {
     uint32_t type;

@@ -303,7 +303,8 @@ class Daemon:
         mtype, pid, arg, _ = protocol.DAEMON_MSG.unpack_from(data)
         if mtype == protocol.MSG_FORWARD and len(fds) == 2:
             cwd = os.fsdecode(data[protocol.DAEMON_MSG.size :]) or "/"
-            self._forwarded(conn, pid, cwd, fds[0], fds[1])
+            apparatus = not arg & protocol.FORWARD_BY_HELPER
+            self._forwarded(conn, pid, cwd, fds[0], fds[1], apparatus)
             return
         for fd in fds:
             os.close(fd)
@@ -314,7 +315,8 @@ class Daemon:
             text = json.dumps(self.status()).encode()
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_STATUS, os.getpid(), 0, 0) + text)
 
-    def _forwarded(self, conn: socket.socket, pid: int, cwd: str, ctl: int, relay: int) -> None:
+    def _forwarded(self, conn: socket.socket, pid: int, cwd: str, ctl: int, relay: int,
+                   apparatus: bool = True) -> None:
         try:
             # (what the forwarder sends, from our own user: see Relay)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fileno=ctl)
@@ -327,7 +329,7 @@ class Daemon:
         try:
             rec = listener.collect(
                 sock, listener.Relay(relay, checked=True), self.config(), cwd, pid,
-                self.spool.dir, self.rundir,
+                self.spool.dir, self.rundir, apparatus,
             )
             if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)

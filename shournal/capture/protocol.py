@@ -27,6 +27,7 @@ MSG_START = 14
 
 FD_SOCKET = 3
 FD_EVENTS = 4
+FD_SPARE = 4  # setup --spare: a second namespace's control socket
 
 MAX_FDS_PER_MSG = 253
 MAX_EVENTS_MSG = 64 * 1024
@@ -130,6 +131,7 @@ MSG_SPOOLED = 10
 MSG_DRAIN = 11
 MSG_DRAINED = 12
 MSG_STATUS = 13
+FORWARD_BY_HELPER = 1  # FORWARD's arg: see shournal_protocol.h
 DAEMON_MSG = Layout(
     "shournal_daemon_msg", ("type", "I"), ("pid", "i"), ("arg", "I"), ("reserved", "I")
 )

@@ -41,22 +41,24 @@ def summary_path(listener_pid: int) -> str:
 
 
 def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
-              cwd: str = "") -> Collector:
+              cwd: str = "", shell: bool = True) -> Collector:
     """The listener's hook: its Collector, or an ApparatusCollector when
     the command is recorded with its apparatus (`shournal run
     --apparatus`, or a shell's command line, see :func:`shell_apparatus`).
     ``pid``: the process that stands for the command line (default: this
     listener; the store daemon passes its forwarder's); ``cwd``: its
-    working directory.  Imports nothing more for an ordinary command."""
+    working directory; ``shell`` False: not a shell's command line recorded
+    with its apparatus (nothing of the forwarder is read).  Imports
+    nothing more for an ordinary command."""
     if ENV_VAR in os.environ and pid is None:
         from shournal.reproduce.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids)
-    shell = shell_apparatus(cfg, pid, cwd)
-    if shell is not None:
+    found = shell_apparatus(cfg, pid, cwd) if shell else None
+    if found is not None:
         from shournal.reproduce.recording import apparatus_collector
 
-        return apparatus_collector(cfg, uid, gids, shell)
+        return apparatus_collector(cfg, uid, gids, found)
     from shournal.capture.collector import Collector
 
     return Collector(cfg, uid, gids)

@@ -1267,9 +1267,9 @@ def _start_with_spare(install, argv_user: Sequence[str], listener: Sequence[str]
     """`setup` with SPARE_OPTS, a SEQPACKET socket on fd 3 and `spare` (a
     SEQPACKET socket by default, or any fd) on fd 4: (pid, our ends, log)."""
     ours, ends = [], {}
-    for target in (3, 4):
-        if target == 4 and spare is not None:
-            ends[4] = high_fd(spare if isinstance(spare, int) else spare.fileno())
+    for target in (protocol.FD_SOCKET, protocol.FD_SPARE):
+        if target == protocol.FD_SPARE and spare is not None:
+            ends[target] = high_fd(spare if isinstance(spare, int) else spare.fileno())
             continue
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ends[target] = high_fd(theirs.fileno())

@@ -156,3 +156,28 @@ def test_a_forwarders_environment_is_parsed_only_when_it_switches_the_apparatus_
         assert _environ_of(proc.pid) == env
     finally:
         proc.communicate(b"")
+
+
+def test_a_line_handed_over_by_the_helper_is_not_looked_at_for_the_apparatus() -> None:
+    """The daemon learns from FORWARD (SHOURNAL_FORWARD_BY_HELPER) that the
+    setup helper handed the line over itself, which the shell never lets
+    it do for the apparatus: it then reads nothing of the forwarder (its
+    /proc/<pid>/environ, a read per command line).  A real process whose
+    environment has the switch: looked at, its line is the apparatus's."""
+    import subprocess
+    import sys
+
+    from shournal import reproduce
+    from shournal.capture.collector import Collector
+
+    cfg = parse_config("")
+    env = {"PATH": "/usr/bin:/bin", reproduce.SHELL_SWITCH_VAR: "1"}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/")
+        not_looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/", shell=False)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert type(looked) is not Collector  # the positive control: the apparatus's
+    assert type(not_looked) is Collector
