@@ -303,8 +303,8 @@ class Daemon:
         mtype, pid, arg, _ = protocol.DAEMON_MSG.unpack_from(data)
         if mtype == protocol.MSG_FORWARD and len(fds) == 2:
             cwd = os.fsdecode(data[protocol.DAEMON_MSG.size :]) or "/"
-            apparatus = not arg & protocol.FORWARD_BY_HELPER
-            self._forwarded(conn, pid, cwd, fds[0], fds[1], apparatus)
+            switch = not arg & protocol.FORWARD_BY_HELPER
+            self._forwarded(conn, pid, cwd, fds[0], fds[1], switch)
             return
         for fd in fds:
             os.close(fd)
@@ -316,7 +316,7 @@ class Daemon:
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_STATUS, os.getpid(), 0, 0) + text)
 
     def _forwarded(self, conn: socket.socket, pid: int, cwd: str, ctl: int, relay: int,
-                   apparatus: bool = True) -> None:
+                   shell_switch: bool = True) -> None:
         try:
             # (what the forwarder sends, from our own user: see Relay)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, fileno=ctl)
@@ -329,7 +329,7 @@ class Daemon:
         try:
             rec = listener.collect(
                 sock, listener.Relay(relay, checked=True), self.config(), cwd, pid,
-                self.spool.dir, self.rundir, apparatus,
+                self.spool.dir, self.rundir, shell_switch,
             )
             if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)

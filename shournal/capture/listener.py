@@ -542,7 +542,7 @@ def collect(
     pid: int | None = None,
     spool_dir: Path | None = None,
     rundir: Path | None = None,
-    apparatus: bool = True,
+    shell_switch: bool = True,
 ) -> CommandRecord | None:
     """Everything of one command line up to the record to store: its events
     until every process has exited, then the policy.  None: nothing to
@@ -550,7 +550,7 @@ def collect(
     the store daemon (shournal.capture.daemon), which passes the `pid` its
     forwarder's markers are named after, and its spool and runtime
     directories (found and checked once, not per command line).
-    `apparatus` False: the shell did not record this line with its
+    `shell_switch` False: the shell did not record this line with its
     apparatus (the helper handed it over itself), so the forwarder's
     environment is not read for the switch."""
     gids = frozenset(os.getgroups()) | {os.getgid()}
@@ -559,7 +559,7 @@ def collect(
     from shournal import reproduce
     from shournal.capture import spool
 
-    collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd, apparatus)
+    collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd, shell_switch)
     forwarder = os.getpid() if pid is None else pid
 
     def keep(cmd: protocol.CommandMessage) -> None:

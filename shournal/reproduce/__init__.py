@@ -41,20 +41,20 @@ def summary_path(listener_pid: int) -> str:
 
 
 def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
-              cwd: str = "", shell: bool = True) -> Collector:
+              cwd: str = "", shell_switch: bool = True) -> Collector:
     """The listener's hook: its Collector, or an ApparatusCollector when
     the command is recorded with its apparatus (`shournal run
     --apparatus`, or a shell's command line, see :func:`shell_apparatus`).
     ``pid``: the process that stands for the command line (default: this
     listener; the store daemon passes its forwarder's); ``cwd``: its
-    working directory; ``shell`` False: not a shell's command line recorded
-    with its apparatus (nothing of the forwarder is read).  Imports
+    working directory; ``shell_switch`` False: not a shell's command line
+    recorded with its apparatus (nothing of the forwarder is read).  Imports
     nothing more for an ordinary command."""
     if ENV_VAR in os.environ and pid is None:
         from shournal.reproduce.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids)
-    found = shell_apparatus(cfg, pid, cwd) if shell else None
+    found = shell_apparatus(cfg, pid, cwd) if shell_switch else None
     if found is not None:
         from shournal.reproduce.recording import apparatus_collector
 

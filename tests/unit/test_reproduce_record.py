@@ -172,12 +172,16 @@ def test_a_line_handed_over_by_the_helper_is_not_looked_at_for_the_apparatus() -
 
     cfg = parse_config("")
     env = {"PATH": "/usr/bin:/bin", reproduce.SHELL_SWITCH_VAR: "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+        env=env, stdout=subprocess.PIPE)
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"  # exec'd
         looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/")
-        not_looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/", shell=False)
+        not_looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/", shell_switch=False)
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()
     assert type(looked) is not Collector  # the positive control: the apparatus's
     assert type(not_looked) is Collector
