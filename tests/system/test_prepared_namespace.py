@@ -62,7 +62,6 @@ def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]
     """(helpers, holders) for the shells using `home` (their environment
     has its runtime dir): processes running the helper, the holders being
     those of group shournal (the helpers run as the user's group)."""
-    parent: dict[int, int] = {}
     exe: dict[int, str] = {}
     runtime = f"XDG_RUNTIME_DIR={home / 'run'}".encode()
     for d in Path("/proc").iterdir():
@@ -72,7 +71,6 @@ def helper_processes(install: Install, home: Path) -> tuple[list[int], list[int]
             if runtime not in (d / "environ").read_bytes().split(b"\0"):
                 continue
             exe[int(d.name)] = os.readlink(d / "exe")
-            parent[int(d.name)] = _parent(int(d.name))
         except OSError:
             continue
     group = grp.getgrnam("shournal").gr_gid
