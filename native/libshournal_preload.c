@@ -528,7 +528,7 @@ static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t wh
         } else {
             env = environ;
         }
-        /* `sock` is never 0-3 (see start_helper) */
+        /* `sock` and `*spare` are never 0-4 (see control_socket) */
         rc = spawn_detached(g_suid, args, env, sock, *spare);
         if (env != environ)
             free(env);
