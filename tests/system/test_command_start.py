@@ -20,6 +20,8 @@ from test_daemon import (
     JournalLock,
     daemon_env,
     daemon_pid,
+    kill_daemon,
+    listener_env,
     spool_backlog,
     stored_texts,
     wait_drained,
@@ -31,10 +33,6 @@ from shournal.data import RETURN_VALUE_UNKNOWN
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
 LISTENERS = ["python", "daemon"]
-
-
-def _env(install, listener: str) -> dict[str, str]:
-    return daemon_env(install) if listener == "daemon" else {}
 
 
 def _stored(home: Path, listener: str):
@@ -60,18 +58,12 @@ def _assert_incomplete(cmd, home: Path, written: str) -> None:
     assert os.fsencode(home / "work" / written) in [e.path for e in cmd.writes]
 
 
-def _kill_daemon(home: Path) -> None:
-    pid = daemon_pid(home)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
-
-
 @pytest.mark.parametrize("listener", LISTENERS)
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
 def test_line_ending_in_exec_of_a_shell_is_stored(kind, listener, install, user_home):
     """`exec bash` (`exec zsh`): the new shell starts recording its own
     lines; the line that exec'd it is stored, incomplete."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         line = f"echo one > before_exec; exec {kind}"
         sh.run(line)
@@ -82,14 +74,14 @@ def test_line_ending_in_exec_of_a_shell_is_stored(kind, listener, install, user_
         after = _only(found, "echo two > after_exec")
         assert after.return_value == 0 and not after.incomplete
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("listener", LISTENERS)
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
 def test_line_ending_in_exec_of_a_program_is_stored(kind, listener, install, user_home):
     """`exec python3 ...`: the shell is gone when the program ends."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         line = "echo one > before_exec; exec python3 -c 'import sys; sys.exit(7)'"
         sh.proc.sendline(line)
@@ -97,7 +89,7 @@ def test_line_ending_in_exec_of_a_program_is_stored(kind, listener, install, use
         assert sh.proc.exitstatus == 7
         _assert_incomplete(_only(_stored(user_home, listener), line), user_home, "before_exec")
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("listener", LISTENERS)
@@ -106,7 +98,7 @@ def test_terminal_closed_while_a_command_runs(kind, listener, install, user_home
     """SIGHUP to the shell (the terminal closed, an ssh connection dropped)
     while the line's command runs: the shell hangs up its jobs and exits
     without a prompt."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         line = "echo one > before_hup; sleep 300.25"
@@ -119,7 +111,7 @@ def test_terminal_closed_while_a_command_runs(kind, listener, install, user_home
         cmd = _only(_stored(user_home, listener), line)
         _assert_incomplete(cmd, user_home, "before_hup")
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
@@ -213,7 +205,7 @@ def test_holder_killed_then_terminal_closed_stores_the_line_from_its_start(
     line and its start went with the holder -- it is stored from the start
     the shell left on disk, incomplete, the loss counted with its reason,
     one warning for that shell naming it."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         line = "echo one > before_kill; sleep 300.25"
@@ -231,7 +223,7 @@ def test_holder_killed_then_terminal_closed_stores_the_line_from_its_start(
         assert len(warned) == 1 and "sleep 300.25" in warned[0], warned
         assert "event relay ended early" in warned[0], warned
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, user_home):
@@ -239,7 +231,7 @@ def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, u
     no other line coming: a query in another terminal finds the line (its
     drain makes the daemon look for orphaned starts at once), incomplete,
     stored once."""
-    sh = Shell("bash", install, user_home, extra_env=_env(install, "daemon"))
+    sh = Shell("bash", install, user_home, extra_env=listener_env(install, "daemon"))
     try:
         sh.run("echo first > first")
         wait_drained(user_home)
@@ -251,7 +243,7 @@ def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, u
             os.kill(p, signal.SIGKILL)
         for p in (holder, helper):
             wait_for(lambda p=p: _gone(p), f"{p} to die")
-        other = Shell("bash", install, user_home, extra_env=_env(install, "daemon"))
+        other = Shell("bash", install, user_home, extra_env=listener_env(install, "daemon"))
         out = other.run("shournal query --command-text '%sleep 300.5'")
         assert line in out, out
         other.exit()
@@ -260,7 +252,7 @@ def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, u
         sh.exit()
         _assert_recovered(_only(_stored(user_home, "daemon"), line), user_home)
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("listener", LISTENERS)
@@ -272,7 +264,7 @@ def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
     store daemon: SIGKILL) while it runs: the line is stored once from its
     start by the next daemon (or listener), incomplete, and the shell gets
     one warning naming it."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         sh.run("echo first > first")
         wait_stored(user_home)  # (its start is gone)
@@ -309,7 +301,7 @@ def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
         warned = warnings_in("".join(outs))
         assert len(warned) == 1 and "sleep 300.25" in warned[0], outs
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("listener", LISTENERS)
@@ -320,7 +312,7 @@ def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
     """The command itself sees its start on disk (text, working directory,
     start time, session, its recorder's pids); once the line is stored the
     start is gone and the line is stored once, complete."""
-    sh = Shell(kind, install, user_home, extra_env=_env(install, listener))
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
     try:
         copy = user_home / "work" / "copy"
         line = f"cp -r {_starts(user_home)} {copy}"
@@ -342,7 +334,7 @@ def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
         assert start.listener_starttime > 0
         assert abs(start.start_ns - int(cmd.start_time.timestamp() * 1e9)) < 1e6
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("kind", ["bash", "zsh"])
@@ -378,7 +370,7 @@ def test_daemon_killed_between_spool_and_journal_leaves_no_start(kind, install, 
         # the line saw its own start
         assert len((user_home / "work" / "seen").read_text().split()) == 1
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 def _clones_during(sh: Shell, pid: int, line: str) -> list[str]:
@@ -437,7 +429,7 @@ def test_the_shell_says_whether_it_forked_while_a_line_ran(kind, install, user_h
         texts = [c.text for c in _stored(user_home, "daemon")]
         assert all(line in texts for line in lines), texts
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 def test_bash_starts_a_line_without_a_fork(install, user_home):
@@ -459,7 +451,7 @@ def test_bash_starts_a_line_without_a_fork(install, user_home):
         texts = [c.text for c in _stored(user_home, "daemon")]
         assert "true" in texts, texts
     finally:
-        _kill_daemon(user_home)
+        kill_daemon(user_home)
 
 
 @pytest.mark.parametrize("rc", ["unset SRANDOM", "HISTIGNORE='ls*'"])

@@ -89,12 +89,23 @@ def daemon_pid(home: Path) -> int | None:
     return pid if b"daemon" in cmdline else None
 
 
+def kill_daemon(home: Path) -> None:
+    """A test's clean-up: SIGKILL the daemon of `home`, if one runs."""
+    pid = daemon_pid(home)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def listener_env(install, listener: str) -> dict[str, str]:
+    """A shell's environment for what stores its command lines: "daemon"
+    (the store daemon), anything else the Python listener per line."""
+    return daemon_env(install) if listener == "daemon" else {}
+
+
 @pytest.fixture
 def home(install, user_home):
     yield user_home
-    pid = daemon_pid(user_home)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+    kill_daemon(user_home)
 
 
 def spool_backlog(home: Path) -> int:

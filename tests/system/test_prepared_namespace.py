@@ -29,7 +29,7 @@ from fixtures_shell import (
     warnings_in,
 )
 from fixtures_shell import recorded as recorded_in_journal
-from test_daemon import daemon_env, daemon_pid, wait_drained
+from test_daemon import daemon_pid, kill_daemon, listener_env, wait_drained
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -119,9 +119,7 @@ def listener(request, user_home: Path) -> Iterator[str]:
     """What stores the command lines: the store daemon (as installed; its
     shells prepare spares) or a Python listener per command line."""
     yield request.param
-    pid = daemon_pid(user_home)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+    kill_daemon(user_home)
 
 
 def recorded(home: Path, **criteria) -> list:
@@ -133,8 +131,7 @@ def recorded(home: Path, **criteria) -> list:
 
 
 def open_shell(kind: str, install: Install, home: Path, listener: str, **kw) -> Shell:
-    env = daemon_env(install) if listener == "daemon" else {}
-    return Shell(kind, install, home, extra_env=env, **kw)
+    return Shell(kind, install, home, extra_env=listener_env(install, listener), **kw)
 
 
 def steady(sh: Shell, home: Path) -> None:
