@@ -255,6 +255,22 @@ def build_null_listener(user: User) -> Path:
     return out
 
 
+def build_floor_helper() -> Path:
+    """The setuid helper built with --discard-events (native/Makefile's
+    bench-helper), as a setuid-root copy for the floor variant: the
+    installed helper does not take that switch."""
+    build = CACHE / "native"
+    sh(["make", "-s", "-C", str(BENCH_DIR.parent / "native"), f"BUILD={build}", "bench-helper"])
+    out_dir = CACHE / "bin"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o755)
+    out = out_dir / "shournal-suid-floor"
+    shutil.copy2(build / "bench" / "shournal-suid", out)
+    os.chown(out, 0, 0)
+    os.chmod(out, 0o4755)
+    return out
+
+
 def write_cpu_listener(out_path: Path) -> Path:
     """A listener that runs the real one under /usr/bin/time: wall, user
     and system seconds of the listener go to out_path."""
@@ -325,6 +341,7 @@ class Bench:
         user_dir(self.runtime / "shournal", self.user, 0o700)
         self.tmp = user_dir(self.state / "tmp", self.user, 0o700)
         self.null_listener = build_null_listener(self.user)
+        self.floor_helper = build_floor_helper()
         cfg_dir = user_dir(self.cfg_home / "shournal", self.user, 0o700)
         (cfg_dir / "config.toml").write_text(
             CONFIG_TEMPLATE.format(
@@ -394,6 +411,7 @@ class Bench:
             env["SHOURNAL_NULL_STATS"] = str(stats)
             if variant == "floor":
                 env["SHOURNAL_BENCH_FLOOR"] = "1"  # the holder discards every event
+                env["SHOURNAL_SUID_PATH"] = str(self.floor_helper)
         if variant in ("full", "floor", "relay"):
             argv = [SHOURNAL, "run", *run_opts, "--", *argv]
         rec: dict = {"variant": variant, "run": n, "load_before": loadavg()}

@@ -15,7 +15,7 @@
 /* What the holder does with each event (setup options). */
 struct holder_opts {
     int reads_need_write; /* --writable-reads */
-    int discard;          /* --discard-events: the benchmarks' floor */
+    int discard;          /* --discard-events (bench-helper builds only): the floor */
     int hash_on;          /* not --no-hash */
     uint32_t chunk, reads;
     int archive_on; /* reads of script candidates carry their fd (not --no-archive) */

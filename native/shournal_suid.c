@@ -565,13 +565,19 @@ static int check_socket(int fd)
     return 0;
 }
 
+#ifdef SHOURNAL_BENCH_FLOOR
+#define DISCARD_USAGE " [--discard-events]"
+#else
+#define DISCARD_USAGE ""
+#endif
+
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
     dprintf(STDERR_FILENO,
             "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
             "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
-            "         [--archive-ext EXT]...] [--discard-events]\n"
+            "         [--archive-ext EXT]...]" DISCARD_USAGE "\n"
             "         [--lazy-listener [--prepared IDLE_SECONDS [--spare]]]\n"
             "         [--forward] -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
@@ -755,7 +761,11 @@ static const struct setup_opt setup_opts[] = {
      .take = take_archive_max},
     {.name = "--archive-ext", .kind = OPT_TEXT, .take = take_archive_ext},
     {.name = "--no-archive", .kind = OPT_FLAG, .field = SETUP_FIELD(o.archive_on), .flag = 0},
+#ifdef SHOURNAL_BENCH_FLOOR
+    /* bench/ only (native/Makefile's bench-helper): the holder drops every
+     * event unseen, the kernel's price alone.  Not in the installed helper. */
     {.name = "--discard-events", .kind = OPT_FLAG, .field = SETUP_FIELD(o.discard), .flag = 1},
+#endif
     {.name = "--lazy-listener", .kind = OPT_FLAG, .field = SETUP_FIELD(lazy), .flag = 1},
     /* LISTENER is the store daemon's forwarder: see the end of cmd_setup */
     {.name = "--forward", .kind = OPT_FLAG, .field = SETUP_FIELD(forward), .flag = 1},
@@ -824,25 +834,126 @@ static void fork_spare(void)
     (void)close(SHOURNAL_FD_SPARE);
 }
 
+/* What the privileged part of `setup` made, for the unprivileged rest. */
+struct setup_made {
+    pid_t holder;
+    uint32_t flags;
+    int nsfd, sync, relay, pressure;
+};
+
+static char g_setup_fail[SHOURNAL_MAX_FAIL_LEN]; /* said after the drop */
+
+static int setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int setup_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (vsnprintf(g_setup_fail, sizeof g_setup_fail, fmt, ap) < 0)
+        g_setup_fail[0] = '\0';
+    va_end(ap);
+    return -1;
+}
+
+/* The privileged part of `setup`: the checks, the namespace, the fanotify
+ * group and its marks, the holder.  Returns -1 with g_setup_fail set. */
+static int privileged_setup(struct setup_args *ap, const char *prog, struct setup_made *m)
+{
+    int fan, nsfd, relay[2], sync[2], readyfd[2], pressure[2], root_marked = 0, member;
+    char ready = 0;
+    ssize_t got;
+    uint64_t mask = ap->no_read ? FAN_CLOSE_WRITE : FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
+    uint32_t flags = 0;
+    gid_t grp;
+    pid_t holder, listener;
+
+    if (geteuid() != 0)
+        return setup_fail(
+            "not setuid root (run: chown root %s && chmod u+s %s, or sudo make install)", prog,
+            prog);
+    if (shournal_gid(&grp) != 0)
+        return setup_fail("group '%s' does not exist (groupadd --system %s)", SHOURNAL_GROUP,
+                          SHOURNAL_GROUP);
+    member = user_in_group(grp, 1);
+    if (member != 0)
+        return setup_fail("%s", member_refusal(member));
+    if (ap->spare)
+        fork_spare();
+    /* The namespace and the fanotify group are counted (max_mnt_namespaces,
+     * max_fanotify_groups) against the effective uid: make it the user's,
+     * keeping our capabilities, so a user exhausts only his own limits. */
+    if (charge_user(1) != 0)
+        return setup_fail("cannot switch to the user's euid: %s", strerror(errno));
+    if (unshare(CLONE_NEWNS) != 0)
+        return setup_fail("unshare(CLONE_NEWNS): %s", strerror(errno));
+    fan = fanotify_group(&flags);
+    if (fan < 0)
+        return setup_fail("fanotify_init: %s", strerror(errno));
+    if (mark_mounts(fan, mask, ap->excludes, ap->nexcl, &root_marked) < 0)
+        return setup_fail("cannot read /proc/self/mounts: %s", strerror(errno));
+    if (!root_marked)
+        return setup_fail("fanotify_mark on /: %s", strerror(errno));
+    if (charge_user(0) != 0)
+        return setup_fail("cannot switch back to euid 0: %s", strerror(errno));
+    if (syscall(SYS_faccessat2, fan, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 && errno == ENOSYS)
+        return setup_fail("this kernel lacks faccessat2 (Linux >= 5.8 needed)");
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) != 0 ||
+        pipe2(readyfd, O_CLOEXEC) != 0 || pipe2(pressure, O_CLOEXEC) != 0 ||
+        fcntl(pressure[1], F_SETFL, O_NONBLOCK) != 0)
+        return setup_fail("socketpair: %s", strerror(errno));
+
+    listener = getpid(); /* we become the listener */
+    holder = fork_counted(0);
+    if (holder < 0)
+        return setup_fail("fork: %s", strerror(errno));
+    if (holder == 0) {
+        (void)close(SHOURNAL_FD_SOCKET);
+        (void)close(relay[1]);
+        (void)close(sync[1]);
+        (void)close(readyfd[0]);
+        (void)close(pressure[0]);
+        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &ap->o);
+    }
+    /* the group must never reach the listener: it is the user's code */
+    (void)close(fan);
+    (void)close(relay[0]);
+    (void)close(sync[0]);
+    (void)close(readyfd[1]);
+    (void)close(pressure[1]);
+    do
+        got = read(readyfd[0], &ready, 1);
+    while (got < 0 && errno == EINTR);
+    if (got != 1)
+        return setup_fail("namespace holder failed to start");
+    (void)close(readyfd[0]);
+
+    /* The shell keeps the namespace alive with this fd even if the
+     * holder and the listener die, so its opens through the root fd keep
+     * working; without CAP_SYS_ADMIN the fd cannot be used to join. */
+    nsfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0)
+        return setup_fail("open ns/mnt: %s", strerror(errno));
+    m->holder = holder;
+    m->flags = flags;
+    m->nsfd = nsfd;
+    m->sync = sync[1];
+    m->relay = relay[1];
+    m->pressure = pressure[0];
+    return 0;
+}
+
 static int cmd_setup(int argc, char **argv)
 {
-    int i, fan, rootfd, nsfd, relay[2], sync[2], readyfd[2], pressure[2], root_marked = 0,
-        member;
+    int i, rootfd, failed, dropped, drop_err;
+    static struct setup_made m;
     static struct setup_args a = {.o = {.hash_on = 1,
                                         .chunk = SHOURNAL_DEFAULT_HASH_CHUNK,
                                         .reads = SHOURNAL_DEFAULT_HASH_READS,
                                         .archive_on = 1,
                                         .archive_max = SHOURNAL_DEFAULT_ARCHIVE_MAX}};
-    char ready = 0;
-    ssize_t got;
-    uint64_t mask;
-    uint32_t flags = 0;
-    gid_t grp;
-    pid_t holder, listener;
 
     /* argv: setup [opts] -- LISTENER [ARG]... */
     i = parse_setup_args(argc, argv, 2, &a);
-    mask = a.no_read ? FAN_CLOSE_WRITE : FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE;
     if (i >= argc || argv[i][0] != '/' || strnlen(argv[i], PATH_MAX) >= PATH_MAX ||
         (a.prepared && !a.lazy) || (a.spare && !a.prepared))
         usage();
@@ -858,86 +969,26 @@ static int cmd_setup(int argc, char **argv)
     g_sock = SHOURNAL_FD_SOCKET;
     close_from((a.spare ? SHOURNAL_FD_SPARE : SHOURNAL_FD_SOCKET) + 1);
 
-    if (geteuid() != 0)
-        die_setup("not setuid root (run: chown root %s && chmod u+s %s, or sudo make install)",
-                  argv[0], argv[0]);
-    if (shournal_gid(&grp) != 0)
-        die_setup("group '%s' does not exist (groupadd --system %s)", SHOURNAL_GROUP,
-                  SHOURNAL_GROUP);
-    member = user_in_group(grp, 1);
-    if (member != 0)
-        die_setup("%s", member_refusal(member));
-    if (a.spare)
-        fork_spare();
-    /* The namespace and the fanotify group are counted (max_mnt_namespaces,
-     * max_fanotify_groups) against the effective uid: make it the user's,
-     * keeping our capabilities, so a user exhausts only his own limits. */
-    if (charge_user(1) != 0)
-        die_setup("cannot switch to the user's euid: %s", strerror(errno));
-    if (unshare(CLONE_NEWNS) != 0)
-        die_setup("unshare(CLONE_NEWNS): %s", strerror(errno));
-    fan = fanotify_group(&flags);
-    if (fan < 0)
-        die_setup("fanotify_init: %s", strerror(errno));
-    if (mark_mounts(fan, mask, a.excludes, a.nexcl, &root_marked) < 0)
-        die_setup("cannot read /proc/self/mounts: %s", strerror(errno));
-    if (!root_marked)
-        die_setup("fanotify_mark on /: %s", strerror(errno));
-    if (charge_user(0) != 0)
-        die_setup("cannot switch back to euid 0: %s", strerror(errno));
-    if (syscall(SYS_faccessat2, fan, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 && errno == ENOSYS)
-        die_setup("this kernel lacks faccessat2 (Linux >= 5.8 needed)");
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, relay) != 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) != 0 ||
-        pipe2(readyfd, O_CLOEXEC) != 0 || pipe2(pressure, O_CLOEXEC) != 0 ||
-        fcntl(pressure[1], F_SETFL, O_NONBLOCK) != 0)
-        die_setup("socketpair: %s", strerror(errno));
-
-    listener = getpid(); /* we become the listener */
-    holder = fork_counted(0);
-    if (holder < 0)
-        die_setup("fork: %s", strerror(errno));
-    if (holder == 0) {
-        (void)close(SHOURNAL_FD_SOCKET);
-        (void)close(relay[1]);
-        (void)close(sync[1]);
-        (void)close(readyfd[0]);
-        (void)close(pressure[0]);
-        run_holder(fan, relay[0], sync[0], readyfd[1], pressure[1], grp, listener, &a.o);
-    }
-    /* the group must never reach the listener: it is the user's code */
-    (void)close(fan);
-    (void)close(relay[0]);
-    (void)close(sync[0]);
-    (void)close(readyfd[1]);
-    (void)close(pressure[1]);
-    do
-        got = read(readyfd[0], &ready, 1);
-    while (got < 0 && errno == EINTR);
-    if (got != 1)
-        die_setup("namespace holder failed to start");
-    (void)close(readyfd[0]);
-
-    /* The shell keeps the namespace alive with this fd even if the
-     * holder and the listener die, so its opens through the root fd keep
-     * working; without CAP_SYS_ADMIN the fd cannot be used to join. */
-    nsfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (nsfd < 0)
-        die_setup("open ns/mnt: %s", strerror(errno));
-    if (drop_privileges() != 0)
-        die_setup("cannot drop privileges: %s", strerror(errno));
-    /* As the user from here on: the root directory of the namespace, opened
+    failed = privileged_setup(&a, argv[0], &m);
+    dropped = drop_privileges() == 0;
+    drop_err = errno;
+    /* As the user from here on, whatever was decided above. */
+    if (failed)
+        die_setup("%s", g_setup_fail);
+    if (!dropped)
+        die_setup("cannot drop privileges: %s", strerror(drop_err));
+    /* The root directory of the namespace, opened
      * O_PATH, lets the shell open its redirections inside it. */
     rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rootfd < 0)
         die_setup("open /: %s", strerror(errno));
     if (access(argv[i], X_OK) != 0)
         die_setup("listener %s: %s", argv[i], strerror(errno));
-    if (send_setup_done(SHOURNAL_FD_SOCKET, holder, flags, rootfd, nsfd, sync[1]) != 0)
+    if (send_setup_done(SHOURNAL_FD_SOCKET, m.holder, m.flags, rootfd, m.nsfd, m.sync) != 0)
         _exit(1); /* the shell is gone: nothing to observe */
     (void)close(rootfd);
-    (void)close(nsfd);
-    (void)close(sync[1]);
+    (void)close(m.nsfd);
+    (void)close(m.sync);
     /* The listener leads an orphaned process group: if it is ever stopped,
      * the kernel sends SIGHUP on continue, which must not lose a command.
      * SIG_IGN survives the exec, so this covers the interpreter start too. */
@@ -948,17 +999,17 @@ static int cmd_setup(int argc, char **argv)
          * out when the relay closes, and with it the fanotify group. */
         if (a.prepared && wait_for_go(a.prepared) != 0)
             _exit(0);
-        wait_for_listener_start(pressure[0]);
+        wait_for_listener_start(m.pressure);
     } else if (a.prepared) {
         _exit(0); /* the shell sets up without us */
     }
-    (void)close(pressure[0]);
+    (void)close(m.pressure);
 
     /* The relay end may sit on a low number: move it high first so the
      * final dup2 cannot clobber the socket. */
-    relay[1] = fcntl(relay[1], F_DUPFD_CLOEXEC, 64);
-    if (relay[1] < 0 || move_fd(SHOURNAL_FD_SOCKET, SHOURNAL_FD_SOCKET) != 0 ||
-        move_fd(relay[1], SHOURNAL_FD_EVENTS) != 0)
+    m.relay = fcntl(m.relay, F_DUPFD_CLOEXEC, 64);
+    if (m.relay < 0 || move_fd(SHOURNAL_FD_SOCKET, SHOURNAL_FD_SOCKET) != 0 ||
+        move_fd(m.relay, SHOURNAL_FD_EVENTS) != 0)
         _exit(1);
     close_from(SHOURNAL_FD_EVENTS + 1);
     /* --forward: LISTENER is shournal-forward, which only hands the command
@@ -990,14 +1041,143 @@ static void exec_user(const char *filename, char **args, char **env)
     _exit(err == ENOENT ? 127 : 126);
 }
 
+/* What the privileged part of `exec` decided.  It is acted on only after
+ * the one drop of privileges in cmd_exec, as util-linux funnels privilege
+ * through suid_drop(): nothing of the user's, not even a message, is
+ * handled while we are root. */
+enum join_verdict {
+    JOIN_OK,         /* in the holder's namespace, under the caller's root */
+    JOIN_UNOBSERVED, /* run the program where we are, unobserved */
+    JOIN_REFUSED,    /* run nothing */
+};
+
+struct join_result {
+    enum join_verdict verdict;
+    char msg[SHOURNAL_MAX_FAIL_LEN]; /* said after the drop; empty: silence */
+    char cwd[PATH_MAX];              /* JOIN_OK: the caller's directory by path */
+    int have_cwd;
+    int oldcwd; /* JOIN_OK: the caller's directory, O_PATH (or -1) */
+};
+
+static enum join_verdict join_say(struct join_result *r, enum join_verdict v, const char *fmt,
+                                  ...) __attribute__((format(printf, 3, 4)));
+static enum join_verdict join_say(struct join_result *r, enum join_verdict v, const char *fmt,
+                                  ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (vsnprintf(r->msg, sizeof r->msg, fmt, ap) < 0)
+        r->msg[0] = '\0';
+    va_end(ap);
+    return r->verdict = v;
+}
+
+/* The privileged part of `exec`: every check, and the join itself. */
+static enum join_verdict privileged_join(pid_t holder, struct join_result *r)
+{
+    char procpath[64];
+    int procfd, nsfd, rootfd, err, member;
+    struct stat st, st_root;
+    gid_t grp;
+
+    r->msg[0] = '\0';
+    r->have_cwd = 0;
+    r->oldcwd = -1;
+    if (geteuid() != 0 || shournal_gid(&grp) != 0)
+        /* Misinstalled: never break the user's command. */
+        return join_say(r, JOIN_UNOBSERVED,
+                        "not observed (helper not setuid root or group missing)");
+    member = user_in_group(grp, 0);
+    if (member != 0)
+        return join_say(r, JOIN_REFUSED, "%s", member_refusal(member));
+    snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
+    procfd = open(procpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (procfd < 0)
+        /* The recorder of this command line is gone (it crashed or was
+         * killed); the shell reports that once at the prompt, so stay
+         * silent here: every exec of the command line would repeat it. */
+        return r->verdict = JOIN_UNOBSERVED;
+    /* procfd pins the process identity, so the check and the open of
+     * ns/mnt below refer to the same process even if pids are reused. */
+    if (fstat(procfd, &st) != 0 || st.st_uid != getuid() || st.st_gid != grp) {
+        (void)close(procfd);
+        return join_say(r, JOIN_REFUSED,
+                        "refusing to join the namespace of pid %d: not created by shournal "
+                        "for this user",
+                        (int)holder);
+    }
+    nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+    err = errno;
+    /* setns() puts us at the namespace's root: for a caller in a chroot,
+     * outside his jail.  The holder unshared from inside the caller's root,
+     * so its root is that directory's copy in the namespace; the program
+     * runs there (below) or not at all. */
+    rootfd = nsfd < 0 ? -1 : openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (nsfd >= 0 && rootfd < 0) {
+        err = errno;
+        (void)close(nsfd);
+        nsfd = -1;
+    }
+    (void)close(procfd);
+    if (nsfd < 0) {
+        /* ENOENT: the holder is exiting -- as above, silently.  Anything
+         * else is a missing privilege (a container without SYS_PTRACE):
+         * say so, never lose events quietly. */
+        if (err == ENOENT || err == ESRCH)
+            return r->verdict = JOIN_UNOBSERVED;
+        return join_say(r, JOIN_UNOBSERVED,
+                        "not observed: cannot join the namespace: %s (in a container: "
+                        "--cap-add SYS_PTRACE)",
+                        strerror(err));
+    }
+    if (ns_in_our_userns(nsfd) != 1) {
+        (void)close(nsfd);
+        (void)close(rootfd);
+        return join_say(r, JOIN_REFUSED,
+                        "refusing to join the namespace of pid %d: it belongs to another user "
+                        "namespace",
+                        (int)holder);
+    }
+    r->have_cwd = getcwd(r->cwd, sizeof r->cwd) != NULL && r->cwd[0] == '/';
+    r->oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (stat("/", &st_root) != 0 || fstat(rootfd, &st) != 0 || st.st_dev != st_root.st_dev ||
+        st.st_ino != st_root.st_ino) {
+        (void)close(nsfd);
+        (void)close(rootfd);
+        return join_say(r, JOIN_REFUSED,
+                        "refusing to join the namespace of pid %d: made under another root "
+                        "directory (chroot)",
+                        (int)holder);
+    }
+    if (setns(nsfd, CLONE_NEWNS) != 0) {
+        err = errno;
+        (void)close(nsfd);
+        (void)close(rootfd);
+        return join_say(r, JOIN_UNOBSERVED, "not observed: setns: %s", strerror(err));
+    }
+    (void)close(nsfd);
+    /* Still privileged: back into the caller's root (its copy), verified
+     * to be the same directory before anything of the user's runs. */
+    if (fchdir(rootfd) != 0 || chroot(".") != 0 || stat("/", &st) != 0 ||
+        st.st_dev != st_root.st_dev || st.st_ino != st_root.st_ino) {
+        (void)close(rootfd);
+        return join_say(r, JOIN_REFUSED,
+                        "refusing to run: your root directory is not reachable in the "
+                        "namespace of pid %d",
+                        (int)holder);
+    }
+    (void)close(rootfd);
+    return r->verdict = JOIN_OK;
+}
+
 static int cmd_exec(int argc, char **argv)
 {
     pid_t holder;
     long envc;
-    char **env, **args, *filename, cwd[PATH_MAX], procpath[64];
-    int procfd, nsfd, rootfd, oldcwd, have_cwd, err, member;
-    struct stat st, st_old, st_new, st_root;
-    gid_t grp;
+    char **env, **args, *filename;
+    struct stat st_old, st_new;
+    static struct join_result r; /* PATH_MAX: off the user's stack */
+    int dropped;
 
     /* argv: exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]... */
     if (argc < 6 || parse_pid(argv[2], &holder) != 0)
@@ -1016,109 +1196,34 @@ static int cmd_exec(int argc, char **argv)
     for (long k = 0; k < envc; k++)
         env[k] = argv[5 + k];
 
-    if (geteuid() != 0 || shournal_gid(&grp) != 0) {
-        /* Misinstalled: never break the user's command. */
-        if (drop_privileges() != 0)
-            _exit(1);
-        warn("not observed (helper not setuid root or group missing)");
-        exec_user(filename, args, env);
-    }
-
-    member = user_in_group(grp, 0);
-    if (member != 0) {
-        (void)drop_privileges();
-        warn("%s", member_refusal(member));
+    (void)privileged_join(holder, &r);
+    dropped = drop_privileges() == 0;
+    /* As the user from here on, whatever was decided above. */
+    if (r.verdict == JOIN_REFUSED) {
+        warn("%s", r.msg);
         _exit(1);
     }
-    snprintf(procpath, sizeof procpath, "/proc/%d", (int)holder);
-    procfd = open(procpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (procfd < 0) {
-        /* The recorder of this command line is gone (it crashed or was
-         * killed); the shell reports that once at the prompt, so stay
-         * silent here: every exec of the command line would repeat it. */
-        if (drop_privileges() != 0)
-            _exit(1);
-        exec_user(filename, args, env);
-    }
-    /* procfd pins the process identity, so the check and the open of
-     * ns/mnt below refer to the same process even if pids are reused. */
-    if (fstat(procfd, &st) != 0 || st.st_uid != getuid() || st.st_gid != grp) {
-        (void)drop_privileges();
-        warn("refusing to join the namespace of pid %d: not created by shournal for this user",
-             (int)holder);
-        _exit(1);
-    }
-    nsfd = openat(procfd, "ns/mnt", O_RDONLY | O_CLOEXEC);
-    err = errno;
-    /* setns() puts us at the namespace's root: for a caller in a chroot,
-     * outside his jail.  The holder unshared from inside the caller's root,
-     * so its root is that directory's copy in the namespace; the program
-     * runs there (below) or not at all. */
-    rootfd = nsfd < 0 ? -1 : openat(procfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (nsfd >= 0 && rootfd < 0) {
-        err = errno;
-        (void)close(nsfd);
-        nsfd = -1;
-    }
-    (void)close(procfd);
-    if (nsfd < 0) {
-        if (drop_privileges() != 0)
-            _exit(1);
-        /* ENOENT: the holder is exiting -- as above, silently.  Anything
-         * else is a missing privilege (a container without SYS_PTRACE):
-         * say so, never lose events quietly. */
-        if (err != ENOENT && err != ESRCH)
-            warn("not observed: cannot join the namespace: %s (in a container: "
-                 "--cap-add SYS_PTRACE)", strerror(err));
-        exec_user(filename, args, env);
-    }
-    if (ns_in_our_userns(nsfd) != 1) {
-        (void)drop_privileges();
-        warn("refusing to join the namespace of pid %d: it belongs to another user namespace",
-             (int)holder);
-        _exit(1);
-    }
-    have_cwd = getcwd(cwd, sizeof cwd) != NULL && cwd[0] == '/';
-    oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (stat("/", &st_root) != 0 || fstat(rootfd, &st) != 0 || st.st_dev != st_root.st_dev ||
-        st.st_ino != st_root.st_ino) {
-        (void)drop_privileges();
-        warn("refusing to join the namespace of pid %d: made under another root directory "
-             "(chroot)", (int)holder);
-        _exit(1);
-    }
-    if (setns(nsfd, CLONE_NEWNS) != 0) {
-        err = errno;
-        if (drop_privileges() != 0)
-            _exit(1);
-        warn("not observed: setns: %s", strerror(err));
-        exec_user(filename, args, env);
-    }
-    (void)close(nsfd);
-    /* Still privileged: back into the caller's root (its copy), verified
-     * to be the same directory before anything of the user's runs. */
-    if (fchdir(rootfd) != 0 || chroot(".") != 0 || stat("/", &st) != 0 ||
-        st.st_dev != st_root.st_dev || st.st_ino != st_root.st_ino) {
-        (void)drop_privileges();
-        warn("refusing to run: your root directory is not reachable in the namespace of pid %d",
-             (int)holder);
-        _exit(1);
-    }
-    (void)close(rootfd);
-    if (drop_privileges() != 0) {
+    if (!dropped) {
         warn("cannot drop privileges");
         _exit(1);
     }
+    if (r.verdict == JOIN_UNOBSERVED) {
+        if (r.msg[0] != '\0')
+            warn("%s", r.msg);
+        if (r.oldcwd >= 0)
+            (void)close(r.oldcwd);
+        exec_user(filename, args, env);
+    }
     /* Re-enter the working directory by path (it is relative to the root
      * kept above) so relative opens go through the marked mounts. */
-    if (!have_cwd || chdir(cwd) != 0 || oldcwd < 0 || fstat(oldcwd, &st_old) != 0 ||
+    if (!r.have_cwd || chdir(r.cwd) != 0 || r.oldcwd < 0 || fstat(r.oldcwd, &st_old) != 0 ||
         stat(".", &st_new) != 0 || st_old.st_dev != st_new.st_dev ||
         st_old.st_ino != st_new.st_ino) {
-        if (oldcwd >= 0 && fchdir(oldcwd) == 0)
+        if (r.oldcwd >= 0 && fchdir(r.oldcwd) == 0)
             warn("working directory not reachable in the namespace: relative paths unobserved");
     }
-    if (oldcwd >= 0)
-        (void)close(oldcwd);
+    if (r.oldcwd >= 0)
+        (void)close(r.oldcwd);
     exec_user(filename, args, env);
 }
 
@@ -1166,56 +1271,85 @@ static int check_join(void)
     return err;
 }
 
-static int cmd_check(void)
+/* What `check` found while privileged; printed after the one drop. */
+struct check_result {
+    int root, group_member, group_missing, join_err, charge_err, unshare_err, fan_err;
+    int probed, root_marked;
+    uint32_t flags;
+};
+
+static void privileged_probe(struct check_result *c)
 {
     gid_t grp;
-    uint32_t flags = 0;
-    int fan, ok = 1, root_marked = 0, root = geteuid() == 0, join_err = 0;
+    int fan;
 
-    printf("version %s\n", SHOURNAL_VERSION);
-    printf("setuid-root %s\n", root ? "ok" : "FAIL");
-    if (shournal_gid(&grp) == 0) {
-        int member = user_in_group(grp, 1);
-        printf("group %s\n", member > 0 ? "FAIL member" : member < 0 ? "FAIL unreadable" : "ok");
-        ok &= member == 0;
-    } else {
-        printf("group FAIL missing\n");
-        ok = 0;
-    }
+    c->root = geteuid() == 0;
+    if (shournal_gid(&grp) == 0)
+        c->group_member = user_in_group(grp, 1);
+    else
+        c->group_missing = 1;
+    if (!c->root)
+        return;
     /* before the namespace below: the probe's child must not pin it */
-    if (root)
-        join_err = check_join();
+    c->join_err = check_join();
     /* As in setup: the namespace and the fanotify group count against the
      * user, who could otherwise stop checks holding them until root has
      * none left. */
-    if (root && charge_user(1) != 0) {
-        printf("unshare FAIL cannot switch to the user's euid: %s\n", strerror(errno));
-        ok = 0;
-    } else if (root) {
-        if (unshare(CLONE_NEWNS) != 0) {
-            printf("unshare FAIL %s\n", strerror(errno));
-            ok = 0;
-        } else if ((fan = fanotify_group(&flags)) < 0) {
-            printf("fanotify FAIL %s\n", strerror(errno));
-            ok = 0;
-        } else {
-            mark_mounts(fan, FAN_CLOSE_WRITE, NULL, 0, &root_marked);
-            printf("fanotify %s\n", root_marked ? "ok" : "FAIL mark");
-            printf("fd-error-reporting %s\n", (flags & SHOURNAL_SETUP_FD_ERROR) ? "yes" : "no");
-            ok &= root_marked;
-            (void)close(fan);
-        }
-        if (charge_user(0) != 0)
-            _exit(1);
+    if (charge_user(1) != 0) {
+        c->charge_err = errno;
+        return;
+    }
+    c->probed = 1;
+    if (unshare(CLONE_NEWNS) != 0) {
+        c->unshare_err = errno;
+    } else if ((fan = fanotify_group(&c->flags)) < 0) {
+        c->fan_err = errno;
     } else {
-        ok = 0;
+        mark_mounts(fan, FAN_CLOSE_WRITE, NULL, 0, &c->root_marked);
+        (void)close(fan);
     }
-    if (root) {
-        printf("join %s%s\n", join_err ? "FAIL " : "ok", join_err ? strerror(join_err) : "");
-        ok &= !join_err;
-    }
+    if (charge_user(0) != 0)
+        _exit(1);
+}
+
+static int cmd_check(void)
+{
+    static struct check_result c;
+    int ok = 1;
+
+    privileged_probe(&c);
     if (drop_privileges() != 0)
         _exit(1);
+    printf("version %s\n", SHOURNAL_VERSION);
+    printf("setuid-root %s\n", c.root ? "ok" : "FAIL");
+    if (c.group_missing) {
+        printf("group FAIL missing\n");
+        ok = 0;
+    } else {
+        printf("group %s\n",
+               c.group_member > 0 ? "FAIL member" : c.group_member < 0 ? "FAIL unreadable" : "ok");
+        ok &= c.group_member == 0;
+    }
+    if (!c.root) {
+        ok = 0;
+    } else if (!c.probed) {
+        printf("unshare FAIL cannot switch to the user's euid: %s\n", strerror(c.charge_err));
+        ok = 0;
+    } else if (c.unshare_err) {
+        printf("unshare FAIL %s\n", strerror(c.unshare_err));
+        ok = 0;
+    } else if (c.fan_err) {
+        printf("fanotify FAIL %s\n", strerror(c.fan_err));
+        ok = 0;
+    } else {
+        printf("fanotify %s\n", c.root_marked ? "ok" : "FAIL mark");
+        printf("fd-error-reporting %s\n", (c.flags & SHOURNAL_SETUP_FD_ERROR) ? "yes" : "no");
+        ok &= c.root_marked;
+    }
+    if (c.root) {
+        printf("join %s%s\n", c.join_err ? "FAIL " : "ok", c.join_err ? strerror(c.join_err) : "");
+        ok &= !c.join_err;
+    }
     fflush(stdout);
     return ok ? 0 : 1;
 }

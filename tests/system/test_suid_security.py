@@ -462,6 +462,8 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         # only fd 3 is given here: nothing on SHOURNAL_FD_SPARE
         ("setup spare without its socket", ["setup", "--lazy-listener", "--prepared", "5",
                                             "--spare", "--", *listener]),
+        # the benchmarks' floor is a switch of bench-helper builds only
+        ("setup discard-events", ["setup", "--discard-events", "--", *listener]),
         ("setup 33 archive exts", ["setup", *[a for i in range(33)
                                               for a in ("--archive-ext", f"e{i}")],
                                    "--", *listener]),
@@ -506,7 +508,7 @@ def test_well_formed_invocations_do_run(install, tools, scratch, recorders):
     rec = recorders.start(install.user, [str(tools.touch), str(out / "setup-ran")],
                           opts=["--no-read", *excl, "--hash", "40960:2147483647",
                                 "--archive-max-size", "0", *exts, "--no-hash",
-                                "--no-archive", "--discard-events"])
+                                "--no-archive"])
     wait_for((out / "setup-ran").exists, "the listener")
     assert rec.listener == rec.child
 
