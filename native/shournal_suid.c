@@ -1076,6 +1076,7 @@ static enum join_verdict join_say(struct join_result *r, enum join_verdict v, co
 static enum join_verdict privileged_join(pid_t holder, struct join_result *r)
 {
     char procpath[64];
+    const char *refusal = NULL;
     int procfd, nsfd, rootfd, err, member;
     struct stat st, st_root;
     gid_t grp;
@@ -1130,24 +1131,18 @@ static enum join_verdict privileged_join(pid_t holder, struct join_result *r)
                         "--cap-add SYS_PTRACE)",
                         strerror(err));
     }
-    if (ns_in_our_userns(nsfd) != 1) {
-        (void)close(nsfd);
-        (void)close(rootfd);
-        return join_say(r, JOIN_REFUSED,
-                        "refusing to join the namespace of pid %d: it belongs to another user "
-                        "namespace",
-                        (int)holder);
-    }
     r->have_cwd = getcwd(r->cwd, sizeof r->cwd) != NULL && r->cwd[0] == '/';
     r->oldcwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (stat("/", &st_root) != 0 || fstat(rootfd, &st) != 0 || st.st_dev != st_root.st_dev ||
-        st.st_ino != st_root.st_ino) {
+    if (ns_in_our_userns(nsfd) != 1)
+        refusal = "it belongs to another user namespace";
+    else if (stat("/", &st_root) != 0 || fstat(rootfd, &st) != 0 ||
+             st.st_dev != st_root.st_dev || st.st_ino != st_root.st_ino)
+        refusal = "made under another root directory (chroot)";
+    if (refusal != NULL) {
         (void)close(nsfd);
         (void)close(rootfd);
-        return join_say(r, JOIN_REFUSED,
-                        "refusing to join the namespace of pid %d: made under another root "
-                        "directory (chroot)",
-                        (int)holder);
+        return join_say(r, JOIN_REFUSED, "refusing to join the namespace of pid %d: %s",
+                        (int)holder, refusal);
     }
     if (setns(nsfd, CLONE_NEWNS) != 0) {
         err = errno;
