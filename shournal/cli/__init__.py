@@ -83,6 +83,10 @@ def _one_line(exc: BaseException) -> str:
 def main(*, fast_query: bool = True) -> None:
     """The console entry point.  ``fast_query`` False: `shournal query`
     always through the full CLI (the fast path's tests compare the two)."""
+    if not sys.argv[1:] and sys.stdout.isatty() and sys.stdin.isatty():
+        # bare `shournal` typed at a terminal: the daily view (in a script
+        # or a pipe it still prints the help)
+        sys.argv.append("history")
     status = _fast_path(sys.argv[1:])
     if status is None and fast_query:
         # The common read-only queries, without typer and SQLAlchemy.

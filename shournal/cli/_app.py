@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from shournal.cli.delete import delete
+from shournal.cli.history import history
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
 from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
@@ -48,6 +49,12 @@ def _options(
     pass
 
 
+app.command(
+    "history",
+    help="One line per command: when, how long, exit status, files written, directory, "
+    "command line (bare `shournal` on a terminal).",
+    short_help="One line per command, newest last (bare `shournal` on a terminal).",
+)(history)
 app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
     query
 )
