@@ -180,7 +180,7 @@ def history(
                     for c in journal.find(crit, history=None if all_ else last,
                                           max_files=0 if human else None):  # fmt: skip
                         found[c.id] = c
-                commands = [found[i] for i in sorted(found)]
+                commands = sorted(found.values(), key=lambda c: (c.start_time, c.id))
                 if not all_:
                     commands = commands[-last:]
     if reverse:
