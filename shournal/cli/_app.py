@@ -27,6 +27,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    # -h as well: what people type first (every command and sub-command)
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="shournal: a journal of every shell command and the files it read and wrote.",
 )
 

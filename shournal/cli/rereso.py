@@ -31,6 +31,7 @@ describe_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Write ReReSo tool and benchmark bundles (rereso-tool.yml, rereso-benchmark.yml) "
     "from recorded commands.",
 )

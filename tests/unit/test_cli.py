@@ -31,6 +31,14 @@ def test_every_command_has_help(name):
     assert cmd.help and len(cmd.help) > 10
 
 
+@pytest.mark.parametrize("name", [*COMMANDS, "describe tool", "describe benchmark", ""])
+def test_h_is_help_everywhere(name):
+    """-h as --help: for the top level, every command and sub-command."""
+    res = runner.invoke(app, [*name.split(), "-h"])
+    assert res.exit_code == 0, res.output
+    assert res.output == runner.invoke(app, [*name.split(), "--help"]).output
+
+
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_is_in_the_readme(name):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
