@@ -208,7 +208,8 @@ def plan_export(
 ) -> tuple[str, list[Rule], list[Skipped], list[ScriptCopy]]:
     """The root, the rules (in start-time order of their first command),
     what could not be expressed, and the script copies."""
-    writer = {e.file: e for e in lin.edges if e.kind == "wrote"}
+    # The lineage's one writer of each version (never another edge).
+    writer = {f: e for f in lin.files if (e := lin.writer(f)) is not None}
 
     def is_script(node: FileNode) -> bool:
         return node.archived_id is not None
