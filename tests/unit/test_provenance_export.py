@@ -108,7 +108,10 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     result = export_workflow(lin, j.reader(), "make", str(tmp_path / "a"))
     assert (tmp_path / "a" / "scripts" / "run.py").read_bytes() == script_v1
     (rule,) = result.rules
-    assert "python3 $(SCRIPTS)/run.py > out" in Path(result.path).read_text()
+    step = (tmp_path / "a" / "steps" / f"{rule.name}.sh").read_text()
+    assert 'python3 "$SHOURNAL_SCRIPTS"/run.py > out' in step
+    # the script on disk is not the version that ran: said, and the archived one runs
+    assert [(c.path, c.copy) for c in result.changed] == [("run.py", "scripts/run.py")]
     copy = tmp_path / "copy"
     copy.mkdir()
     assert _run("make", tmp_path / "a", copy).returncode == 0
@@ -116,7 +119,8 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), current_scripts=True)
     (rule,) = result.rules
     assert rule.inputs == ["run.py"] and not result.scripts
-    assert "python3 run.py > out" in Path(result.path).read_text()
+    assert "python3 run.py > out" in (tmp_path / "b" / "steps" / f"{rule.name}.sh").read_text()
+    assert [(c.path, c.copy) for c in result.changed] == [("run.py", None)]
     assert os.path.exists(script_path)
 
 
@@ -129,7 +133,9 @@ def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> 
     result = export_workflow(
         j.lineage(DiskTarget(str(target))), j.reader(), "make", str(tmp_path / "wf")
     )
-    assert "\tcat ./in > './out'\n" in Path(result.path).read_text()
+    (rule,) = result.rules
+    step = (tmp_path / "wf" / "steps" / f"{rule.name}.sh").read_text()
+    assert "\ncat ./in > './out'\n" in step
     copy = tmp_path / "copy"
     copy.mkdir()
     shutil.move(j.root / "in", copy / "in")  # the original tree must not be used
