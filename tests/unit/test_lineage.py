@@ -439,3 +439,30 @@ def test_a_command_is_never_the_writer_of_a_version_made_before_it_ran(j):
     # the writer whenever the command ran (tar, cp -p set old mtimes)
     tar = j.cmd("tar xf d.tar", 200, 201, writes=[j.v("data/t.csv", data, 60)])
     assert [c.id for c in journal.find(wfile=str(j.root / "data" / "in2.csv"))] == [tar]
+
+
+def test_status_names_an_interrupted_or_failed_step(j):
+    """Issue 27.6: a file written by a command interrupted with Ctrl-C (exit
+    status 130) is not up to date, nor one a failed step of its lineage
+    made."""
+    part, out = b"partial\n" * 9, b"o" * 30
+    c_int = j.cmd("python3 long.py > part.txt", 10, 12, writes=[j.v("part.txt", part, 11)],
+                  return_value=130)  # fmt: skip
+    target = str(j.disk("part.txt", part, 11))
+    (st,) = check_status(j.reader(), [target])
+    assert st.state == "failed"
+    assert status_line(st) == (
+        f"{target}: failed: command {c_int}, which wrote {target}, exited with status 130 "
+        "(interrupted)"
+    )
+    c_use = j.cmd("wc -l part.txt > out", 20, reads=[j.v("part.txt", part, 11)],
+                  writes=[j.v("out", out, 20)])  # fmt: skip
+    (st,) = check_status(j.reader(), [str(j.disk("out", out, 20))])
+    assert (st.state, st.problems[0].command_id, st.problems[0].exit_status) == (
+        "failed", c_int, 130)  # fmt: skip
+    assert c_use in {c for c in j.lineage(DiskTarget(str(j.root / "out"))).commands}
+    # a missing input comes first; the failure is counted
+    j.cmd("gen > seed2", 30, reads=[j.v("seedfile", b"s" * 20, 1)],
+          writes=[j.v("seed2", b"t" * 20, 30)], return_value=1)  # fmt: skip
+    (st,) = check_status(j.reader(), [str(j.disk("seed2", b"t" * 20, 30))])
+    assert [p.kind for p in st.problems] == ["missing", "failed"]
