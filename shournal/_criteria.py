@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 __all__ = [
     "WRITE_CLOCK_TOLERANCE_NS",
@@ -56,7 +56,19 @@ def _ns(moment: datetime) -> int:
     return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
 
 
-def possible_writers(candidates: Iterable[WrittenVersion], mtime_ns: int) -> list[WrittenVersion]:
+class _Write(Protocol):
+    @property
+    def mtime_ns(self) -> int: ...
+    @property
+    def start_time(self) -> datetime: ...
+    @property
+    def end_time(self) -> datetime: ...
+
+
+W = TypeVar("W", bound=_Write)
+
+
+def possible_writers(candidates: Iterable[W], mtime_ns: int) -> list[W]:
     """The writes of a content (``candidates``) that can have made the
     version with ``mtime_ns``: the ones the journal saw with that very
     mtime (a move keeps it; ``tar``, ``cp -p`` set an old one), else the
@@ -70,8 +82,11 @@ def possible_writers(candidates: Iterable[WrittenVersion], mtime_ns: int) -> lis
     if same:
         return same
     tol = WRITE_CLOCK_TOLERANCE_NS
+    # (a command that never finished has no end: its start must do)
     return [
-        c for c in pool if _ns(c.start_time) - tol <= mtime_ns <= _ns(c.end_time) + tol
+        c
+        for c in pool
+        if _ns(c.start_time) - tol <= mtime_ns <= _ns(c.end_time or c.start_time) + tol
     ]
 
 
