@@ -27,7 +27,17 @@ inputs: ``DIR/Snakefile`` (Snakemake) or ``DIR/Makefile`` (GNU make).
 * What cannot be expressed (interactive programs, files or directories
   outside the root, an input rewritten in place that no recorded command
   wrote, paths the format cannot spell) is listed in the result and as
-  comments in the file, never dropped silently.
+  comments in the file, never dropped silently; when nothing can be,
+  :class:`Unexportable` says why and nothing is written.
+* A Makefile rule runs its shell part from ``DIR/steps/RULE.sh``: make
+  would strip the indent of a heredoc's body and read ``$ @ - +``.
+* A path written in several versions is kept per version under
+  :data:`VERSIONS_DIR` and copied into place for each reader (a target
+  by a last rule); also read in a version no rule makes:
+  :class:`Unexportable`.
+* Leaf inputs and scripts on disk that are not the version that ran are
+  listed (:class:`Changed`): a rebuild cannot guarantee those steps unless
+  the archived version runs.
 """
 
 from __future__ import annotations
