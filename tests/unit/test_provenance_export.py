@@ -19,12 +19,17 @@ from shournal.provenance.graph import DiskTarget
 
 
 def _run(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
+    """``make -n`` / ``snakemake -n`` (what they plan must be accepted),
+    then the real run; the first that fails is returned."""
     if fmt == "make":
         argv = ["make", "-C", str(copy), "-f", str(out_dir / "Makefile")]
     else:
         if shutil.which("snakemake") is None:
             pytest.fail("snakemake is not installed (scripts/apt-deps.sh installs it)")
         argv = ["snakemake", "-s", str(out_dir / "Snakefile"), "-d", str(copy), "--cores", "1"]
+    dry = subprocess.run([argv[0], "-n", *argv[1:]], capture_output=True, text=True, timeout=300)
+    if dry.returncode != 0:
+        return dry
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
@@ -264,18 +269,6 @@ def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> Non
     assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
 
 
-def _dry_and_real(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
-    """The workflow as `make -n` / `snakemake -n` see it, then run."""
-    if fmt == "make":
-        dry = ["make", "-n", "-C", str(copy), "-f", str(out_dir / "Makefile")]
-    else:
-        dry = ["snakemake", "-n", "-s", str(out_dir / "Snakefile"), "-d", str(copy),
-               "--cores", "1"]  # fmt: skip
-    res = subprocess.run(dry, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, (fmt, "dry run", res.stdout, res.stderr)
-    return _run(fmt, out_dir, copy)
-
-
 @pytest.mark.parametrize("fmt", ["make", "snakemake"])
 def test_a_file_written_in_several_versions_makes_a_workflow_that_runs(
     fmt: str, j: J, tmp_path: Path
@@ -295,7 +288,7 @@ def test_a_file_written_in_several_versions_makes_a_workflow_that_runs(
     result = export_workflow(lin, j.reader(), fmt, str(tmp_path / "wf"))  # type: ignore[arg-type]
     copy = tmp_path / "copy"
     copy.mkdir()
-    run = _dry_and_real(fmt, tmp_path / "wf", copy)
+    run = _run(fmt, tmp_path / "wf", copy)
     assert run.returncode == 0, (run.stdout, run.stderr)
     assert (copy / "results" / "a.txt").read_bytes() == a
     assert (copy / "results" / "b.txt").read_bytes() == b
@@ -343,7 +336,7 @@ def test_a_heredoc_with_an_indented_body_runs_as_recorded(
     assert result.skipped == [] and len(result.rules) == 1
     copy = tmp_path / "copy"
     copy.mkdir()
-    run = _dry_and_real(fmt, tmp_path / "wf", copy)
+    run = _run(fmt, tmp_path / "wf", copy)
     assert run.returncode == 0, (run.stdout, run.stderr)
     assert (copy / "out.txt").read_bytes() == out
 
