@@ -10,11 +10,20 @@ Standard library only, like :mod:`shournal.data`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
-__all__ = ["Condition", "Criteria", "FileCriteria", "Period", "WrittenVersion"]
+__all__ = [
+    "WRITE_CLOCK_TOLERANCE_NS",
+    "Condition",
+    "Criteria",
+    "FileCriteria",
+    "Period",
+    "WrittenVersion",
+    "possible_writers",
+]
 
 Op = Literal["eq", "ne", "lt", "le", "gt", "ge", "like", "between"]
 T = TypeVar("T")
@@ -35,6 +44,50 @@ class WrittenVersion:
     hash: int | None
     hash_chunk_size: int | None  # the writing command's hash settings
     hash_max_reads: int | None
+
+
+# How far a file's mtime (the file system's clock, coarse: it may lag the
+# system clock by a tick) may lie outside the run of the command that
+# wrote it (start and end taken by the shell and the listener).
+WRITE_CLOCK_TOLERANCE_NS = 2_000_000_000
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+class _Write(Protocol):
+    @property
+    def mtime_ns(self) -> int: ...
+    @property
+    def start_time(self) -> datetime: ...
+    @property
+    def end_time(self) -> datetime: ...
+
+
+W = TypeVar("W", bound=_Write)
+
+
+def possible_writers(candidates: Iterable[W], mtime_ns: int) -> list[W]:
+    """The writes of a content (``candidates``) that can have made the
+    version with ``mtime_ns``: the ones the journal saw with that very
+    mtime (a move keeps it; ``tar``, ``cp -p`` set an old one), else the
+    ones whose command ran when the version was written (its run
+    +- :data:`WRITE_CLOCK_TOLERANCE_NS`).  Any other write of the same
+    content made another file: this version was written outside the
+    journal (an unrecorded ``cp``).  The one rule of the lineage walk,
+    ``status``, the exports and ``query --wfile``."""
+    pool = list(candidates)
+    same = [c for c in pool if c.mtime_ns == mtime_ns]
+    if same:
+        return same
+    tol = WRITE_CLOCK_TOLERANCE_NS
+    # (a command that never finished has no end: its start must do)
+    return [
+        c
+        for c in pool
+        if _ns(c.start_time) - tol <= mtime_ns <= _ns(c.end_time or c.start_time) + tol
+    ]
 
 
 

@@ -54,11 +54,12 @@ class J:
         reads: list[FileEvent] | None = None,
         writes: list[FileEvent] | None = None,
         chunk: int = 256,
+        return_value: int = 0,
     ) -> int:
         return self.store.add_command(
             CommandRecord(
                 text=text,
-                return_value=0,
+                return_value=return_value,
                 start_ns=T0 + start * SECOND,
                 end_ns=T0 + (start if end is None else end) * SECOND,
                 working_dir=str(self.root),

@@ -6,9 +6,12 @@ Exit statuses:
            not (its lineage is the file alone), 2 usage, 3 journal unusable
   status   0 everything up to date, 1 anything stale, missing or unknown,
            2 usage, 3 journal unusable
-  export   0 written (commands that could not be expressed are named on
-           stderr and left as comments), 1 no recorded command wrote the
-           targets, 2 usage (the file exists, bad option), 3 journal unusable
+  export   0 written (commands that could not be expressed, and inputs or
+           scripts on disk that are not the version that ran, are named on
+           stderr and in the file), 1 no recorded command wrote the targets
+           or no workflow can rebuild them (no step expressible; a file's
+           versions cannot be kept apart), 2 usage (the file exists, bad
+           option), 3 journal unusable
 """
 
 from __future__ import annotations
@@ -229,7 +232,12 @@ def export(
     """Write DIR/Snakefile or DIR/Makefile that rebuilds TARGETs from their
     leaf inputs, or the record of what made them: DIR/ro-crate-metadata.json
     (+ DIR/scripts/) or DIR/prov.json."""
-    from shournal.provenance.export import export_workflow, skipped_message, unnamed_message
+    from shournal.provenance.export import (
+        changed_message,
+        export_workflow,
+        skipped_message,
+        unnamed_message,
+    )
 
     if fmt not in _WORKFLOWS and (root is not None or current_scripts):
         _fail(f"--root and --current-scripts apply to snakemake and make, not {fmt.value}",
@@ -244,7 +252,8 @@ def export(
         lin, reader, fmt_name, str(output), root=None if root is None else str(root),
         current_scripts=current_scripts, force=force,
     ))  # fmt: skip
-    for message in (skipped_message(result, fmt_name), unnamed_message(result)):
+    messages = [skipped_message(result, fmt_name), unnamed_message(result)]
+    for message in [*messages, *changed_message(result)]:
         if message:
             note(message)
     typer.echo(
@@ -259,6 +268,7 @@ def export(
 def _export_lineage(targets: list[Path], make: Callable[[Any, Any], T]) -> T:
     """``make(lineage, reader)`` on the lineage of ``targets``; one line and
     status 1 when there is no journal or no recorded command wrote them."""
+    from shournal.provenance.export import Unexportable
     from shournal.provenance.graph import DiskTarget, build_lineage
 
     with _reader() as reader:
@@ -269,7 +279,11 @@ def _export_lineage(targets: list[Path], make: Callable[[Any, Any], T]) -> T:
             lin = build_lineage(reader, [DiskTarget(str(t)) for t in targets])
             if all(lin.files[t].leaf for t in lin.targets):
                 return None
-            return make(lin, reader)
+            try:
+                return make(lin, reader)
+            except Unexportable as e:
+                _fail(str(e), EXIT_NOT_FOUND)
+            raise AssertionError("unreachable")
 
         result = _run(work)
     if result is None:

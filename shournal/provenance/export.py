@@ -27,7 +27,17 @@ inputs: ``DIR/Snakefile`` (Snakemake) or ``DIR/Makefile`` (GNU make).
 * What cannot be expressed (interactive programs, files or directories
   outside the root, an input rewritten in place that no recorded command
   wrote, paths the format cannot spell) is listed in the result and as
-  comments in the file, never dropped silently.
+  comments in the file, never dropped silently; when nothing can be,
+  :class:`Unexportable` says why and nothing is written.
+* A Makefile rule runs its shell part from ``DIR/steps/RULE.sh``: make
+  would strip the indent of a heredoc's body and read ``$ @ - +``.
+* A path written in several versions is kept per version under
+  :data:`VERSIONS_DIR` and copied into place for each reader (a target
+  by a last rule); also read in a version no rule makes:
+  :class:`Unexportable`.
+* Leaf inputs and scripts on disk that are not the version that ran are
+  listed (:class:`Changed`): a rebuild cannot guarantee those steps unless
+  the archived version runs.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ import contextlib
 import os
 import re
 import shlex
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -69,6 +81,17 @@ class ExportError(QueryError):
     """The export cannot be written as asked (one-line message)."""
 
 
+class Unexportable(ExportError):
+    """No workflow that rebuilds the targets can be written: every step is
+    inexpressible, or a file's versions cannot be told apart (one line
+    naming why)."""
+
+
+# Where the versions of a file the workflow writes several times are kept
+# (relative to the root), each copied into place for the step that reads it.
+VERSIONS_DIR = ".shournal-versions"
+
+
 @dataclass(slots=True)
 class Skipped:
     command_ids: list[int]
@@ -97,6 +120,20 @@ class Rule:
     # scripts the commands read without naming them (an imported module, a
     # sourced file): (command id, path relative to the root, copy)
     unnamed: list[tuple[int, str, ScriptCopy]] = field(default_factory=list)
+    # the file versions behind ``inputs`` and ``outputs`` (the final copy
+    # of a file in several versions has none)
+    input_nodes: list[FileNode] = field(default_factory=list)
+    output_nodes: list[FileNode] = field(default_factory=list)
+    script_nodes: list[FileNode] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Changed:
+    """A leaf input or script on disk that is not the version that ran."""
+
+    path: str  # relative to the root
+    command_ids: list[int]  # the commands that read the recorded version
+    copy: str | None  # scripts/NAME: the archived version the workflow runs
 
 
 @dataclass(slots=True)
@@ -108,6 +145,8 @@ class ExportResult:
     leaf_inputs: list[str]  # what the working directory must hold
     scripts: list[ScriptCopy]
     targets: list[str]
+    changed: list[Changed] = field(default_factory=list)
+    versioned: list[str] = field(default_factory=list)  # files kept in several versions
 
 
 # -- planning --------------------------------------------------------------------
@@ -208,7 +247,8 @@ def plan_export(
 ) -> tuple[str, list[Rule], list[Skipped], list[ScriptCopy]]:
     """The root, the rules (in start-time order of their first command),
     what could not be expressed, and the script copies."""
-    writer = {e.file: e for e in lin.edges if e.kind == "wrote"}
+    # The lineage's one writer of each version (never another edge).
+    writer = {f: e for f in lin.files if (e := lin.writer(f)) is not None}
 
     def is_script(node: FileNode) -> bool:
         return node.archived_id is not None
@@ -369,9 +409,100 @@ def plan_export(
             in_paths += _unique(rel(n.path) for n in scripts if rel(n.path) not in in_paths)
         name = _rule_name(members[0], rule_scripts, scripts, out_paths, names)
         rules.append(
-            Rule(name, members, in_paths, out_paths, rule_scripts, lines, notes, unnamed)
+            Rule(name, members, in_paths, out_paths, rule_scripts, lines, notes, unnamed,
+                 _first_by_path(inputs, in_paths, rel), _first_by_path(outputs, out_paths, rel),
+                 list(scripts))  # fmt: skip
         )
+    if not rules:
+        reasons = "; ".join(
+            f"command {', '.join(str(i) for i in s.command_ids)}: {s.reason}" for s in skipped
+        )
+        raise Unexportable(
+            f"no step of the lineage can be written as a {FILE_NAMES[fmt]}: {reasons}"
+        )
+    _separate_versions(rules, root, names)
     return root, rules, skipped, list(copies.values())
+
+
+def _first_by_path(
+    nodes: list[FileNode], paths: list[str], rel: Callable[[bytes], str]
+) -> list[FileNode]:
+    """The first node of each of ``paths`` (in their order; paths without
+    a node, the scripts on disk, are left out at the end)."""
+    out = []
+    for path in paths:
+        node = next((n for n in nodes if rel(n.path) == path), None)
+        if node is None:
+            break
+        out.append(node)
+    return out
+
+
+def _separate_versions(rules: list[Rule], root: str, names: set[str]) -> None:
+    """A path the workflow writes in several versions (``config.json``
+    edited between two runs of a step) would be the output of several
+    rules, which neither make nor Snakemake accept.  Each version is kept
+    under :data:`VERSIONS_DIR` by the rule that makes it and copied into
+    place by each rule that reads it; a version that is a target is copied
+    to its name by a last rule that runs after every other.
+
+    :raises Unexportable: a path also read in a version no rule makes (it
+        would be overwritten before it is read)."""
+    versions: dict[str, list[FileNode]] = {}
+    for rule in rules:
+        for path, node in [*zip(rule.inputs, rule.input_nodes, strict=False),
+                           *zip(rule.outputs, rule.output_nodes, strict=True)]:  # fmt: skip
+            found = versions.setdefault(path, [])
+            if all(n.id != node.id for n in found):
+                found.append(node)
+    produced = {n.id for r in rules for n in r.output_nodes}
+    kept: dict[str, str] = {}  # node id -> where the version is kept
+    for path, nodes in versions.items():
+        if len(nodes) < 2:
+            continue
+        if any(n.id not in produced for n in nodes):
+            raise Unexportable(
+                f"{os.path.join(root, path)} is read in a version that no step of the workflow "
+                f"makes and is written by one of its steps: the workflow cannot keep both"
+            )
+        ordered = sorted(nodes, key=lambda n: (n.mtime_ns, int(n.id[1:])))
+        for k, node in enumerate(ordered, 1):
+            kept[node.id] = f"{VERSIONS_DIR}/{k}/{path}"
+    if not kept:
+        return
+    finals: list[Rule] = []
+    everything = _unique(kept.get(n.id, o) for r in rules
+                         for o, n in zip(r.outputs, r.output_nodes, strict=True))  # fmt: skip
+    for rule in rules:
+        before: list[str] = []
+        for i, node in enumerate(rule.input_nodes):
+            where = kept.get(node.id)
+            if where is not None:
+                path, rule.inputs[i] = rule.inputs[i], where
+                before.append(_copy_line(where, path))
+        for i, node in enumerate(rule.output_nodes):
+            where = kept.get(node.id)
+            if where is None:
+                continue
+            path, rule.outputs[i] = rule.outputs[i], where
+            rule.lines.append(_copy_line(path, where))
+            if node.target:
+                name = _identifier(f"final_{path}")
+                unique, n = name, 2
+                while unique in names:
+                    unique, n = f"{name}_{n}", n + 1
+                names.add(unique)
+                finals.append(Rule(unique, [], _unique([where, *everything]), [path], [],
+                                   [_copy_line(where, path)]))  # fmt: skip
+        rule.lines[:0] = before
+    rules.extend(finals)
+
+
+def _copy_line(src: str, dst: str) -> str:
+    return (
+        f"mkdir -p -- {shlex.quote(os.path.dirname(dst) or '.')} && "
+        f"cp -p -- {shlex.quote(src)} {shlex.quote(dst)} || exit 1"
+    )
 
 
 def _unique(items: object) -> list[str]:
@@ -408,10 +539,6 @@ def _reason(
             )
         if not _inside(c.working_dir, root):
             return f"runs in {c.working_dir}, outside the root {root}"
-        if fmt == "make" and any(
-            line.lstrip().startswith(("@", "-", "+")) for line in c.text.splitlines()[1:]
-        ):
-            return "a line of it starts with @, - or +, which make would take as a prefix"
     if not outputs:
         return "writes nothing a later command read"
     paths = [n.path for n in (*inputs, *outputs, *disk_scripts)] + [p for m in moves for p in m]
@@ -563,32 +690,52 @@ def _make_path(path: str) -> str:
     return path.replace("$", "$$")
 
 
+# The environment variable a Makefile's step files find the scripts by.
+_SCRIPTS_VAR = "SHOURNAL_SCRIPTS"
+
+
+def make_steps(rules: list[Rule]) -> dict[str, str]:
+    """The shell part of each Makefile rule, as a file ``steps/NAME.sh``
+    the rule runs: make would strip the leading whitespace of recipe lines
+    (a heredoc's indented body) and read ``$``, ``@``, ``-`` and ``+``, so
+    the recorded text goes to bash byte for byte through a file."""
+    out: dict[str, str] = {}
+    for rule in rules:
+        body = "\n".join(rule.lines)
+        for i, s in enumerate(rule.scripts):
+            body = body.replace(f"\0{i}\0", f'"${_SCRIPTS_VAR}"/{s.name}')
+        out[rule.name] = f"# shournal export: the shell part of rule {rule.name}\n{body}\n"
+    return out
+
+
 def render_makefile(rules: list[Rule], targets: list[str], header: list[str],
                     skipped: list[Skipped]) -> str:  # fmt: skip
+    """The Makefile; each rule runs ``steps/NAME.sh`` (:func:`make_steps`)."""
+    here = "$(abspath $(dir $(lastword $(MAKEFILE_LIST))))"
     out = [
         *header,
         "",
-        "SCRIPTS := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/scripts",
-        "# the recorded command lines ran in an interactive bash; one shell per rule",
+        f"SCRIPTS := {here}/scripts",
+        f"STEPS := {here}/steps",
+        "# the recorded command lines ran in an interactive bash",
         "SHELL := /bin/bash",
-        ".ONESHELL:",
         ".DELETE_ON_ERROR:",
         ".PHONY: all",
         "all: " + " ".join(_make_path(t) for t in targets),
     ]
+    if any(o.startswith(VERSIONS_DIR + "/") for r in rules for o in r.outputs):
+        # a file in several versions is copied into place for each step
+        out.insert(len(header) + 5, ".NOTPARALLEL:")
     for rule in rules:
         out.append("")
         out.append(f"# rule {rule.name}")
         out += _comment("\n".join(rule.notes)) if rule.notes else []
         prereqs = [_make_path(p) for p in rule.inputs]
         prereqs += [f"$(SCRIPTS)/{s.name}" for s in rule.scripts]
+        prereqs.append(f"$(STEPS)/{rule.name}.sh")
         sep = " &: " if len(rule.outputs) > 1 else ": "
         out.append(" ".join(_make_path(p) for p in rule.outputs) + sep + " ".join(prereqs))
-        for line in rule.lines:
-            line = line.replace("$", "$$")
-            for i, s in enumerate(rule.scripts):
-                line = line.replace(f"\0{i}\0", f"$(SCRIPTS)/{s.name}")
-            out.append("\t" + line)
+        out.append(f'\t{_SCRIPTS_VAR}="$(SCRIPTS)" $(SHELL) "$(STEPS)/{rule.name}.sh"')
     out += _skipped_comments(skipped)
     return "\n".join(out) + "\n"
 
@@ -622,11 +769,22 @@ def export_workflow(
     ]  # fmt: skip
     produced = {o for r in rules for o in r.outputs}
     leaves = sorted({i for r in rules for i in r.inputs if i not in produced})
+    changed = _changed(rules, root_dir, copies, current_scripts)
     header = _header(targets, root_dir, fmt, leaves, copies, skipped, rules)
+    header += _changed_comments(changed)
+    versioned = _unique(o.split("/", 2)[2] for r in rules for o in r.outputs
+                        if o.startswith(VERSIONS_DIR + "/"))  # fmt: skip
+    if versioned:
+        header.append(
+            f"# Written in several versions, kept under {VERSIONS_DIR}/ and copied into place "
+            "for each step (run one job at a time): " + " ".join(versioned)
+        )
+    steps: dict[str, str] = {}
     if fmt == "snakemake":
         text = render_snakefile(rules, targets, header, skipped)
     else:
         text = render_makefile(rules, targets, header, skipped)
+        steps = make_steps(rules)
     path = os.path.join(out_dir, FILE_NAMES[fmt])
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -638,10 +796,92 @@ def export_workflow(
             for copy in copies:
                 _write_new(os.path.join(scripts_dir, copy.name), copy.data,
                            0o755 if copy.executable else 0o644)  # fmt: skip
+        if steps:
+            steps_dir = os.path.join(out_dir, "steps")
+            os.makedirs(steps_dir, exist_ok=True)
+            for name, body in steps.items():
+                _write_new(os.path.join(steps_dir, f"{name}.sh"),
+                           body.encode("utf-8", "surrogateescape"), 0o644)  # fmt: skip
         _write_new(path, text.encode("utf-8", "surrogateescape"), 0o644)
     except OSError as e:
         raise ExportError(f"cannot write {e.filename or out_dir}: {e.strerror}") from None
-    return ExportResult(path, root_dir, rules, skipped, leaves, copies, targets)
+    return ExportResult(path, root_dir, rules, skipped, leaves, copies, targets, changed, versioned)
+
+
+def _same_content(node: FileNode) -> bool | None:
+    """Whether the file at the node's path holds the node's content (size
+    and partial hash; the mtime does not matter to a rebuild); None: it
+    cannot be read (missing: the header lists it as an input to provide)."""
+    from shournal.capture.hashing import partial_xxh64
+
+    try:
+        fd = os.open(node.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != node.size:
+            return False
+        if node.hash is None or not node.hash_chunk_size or not node.hash_max_reads:
+            return st.st_mtime_ns == node.mtime_ns  # no hash: the mtime must tell
+        digest = partial_xxh64(fd, st.st_size, node.hash_chunk_size, node.hash_max_reads)
+        return digest == node.hash
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _changed(
+    rules: list[Rule], root: str, copies: list[ScriptCopy], current_scripts: bool
+) -> list[Changed]:
+    """The leaf inputs and scripts whose file on disk is not the version
+    the commands read: what a rebuild from the disk would get wrong."""
+    produced = {n.id for r in rules for n in r.output_nodes}
+    by_file = {c.file_id: c for c in copies}
+    found: dict[str, Changed] = {}
+    for rule in rules:
+        nodes = [n for n in rule.input_nodes if n.id not in produced] + rule.script_nodes
+        for node in nodes:
+            if _same_content(node) is not False:
+                continue
+            copy = None
+            if not current_scripts and node.archived_id is not None:
+                archived = by_file.get(node.archived_id)
+                copy = None if archived is None else f"scripts/{archived.name}"
+            path = os.path.relpath(os.fsdecode(node.path), root)
+            entry = found.setdefault(path, Changed(path, [], copy))
+            entry.command_ids += [c.id for c in rule.commands if c.id not in entry.command_ids]
+    return list(found.values())
+
+
+def _changed_comments(changed: list[Changed]) -> list[str]:
+    out = []
+    for c in changed:
+        ids = ", ".join(str(i) for i in c.command_ids)
+        if c.copy is not None:
+            out.append(f"# CHANGED since command {ids} ran it: {c.path} (this workflow runs the "
+                       f"version that ran, {c.copy})")  # fmt: skip
+        else:
+            out.append(f"# CHANGED since command {ids} read it: {c.path}; the workflow runs the "
+                       "file on disk: that step cannot be guaranteed")  # fmt: skip
+    return out
+
+
+def changed_message(result: ExportResult) -> list[str]:
+    """One line per leaf input or script on disk that is not the version
+    that ran."""
+    out = []
+    for c in result.changed:
+        ids = ", ".join(str(i) for i in c.command_ids)
+        if c.copy is not None:
+            out.append(f"{c.path} changed since command {ids} ran it: the workflow runs the "
+                       f"archived version that ran ({c.copy})")  # fmt: skip
+        else:
+            out.append(f"{c.path} differs from the version command {ids} read and the "
+                       "workflow runs the file on disk (no archived copy of that version is "
+                       "used): it cannot guarantee that step")  # fmt: skip
+    return out
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:

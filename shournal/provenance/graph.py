@@ -6,8 +6,11 @@ The walk (no SQL here: it asks :class:`~shournal.provenance.readers.JournalReade
    hash under every hash setting in the journal), or the version one
    given command wrote to it.
 2. A file version's writer is found by content, never by name, with the
-   rules of ``query --wfile``: size + hash, preferring the write with the
-   same mtime; so copies, moves and renames are followed.  Of several
+   rules of ``query --wfile`` (:func:`choose_writer`): size + hash, and a
+   write with the same mtime (a move keeps it), else by a command whose
+   run covers the version's mtime (within 2 s of clock tolerance); so
+   moves and renames are followed, and a version made by an unrecorded
+   ``cp`` of a recorded file is a leaf, written outside the journal.  Of several
    commands that wrote the same content, the writer is the one that
    finished last before the reader started (the target has no reader:
    the last one that finished).  A command is never its own writer, so a
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
+from shournal._criteria import possible_writers
 from shournal.data import CommandView, FileEventView, QueryError
 
 if TYPE_CHECKING:
@@ -60,7 +64,10 @@ class FileNode:
     event: FileEventView | None = None
     hash_chunk_size: int | None = None
     hash_max_reads: int | None = None
-    leaf: bool = False  # no recorded command wrote this content
+    leaf: bool = False  # no recorded command wrote this version
+    # leaf: recorded commands that wrote the same content, none of which
+    # can have made this version (an unrecorded copy of their output)
+    content_writers: int = 0
     truncated: bool = False  # not followed: the depth limit
     target: bool = False
 
@@ -151,16 +158,18 @@ def choose_writer(
     reader_start: datetime | None,
     reader_id: int | None,
 ) -> tuple[WrittenVersion | None, int]:
-    """The writer of a content among ``candidates`` (all its writes), and
-    how many other commands wrote it: the latest to finish before the
-    reader started, preferring writes with the version's mtime."""
+    """The writer of a file version among ``candidates`` (every write of
+    its content), and how many other commands wrote that content: of the
+    writes that can have made this version
+    (:func:`shournal._criteria.possible_writers`: the same mtime, else a
+    run that covers the mtime), the latest to finish before the reader
+    started.  None: written outside the journal."""
     eligible = [
         c
         for c in candidates
         if c.command_id != reader_id and (reader_start is None or c.end_time <= reader_start)
     ]
-    strict = [c for c in eligible if c.mtime_ns == mtime_ns]
-    pool = strict or eligible
+    pool = possible_writers(eligible, mtime_ns)
     if not pool:
         return None, len({c.command_id for c in candidates} - {reader_id})
     chosen = max(pool, key=lambda c: (c.end_time, c.command_id, c.write_id))
@@ -273,6 +282,7 @@ class _Walk:
                 chosen, others = choose_writer(candidates, node.mtime_ns, start, reader_id)
                 if chosen is None:
                     node.leaf = True
+                    node.content_writers = others
                     continue
                 if node.target and node.hash is None and chosen.hash is not None:
                     # A target hashed under several settings: keep the one that matched.

@@ -41,6 +41,7 @@ def _file_object(node: FileNode) -> dict[str, Any]:
         "mtimeNs": node.mtime_ns,
         "hash": None if node.hash is None else str(node.hash),
         "leaf": node.leaf,
+        "otherWriters": node.content_writers,
         "truncated": node.truncated,
         "target": node.target,
         "archivedId": node.archived_id,
@@ -111,7 +112,12 @@ def render_human(lin: Lineage, *, scripts: bool = False) -> str:
 
     def file_line(node: FileNode, prefix: str, label: str) -> None:
         marks = []
-        if node.leaf:
+        if node.leaf and node.content_writers:
+            marks.append(
+                f"[leaf: written outside the journal; {node.content_writers} recorded "
+                "command(s) wrote this content at other times]"
+            )
+        elif node.leaf:
             marks.append("[leaf: no recorded command wrote it]")
         if node.truncated:
             marks.append("[not followed: --depth]")

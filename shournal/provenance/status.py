@@ -14,6 +14,9 @@ command that read it: the ``--stat`` rules of :mod:`shournal.query.filestat`).
   is ``stale``; one that is gone (moved, deleted) is fine by itself, as
   make's secondary files: its own inputs are checked in turn.
 * A target whose content no recorded command wrote: ``unknown``.
+* A command of the lineage that exited with a status other than 0 (130:
+  interrupted with Ctrl-C) or never finished: ``failed`` (after
+  ``missing`` and ``stale``): what it wrote may be partial.
 
 A directory argument checks every file under it whose content a recorded
 command wrote (hidden directories and symbolic links are skipped).
@@ -35,15 +38,20 @@ from shournal.query.filestat import MISSING, UP_TO_DATE, file_status
 if TYPE_CHECKING:
     from shournal.provenance.readers import JournalReader
 
-State = Literal["up to date", "stale", "missing", "unknown"]
+State = Literal["up to date", "stale", "missing", "failed", "unknown"]
+Kind = Literal["stale", "missing", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    kind: Literal["stale", "missing"]
+    kind: Kind
     path: bytes
-    command_id: int | None  # the command that read the version (None: the target)
+    # stale, missing: the command that read the version (None: the target);
+    # failed: the command that failed
+    command_id: int | None
     read_at: datetime | None  # that command's start
+    # failed: its exit status (None: it never finished, ``incomplete``)
+    exit_status: int | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +102,23 @@ def _problems(lin: Lineage) -> list[Problem]:
     return sorted(found.values(), key=lambda p: (p.kind != "missing", p.path))
 
 
+def _failed(lin: Lineage) -> list[Problem]:
+    """A step of the lineage that exited with a status other than 0 (a
+    Ctrl-C is 130) or never finished: the file it wrote may be partial."""
+    out = []
+    for cmd in lin.commands_by_start():
+        if cmd.incomplete:
+            status = None
+        elif cmd.return_value_known and cmd.return_value != 0:
+            status = cmd.return_value
+        else:
+            continue
+        wrote = lin.written(cmd.id)
+        path = wrote[0][0].path if wrote else os.fsencode(cmd.working_dir)
+        out.append(Problem("failed", path, cmd.id, cmd.start_time, status))
+    return out
+
+
 def _when(problem: Problem) -> float:
     return 0.0 if problem.read_at is None else problem.read_at.timestamp()
 
@@ -117,7 +142,7 @@ def check_target(reader: JournalReader, path: str) -> TargetStatus:
     target = lin.files[lin.targets[0]]
     if target.leaf:
         return TargetStatus(path, "unknown")
-    problems = _problems(lin)
+    problems = _problems(lin) + _failed(lin)
     state: State = "up to date"
     if problems:
         state = problems[0].kind
@@ -161,7 +186,8 @@ def _shown(path: bytes) -> str:
 
 def status_line(status: TargetStatus) -> str:
     """``PATH: up to date`` / ``PATH: stale: P changed after command N
-    read it (TIME)`` / ``PATH: missing: P`` / ``PATH: unknown: written
+    read it (TIME)`` / ``PATH: missing: P`` / ``PATH: failed: command N,
+    which wrote P, exited with status S`` / ``PATH: unknown: written
     outside the journal``; more problems are counted.  P is relative to
     the working directory when it lies under it."""
     from shournal.terminal import printable
@@ -175,6 +201,16 @@ def status_line(status: TargetStatus) -> str:
     where = printable(_shown(first.path))
     if first.kind == "missing":
         text = f"{head}: missing: {where}"
+    elif first.kind == "failed":
+        text = f"{head}: failed: command {first.command_id}, which wrote {where}, "
+        if first.exit_status is None:
+            text += "did not finish"
+        else:
+            text += f"exited with status {first.exit_status}"
+            if first.exit_status == 130:
+                text += " (interrupted)"
+            elif first.exit_status > 128:
+                text += f" (signal {first.exit_status - 128})"
     else:
         text = f"{head}: stale: {where} changed after command {first.command_id} read it"
         if first.read_at is not None:
@@ -196,6 +232,7 @@ def status_object(status: TargetStatus) -> dict[str, object]:
                 "path": os.fsdecode(p.path),
                 "command": p.command_id,
                 "readAt": None if p.read_at is None else p.read_at.isoformat(),
+                **({"exitStatus": p.exit_status} if p.kind == "failed" else {}),
             }
             for p in status.problems
         ],

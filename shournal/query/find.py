@@ -128,6 +128,7 @@ def find_commands(
                 probes.append((reader.KIND_WRITE, probe_file(wfile, settings)))
             if rfile is not None:
                 probes.append((reader.KIND_READ, probe_file(rfile, settings)))
+        probes, crit = _writers_by_run(conn, probes, crit)
         return reader.select_commands(
             conn,
             probes=probes,
@@ -137,3 +138,26 @@ def find_commands(
             reverse=reverse,
             max_files=max_files,
         )
+
+
+def _writers_by_run(
+    conn: Any, probes: list[tuple[int, FileProbe]], crit: Criteria
+) -> tuple[list[tuple[int, FileProbe]], Criteria]:
+    """A written content with an mtime (``--wfile``) as the ids of the
+    commands that can have written that version, chosen as the lineage
+    walk chooses (:func:`shournal._criteria.possible_writers`): the same
+    mtime, else a run that covers it."""
+    from shournal._criteria import possible_writers
+    from shournal.store import reader
+
+    rest = []
+    for kind, probe in probes:
+        if kind != reader.KIND_WRITE or probe.mtime_ns is None:
+            rest.append((kind, probe))
+            continue
+        found = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
+        ids = {w.command_id for w in possible_writers(found, probe.mtime_ns)}
+        if crit.command_ids is not None:
+            ids &= set(crit.command_ids)
+        crit = replace(crit, command_ids=tuple(sorted(ids)))
+    return rest, crit

@@ -330,10 +330,26 @@ class LightReader:
         )
         if not hashes or self._rows(strict[0] + " LIMIT 1", strict[1]):
             return strict
-        return (
-            f"SELECT command_id FROM write_event WHERE hash IN ({_marks(hashes)}) AND size = ?",
+        # No write of that mtime: the commands whose run covers it, by the
+        # lineage walk's rule (loaded only here: it costs the dataclasses).
+        from types import SimpleNamespace
+
+        from shournal._criteria import possible_writers
+
+        rows = self._rows(
+            "SELECT w.command_id, c.start_time, c.end_time, w.mtime_ns FROM write_event w "
+            f"JOIN command c ON c.id = w.command_id WHERE w.hash IN ({_marks(hashes)}) "
+            "AND w.size = ?",
             [*hashes, probe.size],
         )
+        writes = [
+            SimpleNamespace(command_id=r[0], start_time=_utc(r[1]), end_time=_utc(r[2]),
+                            mtime_ns=r[3])  # fmt: skip
+            for r in rows
+        ]
+        assert probe.mtime_ns is not None
+        ids = sorted({w.command_id for w in possible_writers(writes, probe.mtime_ns)})
+        return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids
 
     def find(
         self, *, written: FileProbe | None, history: int | None, max_files: int | None

@@ -172,6 +172,11 @@ def test_lineage_status_and_exports_of_a_recorded_analysis(install, user_home, t
         copy = tmp_path / f"copy-{fmt}"
         (copy / "raw").mkdir(parents=True)
         shutil.copy2(work / "raw" / "samples.csv", copy / "raw" / "samples.csv")
+        # what make and snakemake plan must be accepted before the real run
+        dry = runner(out_dir, copy)
+        dry.insert(1, "-n")
+        planned = subprocess.run(dry, capture_output=True, text=True, timeout=300)
+        assert planned.returncode == 0, (fmt, planned.stdout, planned.stderr)
         run = subprocess.run(runner(out_dir, copy), capture_output=True, text=True, timeout=300)
         if run.returncode and os.environ.get("PROV_DEBUG"):
             shutil.copytree(user_home, os.environ["PROV_DEBUG"], symlinks=True)

@@ -73,9 +73,15 @@ def test_wfile_mtime_preferred_then_content_fallback(store: Store, tmp_path: Pat
     store.add_command(record("second", start_ns=T0 + MINUTE, writes=[second]))
     # Exact mtime: only the command that left the file as it is now.
     assert texts(find_commands(store, wfile=f)) == ["second"]
-    # An mtime nobody recorded (wget, tar): same size and hash still match.
+    # An mtime nobody recorded, within no run of a writer of that content
+    # (an unrecorded copy): written outside the journal, as `lineage` says.
     os.utime(f, ns=(T0, T0 + 99 * MINUTE))
-    assert texts(find_commands(store, wfile=f)) == ["first", "second"]
+    assert find_commands(store, wfile=f) == []
+    # An mtime nobody recorded within a writer's run (+- 2 s): that writer.
+    os.utime(f, ns=(T0, T0 + MINUTE + 2 * 10**9))
+    assert texts(find_commands(store, wfile=f)) == ["second"]
+    os.utime(f, ns=(T0, T0 + 10**9 // 2))
+    assert texts(find_commands(store, wfile=f)) == ["first"]
     # Different content of the same size: nothing.
     f.write_bytes(os.urandom(5000))
     assert find_commands(store, wfile=f) == []

@@ -169,6 +169,14 @@ def test_a_file_with_another_mtime_is_found_by_its_content(
     os.utime(work / "foo", ns=(T0, T0))
     code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
     assert code == 0 and b"echo stuff > foo" in out
+    # within the run of "sh run.sh" (+- 2 s): that one only
+    os.utime(work / "foo", ns=(T0, T0 + MINUTE + 2 * 10**9))
+    code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
+    assert code == 0 and b"sh run.sh" in out and b"echo stuff > foo" not in out
+    # within no writer's run (an unrecorded copy): written outside the journal
+    os.utime(work / "foo", ns=(T0, T0 + 30 * MINUTE))
+    code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
+    assert code == 1 and b"echo stuff > foo" not in out
 
 
 @pytest.mark.parametrize(

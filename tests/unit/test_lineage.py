@@ -54,16 +54,17 @@ def test_cp_and_mv_chain_is_followed_by_content(j):
 
 def test_latest_writer_that_finished_before_the_reader_started(j):
     data = b"same content\n" * 40
-    w1 = j.cmd("gen 1", 10, 11, writes=[j.v("a", data, 11)])
-    w2 = j.cmd("gen 2", 20, 21, writes=[j.v("b", data, 21)])
+    # The read version's mtime (21) is within all three runs (+- 2 s).
+    w1 = j.cmd("gen 1", 10, 20, writes=[j.v("a", data, 20)])
+    w2 = j.cmd("gen 2", 19, 23, writes=[j.v("b", data, 23)])
     # Still running when the reader started: not a candidate for the writer.
-    w3 = j.cmd("gen 3", 25, 40, writes=[j.v("c", data, 40)])
+    w3 = j.cmd("gen 3", 20, 40, writes=[j.v("c", data, 40)])
     out = b"result\n"
-    reader = j.cmd("use", 30, 31, reads=[j.v("in", data, 5)], writes=[j.v("out", out, 31)])
+    reader = j.cmd("use", 30, 31, reads=[j.v("in", data, 21)], writes=[j.v("out", out, 31)])
     lin = j.lineage(DiskTarget(str(j.disk("out", out, 31))))
     (wrote,) = [e for e in lin.edges if e.kind == "wrote" and e.command_id != reader]
-    # No write with the read version's mtime: content alone, the latest
-    # writer that had finished (w2), with the two others counted.
+    # No write with the read version's mtime: of the commands running when
+    # it was written, the latest that had finished (w2), the others counted.
     assert wrote.command_id == w2
     assert wrote.other_candidates == 2
     assert set(lin.commands) == {reader, w2}
@@ -91,11 +92,12 @@ def test_read_and_rewrite_reads_the_earlier_version(j):
 
 
 def test_a_command_is_never_its_own_writer(j):
-    # `sort -o f f` of an already sorted file that was touched since it was
-    # written (no write has its mtime: content alone decides): same content,
-    # new mtime; and a temporary file the command wrote and read back.
+    # `sort -o f f` of an already sorted file that was touched at the end
+    # of the run that wrote it (no write has its mtime: the run decides):
+    # same content, new mtime; and a temporary file the command wrote and
+    # read back.
     data = b"a\nb\n" * 100
-    c_first = j.cmd("printf > f", 10, writes=[j.v("f", data, 10)])
+    c_first = j.cmd("printf > f", 10, 14, writes=[j.v("f", data, 10)])
     c_sort = j.cmd(
         "sort -o f f", 20, 22,
         reads=[j.v("f", data, 15), j.v("tmp", b"t" * 9, 21)],
@@ -397,3 +399,70 @@ def test_stats_and_delete_take_lineage_of_as_query_does(cli_env, tmp_path):
     with Store(cli_env["SHOURNAL_DB_URL"]) as store:
         left = [c.id for c in Journal(store).find(command_id=">0")]
     assert left == [ids["other"]]
+
+
+def test_a_command_is_never_the_writer_of_a_version_made_before_it_ran(j):
+    """Issue 27.5: data/in2.csv is an unrecorded `cp` of a download (mtime
+    60); command 50-like wrote the same content 40 s later elsewhere.  It
+    cannot have written this version: the file is a leaf written outside
+    the journal, for lineage, status, export and query alike."""
+    from shournal.provenance.export import export_workflow
+
+    data, out = b"id,v\n1,2\n" * 20, b"total 2\n" * 5
+    late = j.cmd("python3 fetch.py > data/other.csv", 100, 101,
+                 writes=[j.v("data/other.csv", data, 101)])  # fmt: skip
+    earlier = j.cmd("gen > data/x.csv", 5, 6, writes=[j.v("data/x.csv", data, 6)])
+    use = j.cmd("python3 sum.py data/in2.csv > out", 120, 121,
+                reads=[j.v("data/in2.csv", data, 60)], writes=[j.v("out", out, 121)])  # fmt: skip
+    j.disk("data/in2.csv", data, 60)
+    target = j.disk("out", out, 121)
+    lin = j.lineage(DiskTarget(str(target)))
+    assert set(lin.commands) == {use}, (late, earlier)
+    (in2,) = [f for f in lin.files.values() if f.path.endswith(b"in2.csv")]
+    assert in2.leaf and in2.content_writers == 2 and lin.writer(in2.id) is None
+    human = render_human(lin)
+    assert "written outside the journal; 2 recorded command(s) wrote this content" in human
+    assert lineage_object(lin)["files"][1]["otherWriters"] == 2
+    # the lineage walk's lookup of the file on disk: also no writer
+    alone = j.lineage(DiskTarget(str(j.root / "data" / "in2.csv")))
+    assert alone.files[alone.targets[0]].leaf
+    (st,) = check_status(j.reader(), [str(j.root / "data" / "in2.csv")])
+    assert st.state == "unknown"
+    result = export_workflow(lin, j.reader(), "make", str(j.root.parent / "wf"))
+    assert [[c.id for c in r.commands] for r in result.rules] == [[use]]
+    assert result.leaf_inputs == ["data/in2.csv"]
+    # query --wfile: the same rule
+    journal = Journal(j.store)
+    assert journal.find(wfile=str(j.root / "data" / "in2.csv")) == []
+    assert [c.id for c in journal.find(wfile=str(target))] == [use]
+    # a write the journal saw with that very mtime (a move keeps it) is
+    # the writer whenever the command ran (tar, cp -p set old mtimes)
+    tar = j.cmd("tar xf d.tar", 200, 201, writes=[j.v("data/t.csv", data, 60)])
+    assert [c.id for c in journal.find(wfile=str(j.root / "data" / "in2.csv"))] == [tar]
+
+
+def test_status_names_an_interrupted_or_failed_step(j):
+    """Issue 27.6: a file written by a command interrupted with Ctrl-C (exit
+    status 130) is not up to date, nor one a failed step of its lineage
+    made."""
+    part, out = b"partial\n" * 9, b"o" * 30
+    c_int = j.cmd("python3 long.py > part.txt", 10, 12, writes=[j.v("part.txt", part, 11)],
+                  return_value=130)  # fmt: skip
+    target = str(j.disk("part.txt", part, 11))
+    (st,) = check_status(j.reader(), [target])
+    assert st.state == "failed"
+    assert status_line(st) == (
+        f"{target}: failed: command {c_int}, which wrote {target}, exited with status 130 "
+        "(interrupted)"
+    )
+    c_use = j.cmd("wc -l part.txt > out", 20, reads=[j.v("part.txt", part, 11)],
+                  writes=[j.v("out", out, 20)])  # fmt: skip
+    (st,) = check_status(j.reader(), [str(j.disk("out", out, 20))])
+    assert (st.state, st.problems[0].command_id, st.problems[0].exit_status) == (
+        "failed", c_int, 130)  # fmt: skip
+    assert c_use in {c for c in j.lineage(DiskTarget(str(j.root / "out"))).commands}
+    # a missing input comes first; the failure is counted
+    j.cmd("gen > seed2", 30, reads=[j.v("seedfile", b"s" * 20, 1)],
+          writes=[j.v("seed2", b"t" * 20, 30)], return_value=1)  # fmt: skip
+    (st,) = check_status(j.reader(), [str(j.disk("seed2", b"t" * 20, 30))])
+    assert [p.kind for p in st.problems] == ["missing", "failed"]

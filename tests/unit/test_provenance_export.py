@@ -19,12 +19,17 @@ from shournal.provenance.graph import DiskTarget
 
 
 def _run(fmt: str, out_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
+    """``make -n`` / ``snakemake -n`` (what they plan must be accepted),
+    then the real run; the first that fails is returned."""
     if fmt == "make":
         argv = ["make", "-C", str(copy), "-f", str(out_dir / "Makefile")]
     else:
         if shutil.which("snakemake") is None:
             pytest.fail("snakemake is not installed (scripts/apt-deps.sh installs it)")
         argv = ["snakemake", "-s", str(out_dir / "Snakefile"), "-d", str(copy), "--cores", "1"]
+    dry = subprocess.run([argv[0], "-n", *argv[1:]], capture_output=True, text=True, timeout=300)
+    if dry.returncode != 0:
+        return dry
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
@@ -108,7 +113,10 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     result = export_workflow(lin, j.reader(), "make", str(tmp_path / "a"))
     assert (tmp_path / "a" / "scripts" / "run.py").read_bytes() == script_v1
     (rule,) = result.rules
-    assert "python3 $(SCRIPTS)/run.py > out" in Path(result.path).read_text()
+    step = (tmp_path / "a" / "steps" / f"{rule.name}.sh").read_text()
+    assert 'python3 "$SHOURNAL_SCRIPTS"/run.py > out' in step
+    # the script on disk is not the version that ran: said, and the archived one runs
+    assert [(c.path, c.copy) for c in result.changed] == [("run.py", "scripts/run.py")]
     copy = tmp_path / "copy"
     copy.mkdir()
     assert _run("make", tmp_path / "a", copy).returncode == 0
@@ -116,7 +124,8 @@ def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     result = export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), current_scripts=True)
     (rule,) = result.rules
     assert rule.inputs == ["run.py"] and not result.scripts
-    assert "python3 run.py > out" in Path(result.path).read_text()
+    assert "python3 run.py > out" in (tmp_path / "b" / "steps" / f"{rule.name}.sh").read_text()
+    assert [(c.path, c.copy) for c in result.changed] == [("run.py", None)]
     assert os.path.exists(script_path)
 
 
@@ -129,7 +138,9 @@ def test_absolute_paths_under_the_root_become_relative(j: J, tmp_path: Path) -> 
     result = export_workflow(
         j.lineage(DiskTarget(str(target))), j.reader(), "make", str(tmp_path / "wf")
     )
-    assert "\tcat ./in > './out'\n" in Path(result.path).read_text()
+    (rule,) = result.rules
+    step = (tmp_path / "wf" / "steps" / f"{rule.name}.sh").read_text()
+    assert "\ncat ./in > './out'\n" in step
     copy = tmp_path / "copy"
     copy.mkdir()
     shutil.move(j.root / "in", copy / "in")  # the original tree must not be used
@@ -256,3 +267,120 @@ def test_prov_json_reads_back_with_the_prov_library(j: J, tmp_path: Path) -> Non
     assoc = [r for r in records if type(r).__name__ == "ProvAssociation"]
     plans = {str(r.formal_attributes[0][1]): r.formal_attributes[2][1] for r in assoc}
     assert str(plans[act]) == by_path["an.py"] and plans[f"shournal:command-{ids['sort']}"] is None
+
+
+@pytest.mark.parametrize("fmt", ["make", "snakemake"])
+def test_a_file_written_in_several_versions_makes_a_workflow_that_runs(
+    fmt: str, j: J, tmp_path: Path
+) -> None:
+    """Issue 27.1: config.json written twice, each version read by one run
+    of a step; config.json itself a target too (its last version)."""
+    v1, v2, a, b = b"a=1\n", b"a=2\n", b"x=1\n", b"x=2\n"
+    j.cmd("printf 'a=1\\n' > config.json", 10, writes=[j.v("config.json", v1, 10)])
+    j.cmd("mkdir -p results && sed s/a/x/ config.json > results/a.txt", 20,
+          reads=[j.v("config.json", v1, 10)], writes=[j.v("results/a.txt", a, 20)])  # fmt: skip
+    j.cmd("printf 'a=2\\n' > config.json", 30, writes=[j.v("config.json", v2, 30)])
+    j.cmd("sed s/a/x/ config.json > results/b.txt", 40,
+          reads=[j.v("config.json", v2, 30)], writes=[j.v("results/b.txt", b, 40)])  # fmt: skip
+    targets = [j.disk("results/a.txt", a, 20), j.disk("results/b.txt", b, 40),
+               j.disk("config.json", v2, 30)]  # fmt: skip
+    lin = j.lineage(*[DiskTarget(str(t)) for t in targets])
+    result = export_workflow(lin, j.reader(), fmt, str(tmp_path / "wf"))  # type: ignore[arg-type]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    run = _run(fmt, tmp_path / "wf", copy)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert (copy / "results" / "a.txt").read_bytes() == a
+    assert (copy / "results" / "b.txt").read_bytes() == b
+    assert (copy / "config.json").read_bytes() == v2
+    assert result.versioned == ["config.json"] and result.skipped == []
+    outputs = [o for r in result.rules for o in r.outputs]
+    assert len(outputs) == len(set(outputs)), outputs  # no file made by two rules
+
+
+def test_a_version_no_rule_makes_beside_one_a_rule_makes_is_refused(j: J, tmp_path: Path) -> None:
+    """A path read in a version written outside the journal and rewritten
+    by a step: a one-line refusal naming the file, nothing written."""
+    from shournal.provenance.export import Unexportable
+
+    v1, v2, a, b = b"a=1\n", b"a=2\n", b"x=1\n", b"x=2\n"
+    j.cmd("sed s/a/x/ config.json > a.txt", 20, reads=[j.v("config.json", v1, 10)],
+          writes=[j.v("a.txt", a, 20)])  # fmt: skip
+    j.cmd("printf 'a=2\\n' > config.json", 30, writes=[j.v("config.json", v2, 30)])
+    j.cmd("sed s/a/x/ config.json > b.txt", 40, reads=[j.v("config.json", v2, 30)],
+          writes=[j.v("b.txt", b, 40)])  # fmt: skip
+    targets = [j.disk("a.txt", a, 20), j.disk("b.txt", b, 40)]
+    lin = j.lineage(*[DiskTarget(str(t)) for t in targets])
+    with pytest.raises(Unexportable, match=re.escape(f"{j.root / 'config.json'} is read in")):
+        export_workflow(lin, j.reader(), "snakemake", str(tmp_path / "wf"))
+    assert not (tmp_path / "wf").exists()
+
+
+@pytest.mark.parametrize("fmt", ["make", "snakemake"])
+def test_a_heredoc_with_an_indented_body_runs_as_recorded(
+    fmt: str, j: J, tmp_path: Path
+) -> None:
+    """Issue 27.3: make strips the leading whitespace of recipe lines and
+    reads $, @, - and +; the recorded text must reach bash unchanged."""
+    text = (
+        "python3 - <<'EOF' > out.txt\n"
+        "for i in range(2):\n"
+        "    print(i, '$x', '@a')\n"
+        "EOF"
+    )
+    out = b"0 $x @a\n1 $x @a\n"
+    j.cmd(text, 10, writes=[j.v("out.txt", out, 10)])
+    target = j.disk("out.txt", out, 10)
+    result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), fmt,  # type: ignore[arg-type]
+                             str(tmp_path / "wf"))  # fmt: skip
+    assert result.skipped == [] and len(result.rules) == 1
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    run = _run(fmt, tmp_path / "wf", copy)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert (copy / "out.txt").read_bytes() == out
+
+
+@pytest.mark.parametrize("fmt", ["make", "snakemake"])
+def test_a_workflow_without_a_rule_is_an_error_with_the_reasons(
+    fmt: str, j: J, tmp_path: Path
+) -> None:
+    """Issue 27.4: every step inexpressible: no empty Makefile/Snakefile."""
+    from shournal.provenance.export import ExportError
+
+    notes = b"line\n" * 30
+    cid = j.cmd("vim notes.txt", 10, writes=[j.v("notes.txt", notes, 10)])
+    target = j.disk("notes.txt", notes, 10)
+    lin = j.lineage(DiskTarget(str(target)))
+    with pytest.raises(ExportError) as e:
+        export_workflow(lin, j.reader(), fmt, str(tmp_path / "wf"))  # type: ignore[arg-type]
+    assert type(e.value).__name__ == "Unexportable"
+    assert str(e.value) == (
+        f"no step of the lineage can be written as a "
+        f"{'Makefile' if fmt == 'make' else 'Snakefile'}: command {cid}: vim is interactive"
+    )
+    assert not (tmp_path / "wf").exists()
+
+
+def test_a_leaf_script_edited_since_it_ran_is_named(j: J, tmp_path: Path) -> None:
+    """Issue 27.2: calc.py (not archived) changed after the run that made
+    the result: the export says it cannot guarantee that step."""
+    from shournal.provenance.export import changed_message
+
+    script = b"print('lines=3')\n"
+    cid = j.cmd("python3 calc.py > out", 10, reads=[j.v("calc.py", script, 5)],
+                writes=[j.v("out", b"lines=3\n", 10)])  # fmt: skip
+    j.disk("calc.py", b"print('LINES=3')\n", 50)  # same size, other content
+    target = j.disk("out", b"lines=3\n", 10)
+    result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), "make",
+                             str(tmp_path / "wf"))  # fmt: skip
+    assert [(c.path, c.command_ids, c.copy) for c in result.changed] == [("calc.py", [cid], None)]
+    (line,) = changed_message(result)
+    assert line.startswith(f"calc.py differs from the version command {cid} read")
+    assert "cannot guarantee" in line
+    assert "# CHANGED since command" in Path(result.path).read_text()
+    # back to the version that ran (another mtime): nothing to say
+    j.disk("calc.py", script, 60)
+    result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), "make",
+                             str(tmp_path / "wf2"))  # fmt: skip
+    assert result.changed == []
