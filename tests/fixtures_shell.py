@@ -6,7 +6,9 @@ from __future__ import annotations
 import functools
 import os
 import pwd
+import re
 import shutil
+import signal
 import subprocess
 import sysconfig
 import tempfile
@@ -241,6 +243,24 @@ def recorded(home: Path, *, create: bool = True, **criteria: Any) -> list[Comman
         return find_commands(store, **criteria)
 
 
+def signals_as_a_terminal_gives_them() -> None:
+    """Run in the child before the shell under test is started: every
+    signal at its default and none blocked, as a terminal emulator or a
+    login starts a shell -- whatever the test runner has.  A runner started
+    in the background of a script (a CI job's `&`, nohup) ignores SIGINT
+    and SIGQUIT, and bash hands signals ignored at its start on to every
+    program it runs: Ctrl-C would not interrupt them, and an interrupted
+    line would run to its end with status 0 (zsh resets them)."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # (the C library's own real-time signals)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 class Shell:
     """A real interactive bash or zsh of the test user on a pty."""
 
@@ -286,8 +306,28 @@ class Shell:
         self.proc = pexpect.spawn(
             cmd[0], cmd[1:], cwd=str(home / "work"), encoding="utf-8",
             codec_errors="replace", timeout=60, dimensions=(50, 400),
+            preexec_fn=signals_as_a_terminal_gives_them,
         )
         self.proc.expect(PROMPT)
+
+    def wait_program(self, cmdline: str, timeout: float = 30) -> int:
+        """The pid of the program this shell runs with exactly `cmdline`,
+        once it runs (exec'd: the trampoline through the helper has another
+        command line).  Only this shell's session is searched: a test of
+        another run (the same test user) may run the same line."""
+        found: list[int] = []
+        pattern = re.sub(r"([][.^$*+?(){}|\\])", r"\\\1", cmdline)  # literal, for ERE
+
+        def runs() -> bool:
+            out = subprocess.run(
+                ["pgrep", "-s", str(self.proc.pid), "-f", f"^{pattern}$"],
+                capture_output=True, text=True,
+            ).stdout.split()
+            found[:] = [int(p) for p in out]
+            return bool(found)
+
+        wait_for(runs, f"`{cmdline}` to run", timeout)
+        return found[0]
 
     def run(self, line: str, timeout: float = 60) -> str:
         """Type a line, wait for the next prompt, return what was printed."""

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -272,14 +273,52 @@ def test_ctrl_c_while_the_program_runs_is_130(kind, install, user_home):
     line = "sleep 31.25"  # a duration no other test's sleep has
     sh = Shell(kind, install, user_home)
     sh.proc.sendline(line)
-    # the program runs (inside its namespace): only now the interrupt
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        r = subprocess.run(["pgrep", "-u", install.user.pw_name, "-f", f"^{line}$"],
-                           capture_output=True, text=True)
-        if r.stdout.strip():
-            break
-        time.sleep(0.02)
+    sh.wait_program(line)  # it runs (inside its namespace): only now the interrupt
+    sh.proc.sendintr()
+    sh.proc.expect(PROMPT)
+    sh.exit()
+    assert only(user_home, line).return_value == 130
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGQUIT)
+
+
+def _ignored_signals(status: str) -> set[int]:
+    """The signals a /proc/PID/status text says are ignored."""
+    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.M).group(1), 16)  # type: ignore[union-attr]
+    return {sig for sig in range(1, 65) if mask >> (sig - 1) & 1}
+
+
+@pytest.fixture
+def runner_ignores_interrupts() -> Iterator[None]:
+    """This test process as a test run started in the background of a
+    script has it (a CI job's `&`, nohup): SIGINT and SIGQUIT ignored, which
+    every program started from here inherits."""
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_ctrl_c_is_130_when_the_test_run_ignores_interrupts(
+    kind, install, user_home, runner_ignores_interrupts
+):
+    """The shells under test start as a terminal starts them, whatever the
+    test run's own signals: run in the background, the suite stored a
+    Ctrl-C'd line as 0 (bash handed the ignored SIGINT to `sleep`, which
+    ran to its end) and waited in vain for prompts after `pkill -INT`."""
+    # positive control: what this process starts ignores the interrupts
+    status = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True)
+    assert set(INTERRUPTS) <= _ignored_signals(status.stdout)
+    line = "sleep 31.75"  # a duration no other test's sleep has
+    sh = Shell(kind, install, user_home)
+    status = clean(sh.run("grep ^SigIgn: /proc/self/status"))
+    assert not set(INTERRUPTS) & _ignored_signals(status), status
+    sh.proc.sendline(line)
+    sh.wait_program(line)
     sh.proc.sendintr()
     sh.proc.expect(PROMPT)
     sh.exit()
