@@ -103,9 +103,7 @@ def test_terminal_closed_while_a_command_runs(kind, listener, install, user_home
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         line = "echo one > before_hup; sleep 300.25"
         sh.proc.sendline(line)
-        wait_for(lambda: subprocess.run(
-            ["pgrep", "-u", install.user.pw_name, "-f", "^sleep 300.25$"], capture_output=True
-        ).returncode == 0, "the command to run")
+        sh.wait_program("sleep 300.25")
         os.kill(pid, signal.SIGHUP)
         sh.wait_exit()
         cmd = _only(_stored(user_home, listener), line)
@@ -173,12 +171,6 @@ def _starttime(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
 
 
-def _sleep_runs(install, pattern: str) -> bool:
-    return subprocess.run(
-        ["pgrep", "-u", install.user.pw_name, "-f", pattern], capture_output=True
-    ).returncode == 0
-
-
 def _session_warnings(home: Path, session: bytes) -> list[str]:
     path = home / "run" / "shournal" / f"warnings.{session.hex()}"
     try:
@@ -210,7 +202,7 @@ def test_holder_killed_then_terminal_closed_stores_the_line_from_its_start(
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         line = "echo one > before_kill; sleep 300.25"
         sh.proc.sendline(line)
-        wait_for(lambda: _sleep_runs(install, "^sleep 300.25$"), "the command to run")
+        sh.wait_program("sleep 300.25")
         _helper, holder = _recorder_of_running_line(install, user_home)
         os.kill(holder, signal.SIGKILL)
         wait_for(lambda: _gone(holder), "the holder to die")
@@ -237,17 +229,20 @@ def test_a_recorder_killed_while_the_daemon_runs_is_in_the_next_query(install, u
         wait_drained(user_home)
         line = "echo one > before_kill; sleep 300.5"
         sh.proc.sendline(line)
-        wait_for(lambda: _sleep_runs(install, "^sleep 300.5$"), "the command to run")
+        sh.wait_program("sleep 300.5")
         helper, holder = _recorder_of_running_line(install, user_home)
-        for p in (holder, helper):
+        # the helper first: a helper that sees its holder die hands the line
+        # to the daemon at once, which then reads it (and stores it at its
+        # end) -- not an orphaned start
+        for p in (helper, holder):
             os.kill(p, signal.SIGKILL)
-        for p in (holder, helper):
+        for p in (helper, holder):
             wait_for(lambda p=p: _gone(p), f"{p} to die")
         other = Shell("bash", install, user_home, extra_env=listener_env(install, "daemon"))
         out = other.run("shournal query --command-text '%sleep 300.5'")
         assert line in out, out
         other.exit()
-        subprocess.run(["pkill", "-INT", "-u", install.user.pw_name, "-f", "^sleep 300.5$"])
+        os.kill(sh.wait_program("sleep 300.5"), signal.SIGINT)
         sh.proc.expect(PROMPT)
         sh.exit()
         _assert_recovered(_only(_stored(user_home, "daemon"), line), user_home)
@@ -270,7 +265,7 @@ def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
         wait_stored(user_home)  # (its start is gone)
         line = "echo one > before_crash; sleep 300.25"
         sh.proc.sendline(line)
-        wait_for(lambda: _sleep_runs(install, "^sleep 300.25$"), "the command to run")
+        sh.wait_program("sleep 300.25")
         helper, holder = _recorder_of_running_line(install, user_home)
         # the start names them, with their start times (pid reuse)
         (name,) = _start_files(user_home)
@@ -280,13 +275,13 @@ def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
         assert start.holder_starttime == _starttime(holder)
         assert start.listener_starttime == _starttime(helper)
         daemon = daemon_pid(user_home) if listener == "daemon" else None
-        for p in (holder, helper, daemon):
+        for p in (helper, holder, daemon):  # (the helper first: see above)
             if p is not None:
                 os.kill(p, signal.SIGKILL)
-        for p in (holder, helper, daemon):
+        for p in (helper, holder, daemon):
             if p is not None:
                 wait_for(lambda p=p: _gone(p), f"{p} to die")
-        subprocess.run(["pkill", "-INT", "-u", install.user.pw_name, "-f", "^sleep 300.25$"])
+        os.kill(sh.wait_program("sleep 300.25"), signal.SIGINT)
         sh.proc.expect(PROMPT)
         outs = [sh.proc.before]
         outs.append(sh.run("echo after > after"))  # a new daemon (or a listener) recovers
@@ -373,18 +368,31 @@ def test_daemon_killed_between_spool_and_journal_leaves_no_start(kind, install, 
         kill_daemon(user_home)
 
 
-def _clones_during(sh: Shell, pid: int, line: str) -> list[str]:
+def _clones_during(sh: Shell, pid: int, lines: list[str]) -> list[str]:
     """The clone/fork calls of process `pid` itself (not its children)
-    while `line` runs, up to its next prompt."""
-    out = _traced_during(sh, pid, line, ["-e", "trace=clone,clone3,fork,vfork"])
+    while `lines` run, up to the last one's next prompt."""
+    out = _traced_during(sh, pid, lines, ["-e", "trace=clone,clone3,fork,vfork"])
     return [x for x in out if "clone" in x or "fork" in x]
 
 
-def _traced_during(sh: Shell, pid: int, line: str, options: list[str]) -> list[str]:
-    """strace's lines for process `pid` itself (not its children) while
-    `line` runs, up to its next prompt."""
-    import time
+# The system calls a shell waits for terminal input in (read, poll,
+# select, pselect6, ppoll), by machine.
+_INPUT_WAITS = {"x86_64": {0, 7, 23, 270, 271}, "aarch64": {63, 72, 73}}
 
+
+def _waits_for_input(pid: int) -> bool:
+    """The shell `pid` is blocked waiting for terminal input: past its
+    prompt, and past the set-up prepared for the next line, which the
+    preload library makes just before that wait (see prepare_if_due)."""
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    return state == "S" and call.isdigit() and int(call) in _INPUT_WAITS[os.uname().machine]
+
+
+def _traced_during(sh: Shell, pid: int, lines: list[str], options: list[str]) -> list[str]:
+    """strace's lines for process `pid` itself (not its children) while
+    `lines` run, up to the last one's next prompt and the set-up prepared
+    after it."""
     out = sh.home / "shell.strace"
     tracer = subprocess.Popen(
         ["strace", "-qq", "-o", str(out), *options, "-p", str(pid)],
@@ -395,8 +403,9 @@ def _traced_during(sh: Shell, pid: int, line: str, options: list[str]) -> list[s
         wait_for(lambda: int(re.search(r"TracerPid:\s*(\d+)", Path(
             f"/proc/{pid}/status").read_text()).group(1)) != 0,  # type: ignore[union-attr]
             "strace to attach")
-        sh.run(line)
-        time.sleep(0.2)  # the prepared set-up for the next line, after the prompt
+        for line in lines:
+            sh.run(line)
+        wait_for(lambda: _waits_for_input(pid), "the shell to wait for input")
     finally:
         tracer.terminate()
         tracer.wait(timeout=30)
@@ -418,7 +427,7 @@ def test_the_shell_says_whether_it_forked_while_a_line_ran(kind, install, user_h
     try:
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         for line, shell_only in lines.items():
-            traced = _traced_during(sh, pid, line, ["-xx", "-s", "4", "-e", "trace=sendto"])
+            traced = _traced_during(sh, pid, [line], ["-xx", "-s", "4", "-e", "trace=sendto"])
             sent = [x for x in traced if f", {protocol.COMMAND.size + len(line)}, " in x]
             assert len(sent) == 1, sent
             kind_of = int.from_bytes(bytes.fromhex(sent[0].split('"')[1].replace("\\x", "")),
@@ -443,8 +452,10 @@ def test_bash_starts_a_line_without_a_fork(install, user_home):
     try:
         pid = int(re.search(r"pid=(\d+)", sh.run("echo pid=$$")).group(1))  # type: ignore[union-attr]
         assert "mode=[]" in sh.run('echo "mode=[$_SHOURNAL_PS0_FORK]"')
-        clones = _clones_during(sh, pid, "true")
-        assert clones, "strace saw no clone at all (the helper is spawned per line)"
+        # two lines: with the store daemon one exec of the helper prepares
+        # the next two lines' namespaces, at every other prompt
+        clones = _clones_during(sh, pid, ["true", "true"])
+        assert clones, "strace saw no clone at all (a helper is spawned at every other prompt)"
         forks = [c for c in clones if "CLONE_VM" not in c]
         assert not forks, clones
         sh.exit()

@@ -211,11 +211,7 @@ def test_exit_status_false_and_ctrl_c(kind, install, user_home):
     sh = Shell(kind, install, user_home)
     sh.run("false")
     sh.proc.sendline(line)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and subprocess.run(
-        ["pgrep", "-u", install.user.pw_name, "-f", f"^{line}$"], capture_output=True
-    ).returncode != 0:
-        time.sleep(0.02)
+    sh.wait_program(line)
     sh.proc.sendintr()
     sh.proc.expect("__SHOURNAL_PROMPT__")
     sh.exit()
