@@ -45,7 +45,7 @@ dev: deps native
 
 test: dev
 	$(DEVVENV)/bin/ruff check .
-	$(DEVVENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(DEVVENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 lint: dev
 	$(DEVVENV)/bin/ruff check .
