@@ -386,8 +386,10 @@ def test_disable_and_end_of_input_leave_no_helper_behind(kind, install, user_hom
     sh.run("SHOURNAL_DISABLE")
     gone = lambda: helper_processes(install, user_home) == ([], [])  # noqa: E731
     wait_for(gone, "no namespace while disabled")
-    time.sleep(0.3)
-    assert helper_processes(install, user_home) == ([], [])  # and none made at the prompt
+    # and none made at the prompt: the shell has read the next line, so its
+    # wait for input there -- before which a namespace is prepared -- is over
+    sh.run("true")
+    assert helper_processes(install, user_home) == ([], [])
     sh.run("SHOURNAL_ENABLE")
     the_prepared_helper(install, user_home)
     sh.proc.sendeof()  # Ctrl-D at the prompt: no command line takes it
