@@ -149,18 +149,25 @@ def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, use
     ro.write_text("x")
     os.chown(ro, install.user.pw_uid, install.user.pw_gid)
     ro.chmod(0o444)
-    script = ("cat ro.txt ro.txt /etc/hostname > /dev/null; sleep 3; "
+    # (the command waits for "go", which the test makes once it has seen
+    # the marks: `[ -e go ]` opens nothing)
+    script = ("cat ro.txt ro.txt /etc/hostname > /dev/null; "
+              "while [ ! -e go ]; do sleep 0.05; done; "
               "chmod u+w ro.txt; echo y >> ro.txt; cat ro.txt > /dev/null")
     proc = _start_run(install, user_home, "sh", "-c", script)
     try:
         want = {ro.stat().st_ino, os.stat("/etc/hostname").st_ino}
-        deadline = time.monotonic() + 10
         marks: dict[int, int] = {}
-        while not want <= marks.keys() and time.monotonic() < deadline:
-            time.sleep(0.05)
-            marks = _ignore_marks(install.user)
+
+        def marked() -> bool:
+            marks.clear()
+            marks.update(_ignore_marks(install.user))
+            return want <= marks.keys()
+
+        wait_for(marked, "the ignore marks")
         close_nowrite = 0x10
         assert {marks.get(ino) for ino in want} == {close_nowrite}, marks
+        (user_home / "work" / "go").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
