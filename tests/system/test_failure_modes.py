@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -133,16 +132,13 @@ def test_missing_listener_is_one_setup_warning(kind, install, user_home):
 def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     sh = Shell(kind, install, user_home)
     rundir = user_home / "run" / "shournal"
-    sh.proc.sendline("sleep 1; mkdir ov && cd ov && seq 1 40000 | xargs touch; cd ..")
-    deadline = time.monotonic() + 20
-    pid = None
-    while pid is None and time.monotonic() < deadline:
-        runs = [p for p in rundir.glob("*.run")]
-        if runs:
-            pid = int(runs[0].stem)
-        else:
-            time.sleep(0.01)
-    assert pid is not None
+    # the files are made once the test has stopped the holder ("go": `[ -e
+    # go ]` opens nothing)
+    line = ("while [ ! -e go ]; do sleep 0.01; done; "
+            "mkdir ov && cd ov && seq 1 40000 | xargs touch; cd ..")
+    sh.proc.sendline(line)
+    wait_for(lambda: any(rundir.glob("*.run")), "the command line's marker")
+    pid = int(next(rundir.glob("*.run")).stem)
     # Stop the holder (the listener's child), which reads the fanotify
     # group: the kernel's queue (16384 events) overflows.  (Stopping the
     # listener would not do: the holder queues what it cannot send.)
@@ -151,13 +147,14 @@ def test_kernel_queue_overflow_is_counted_and_shown(kind, install, user_home):
     pid = holder
     os.kill(pid, signal.SIGSTOP)
     try:
+        (user_home / "work" / "go").touch()
         sh.proc.expect("__SHOURNAL_PROMPT__", timeout=120)
     finally:
         os.kill(pid, signal.SIGCONT)
     sh.exit()
     left = {p.name: p.read_text() for p in rundir.glob("warnings*")}
     assert not left, left
-    (cmd,) = recorded(user_home, command_text="sleep 1; mkdir ov%")
+    (cmd,) = recorded(user_home, command_text=f"eq:{line}")
     assert cmd.lost_events > 0
     # the reason is the kernel's queue, nothing else
     assert cmd.lost_reasons.get("overflow", 0) > 0, cmd.lost_reasons
