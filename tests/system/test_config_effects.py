@@ -4,6 +4,7 @@ never marked, and without any read recording no read marks are set."""
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
 import time
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, recorded, wait_stored, write_config
+from fixtures_shell import Shell, recorded, wait_for, wait_stored, write_config
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 
@@ -71,24 +72,22 @@ def test_config_changed_by_a_command_line_applies_to_the_next(install, user_home
     assert cmds[f"echo b > {shm}/after"].writes == []
 
 
-def _holder_masks(user, skip: frozenset[str] = frozenset()) -> set[int]:
-    """fanotify mark masks of the user's running holders (gid shournal),
-    except those of the processes in `skip`."""
+def _is_holder(pid: int) -> bool:
+    """A helper's child of group shournal: its holder (a spare helper it
+    forked runs with the user's group)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    gid = int(next(x for x in status.splitlines() if x.startswith("Gid:")).split()[1])
+    return gid == grp.getgrnam("shournal").gr_gid
+
+
+def _mark_masks(pid: int) -> set[int]:
+    """The fanotify mount marks' masks of process `pid`'s groups."""
     masks: set[int] = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        if pid in skip:
-            continue
-        try:
-            st = os.stat(f"/proc/{pid}")
-            if st.st_uid != user.pw_uid:
-                continue
-            for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-                with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
-                    for line in fh:
-                        if line.startswith("fanotify mnt_id:"):
-                            masks.add(int(line.split(" mask:")[1].split()[0], 16))
-        except OSError:
-            continue
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+            for line in fh:
+                if line.startswith("fanotify mnt_id:"):
+                    masks.add(int(line.split(" mask:")[1].split()[0], 16))
     return masks
 
 
@@ -98,18 +97,22 @@ def test_read_marks_follow_the_config(reads, install, user_home):
         write_config(user_home, "[read_events]\nenable = false\n\n"
                      "[script_archive]\nenable = false\n", install)
     sh = Shell("bash", install, user_home)
+    rundir = user_home / "run" / "shournal"
     try:
         sh.run("true")
         wait_stored(user_home)
-        # holders of earlier command lines (this test's or another's) may
-        # still be finishing: look only at the one of `sleep 3`
-        earlier = frozenset(filter(str.isdigit, os.listdir("/proc")))
-        sh.proc.sendline("sleep 3")
-        deadline = time.monotonic() + 3
-        masks: set[int] = set()
-        while not masks and time.monotonic() < deadline:
-            masks = _holder_masks(install.user, earlier)
-            time.sleep(0.05)
+        # the line runs until the test makes "go" (`[ -e go ]` opens
+        # nothing); its holder: the child of the helper its marker names
+        # (not a holder of an earlier line, a prepared one or another test's)
+        sh.proc.sendline("while [ ! -e go ]; do sleep 0.05; done")
+        try:
+            wait_for(lambda: any(rundir.glob("*.run")), "the line's marker")
+            helper = int(next(rundir.glob("*.run")).stem)
+            children = Path(f"/proc/{helper}/task/{helper}/children").read_text().split()
+            (holder,) = [int(c) for c in children if _is_holder(int(c))]
+            masks = _mark_masks(holder)
+        finally:
+            (user_home / "work" / "go").touch()
         sh.proc.expect("__SHOURNAL_PROMPT__", timeout=30)
         sh.exit()
     except BaseException:
