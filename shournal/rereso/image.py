@@ -346,6 +346,26 @@ def extract(sif: Path, dest: Path) -> None:
                str(squash)])
 
 
+def mount_points(rootfs: Path) -> None:
+    """Make the folders bubblewrap mounts on in an unpacked image that
+    lacks them (an image built by Apptainer has no /rereso).
+
+    :raises ImageError: they cannot be made."""
+    try:
+        for d in ("proc", "dev", "tmp", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/")):
+            target = rootfs / d
+            if target.is_dir() and not target.is_symlink():
+                continue
+            for parent in (rootfs, *reversed(target.relative_to(rootfs).parents)):
+                p = rootfs / parent if parent != rootfs else rootfs
+                if p.is_dir() and not p.is_symlink() and not os.access(p, os.W_OK):
+                    os.chmod(p, stat.S_IMODE(p.stat().st_mode) | stat.S_IWUSR)
+            target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ImageError(f"cannot prepare the unpacked image: {e.strerror}: "
+                         f"{e.filename}") from None
+
+
 def sandbox_argv(rootfs: Path, in_dir: Path, out_dir: Path, argv: list[str]) -> list[str]:
     """bubblewrap running ``argv`` in the image's root ``rootfs``: its own
     /proc, /dev and /tmp, no network, only ``in_dir`` (read-only, at
