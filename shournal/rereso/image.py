@@ -52,14 +52,17 @@ from shournal.reproduce.archive import Archive, ArchiveError
 
 # The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
 # tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
-# its placeholders.  The container's %runscript and `recombine --host`
-# both call it.
+# its placeholders.  The container's %runscript calls it (`apptainer run
+# IMAGE N FILE...`); recombine runs a command's name instead.
 RUNNER = "rereso-run"
 RUNNER_IN_CONTAINER = "/opt/rereso/rereso-run"
 # Where the sandbox (and users of the image) put the benchmark and outputs.
 IN_DIR = "/rereso/in"
 OUT_DIR = "/rereso/out"
 HOST_FILES = "/opt/rereso/host-files"
+# Where the launchers that make a command's name its invocation go (first
+# on the image's PATH).
+LAUNCHER_DIR = "/usr/local/bin"
 _SPECIAL = ("/proc/", "/sys/", "/dev/")
 # siftool's codes (siftool add --help).
 _DATATYPE_DEFFILE = "1"
@@ -248,8 +251,9 @@ def _put(root_dir: Path, path: str) -> Path:
 
 
 def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
-                from_host: list[str]) -> None:
-    """Write the root file system of ``root`` into the empty ``root_dir``."""
+                from_host: list[str], launchers: dict[str, str] | None = None) -> None:
+    """Write the root file system of ``root`` into the empty ``root_dir``;
+    ``launchers``: name -> script, put in :data:`LAUNCHER_DIR`."""
     for d in ("proc", "sys", "dev", "tmp", "etc", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/"),
               ".singularity.d/env", ".singularity.d/libs", ".singularity.d/actions"):
         (root_dir / d).mkdir(parents=True, exist_ok=True)
@@ -268,6 +272,10 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
         target = _put(root_dir, path)
         if not os.path.lexists(target):
             os.symlink(text, target)
+    for name, text in sorted((launchers or {}).items()):
+        target = _put(root_dir, f"{LAUNCHER_DIR}/{name}")
+        target.write_text(text)
+        target.chmod(0o755)
     wrapper = _put(root_dir, RUNNER_IN_CONTAINER)
     wrapper.write_text(runner)
     wrapper.chmod(0o755)
