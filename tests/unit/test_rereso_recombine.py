@@ -184,3 +184,55 @@ def test_compressed_benchmarks_match_by_declaration(tmp_path: Path):
 def test_declared_compressed_type_is_not_decompressed(tmp_path: Path):
     bench = _set(tmp_path, "application/x-xz", {"a.xz": lzma.compress(b"x")})
     assert check_file(bench, "a.xz").layer is None
+
+
+FAKE_RUNTIME = """#!/usr/bin/env python3
+# Apptainer as far as the sandbox uses it: record the call, run the words
+# with the bound folders in place of /rereso/in and /rereso/out.
+import json, os, subprocess, sys
+args = sys.argv[1:]
+json.dump(args, open(os.environ["FAKE_LOG"], "w"))
+binds = dict(reversed(a.split(":")[:2]) for a in args[3:6:2])
+words = [w.replace("/rereso/in", binds["/rereso/in"]).replace("/rereso/out",
+         binds["/rereso/out"]) for w in args[9:]]
+sys.exit(subprocess.call(words, cwd=binds["/rereso/out"]))
+"""
+
+
+def test_sandbox_runs_apptainer_with_the_staged_folders(tmp_path: Path, monkeypatch):
+    from shournal.rereso import sandbox
+
+    runtime = tmp_path / "apptainer"
+    runtime.write_text(FAKE_RUNTIME)
+    runtime.chmod(0o755)
+    log = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    bench = tmp_path / "logs.json.xz"
+    bench.write_bytes(lzma.compress(b'{"logs": []}\n'))
+    where = tmp_path / "where"
+    where.mkdir()
+    specs = ["arg:cp", "in+xz:|" + str(bench), "out:|output.json"]
+    status = sandbox.main(["apptainer", f"{runtime}|/images/hpm.sif", str(where), *specs])
+    assert status == 0
+    argv = json.loads(log.read_text())
+    assert argv[:2] == ["exec", "--containall"]
+    assert argv[2] == "--bind" and argv[3].endswith(":/rereso/in:ro")
+    assert argv[4] == "--bind" and argv[5].endswith(":/rereso/out")
+    assert argv[6:] == ["--pwd", "/rereso/out", "/images/hpm.sif", "cp",
+                        "/rereso/in/logs.json", "/rereso/out/output.json"]
+    # The output the container wrote is copied out; the input was decompressed.
+    assert (where / "output.json").read_bytes() == b'{"logs": []}\n'
+    assert sandbox.main(["apptainer", "x", str(where), "bogus"]) == 2
+
+
+def test_apptainer_is_preferred_when_installed(tmp_path: Path, monkeypatch):
+    from shournal.rereso.recombine import container_runtime
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert container_runtime() is None
+    (tmp_path / "singularity").write_text("#!/bin/sh\n")
+    (tmp_path / "singularity").chmod(0o755)
+    assert container_runtime() == str(tmp_path / "singularity")
+    (tmp_path / "apptainer").write_text("#!/bin/sh\n")
+    (tmp_path / "apptainer").chmod(0o755)
+    assert container_runtime() == str(tmp_path / "apptainer")
