@@ -24,7 +24,8 @@ The image's root file system is made of
   not read them (the wrapper ``rereso-run`` and the runscript are shell
   scripts), and Python's landmark ``lib/pythonX.Y/os.py`` (checked for,
   never read); these are listed in ``/opt/rereso/host-files``;
-* the wrapper at :data:`RUNNER_IN_CONTAINER`,
+* the launcher of the tool in :data:`LAUNCHER_DIR` (so that a command's
+  name is its invocation), the wrapper at :data:`RUNNER_IN_CONTAINER`,
   Apptainer's ``/.singularity.d`` (runscript and actions), and the empty
   directories :data:`IN_DIR` and :data:`OUT_DIR`, where the sandbox binds
   the benchmark and the output directory.
