@@ -384,3 +384,37 @@ def test_a_leaf_script_edited_since_it_ran_is_named(j: J, tmp_path: Path) -> Non
     result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), "make",
                              str(tmp_path / "wf2"))  # fmt: skip
     assert result.changed == []
+
+
+def test_rocrate_is_read_by_runcrate_report(j: J, tmp_path: Path) -> None:
+    """A second consumer: runcrate's report resolves every action's
+    instrument, objects and results to entities of the crate."""
+    import shutil
+    import subprocess
+    import sys
+
+    from shournal.provenance.records import export_record
+
+    target, ids, _script = _analysis(j)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    exe = shutil.which("runcrate", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    blocks = [b.splitlines() for b in res.stdout.strip().split("\n\n")]
+    assert [b[0] for b in blocks] == [f"action: #command-{ids['sort']}",
+                                      f"action: #command-{ids['py']}"]
+    assert blocks[0][1] == "  instrument: #program-sort (SoftwareApplication)"
+    assert blocks[1][1] == "  instrument: scripts/an.py (['File', 'SoftwareApplication'])"
+    assert blocks[1][-2:] == ["  outputs:", f"    {target.as_uri()}"]
+    # What runcrate resolves, every reference of every action is: an entity
+    # of the crate, never a dangling id.
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    defined = {e["@id"] for e in doc["@graph"]}
+    for action in (e for e in doc["@graph"] if e["@type"] == "CreateAction"):
+        for key in ("instrument", "object", "result", "agent"):
+            refs = action.get(key, [])
+            for ref in refs if isinstance(refs, list) else [refs]:
+                assert ref["@id"] in defined, (action["@id"], key, ref)
