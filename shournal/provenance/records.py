@@ -7,7 +7,10 @@ how to rerun it: every command of the lineage is kept.
   (``instrument``: the script it ran, else its program, as a
   ``SoftwareApplication``; ``object``: the file versions it read;
   ``result``: the ones it wrote; ``startTime``, ``endTime``, ``agent``:
-  the user, ``actionStatus``, ``description``: the command line).  The
+  the user, ``actionStatus``, ``description``: the command line;
+  ``environment``: for a command recorded with its apparatus, its
+  environment variables as ``PropertyValue`` entities, redacted again
+  with the current secret patterns).  The
   archived scripts are copied into ``DIR/scripts/`` and are part of the
   crate; the other file versions stay where they were and are named by
   their ``file://`` URL (a path read in several versions gets one entity
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -77,8 +81,11 @@ def instrument_of(lin: Lineage, cmd: CommandView) -> tuple[str, FileNode | None]
 class _Planner:
     """Ids and copies shared by both formats."""
 
-    def __init__(self, lin: Lineage, reader: JournalReader, copy_scripts: bool) -> None:
+    def __init__(self, lin: Lineage, reader: JournalReader, copy_scripts: bool,
+                 secret_env_names: Sequence[str] = ()) -> None:
         self.lin = lin
+        self.reader = reader
+        self.secret_env_names = tuple(secret_env_names)
         self.commands = lin.commands_by_start()
         if not self.commands:
             raise ExportError("no recorded command wrote the targets: nothing to export")
@@ -102,6 +109,17 @@ class _Planner:
 
     def agent_id(self, cmd: CommandView) -> str:
         return f"#user-{quote(cmd.username)}@{quote(cmd.hostname)}"
+
+    def environment(self, cmd: CommandView) -> dict[str, str] | None:
+        """The recorded environment of ``cmd``, secret-looking values
+        redacted under the current patterns too (a name added to
+        ``secret_env_names`` since the recording)."""
+        # TODO(redaction): use shournal.redact once it is merged: the one
+        # redaction module another change brings.
+        from shournal.reproduce.recording import redact_env
+
+        env = self.reader.environment(cmd.id)
+        return None if env is None else redact_env(env, self.secret_env_names)
 
     def write(self, out_dir: str, name: str, doc: dict[str, Any], force: bool) -> str:
         path = os.path.join(out_dir, name)
@@ -156,6 +174,7 @@ def rocrate_document(
         files[node.id] = entity
     tools: dict[str, dict[str, Any]] = {}
     actions = []
+    environment: list[dict[str, Any]] = []
     for cmd in plan.commands:
         program, script = instrument_of(lin, cmd)
         if script is not None:
@@ -185,6 +204,15 @@ def rocrate_document(
             if refs:
                 # One value is not an array (RO-Crate's JSON-LD form).
                 action[key] = refs[0] if len(refs) == 1 else refs
+        env = plan.environment(cmd)
+        if env:
+            ids = []
+            for name, value in sorted(env.items()):
+                pid = f"#command-{cmd.id}-env-{quote(name, safe='')}"
+                environment.append({"@id": pid, "@type": "PropertyValue", "name": name,
+                                    "value": value})
+                ids.append({"@id": pid})
+            action["environment"] = ids
         if cmd.return_value_known and cmd.return_value != 0:
             action["actionStatus"] = "http://schema.org/FailedActionStatus"
             action["error"] = f"exit status {cmd.return_value}"
@@ -224,6 +252,7 @@ def rocrate_document(
     graph += files.values()
     graph += tools.values()
     graph += agents.values()
+    graph += environment
     graph += extra
     return {"@context": [RO_CRATE_CONTEXT, WORKFLOW_RUN_CONTEXT], "@graph": graph}
 
@@ -304,6 +333,7 @@ def export_record(
     force: bool = False,
     now: datetime | None = None,
     license: str | None = None,
+    secret_env_names: Sequence[str] | None = None,
 ) -> RecordResult:
     """Write ``out_dir/ro-crate-metadata.json`` (with ``out_dir/scripts/``)
     or ``out_dir/prov.json`` for the lineage.
@@ -311,7 +341,12 @@ def export_record(
     :raises ExportError: nothing to export, the file exists (without
         ``force``), or ``out_dir`` cannot be written.
     """
-    plan = _Planner(lin, reader, copy_scripts=fmt == "rocrate")
+    if secret_env_names is None:
+        from shournal.config import ApparatusConfig
+
+        secret_env_names = ApparatusConfig().secret_env_names
+    plan = _Planner(lin, reader, copy_scripts=fmt == "rocrate",
+                    secret_env_names=secret_env_names)
     if fmt == "rocrate":
         doc = rocrate_document(lin, plan, now or datetime.now(UTC), license)
     else:

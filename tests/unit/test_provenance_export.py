@@ -418,3 +418,34 @@ def test_rocrate_is_read_by_runcrate_report(j: J, tmp_path: Path) -> None:
             refs = action.get(key, [])
             for ref in refs if isinstance(refs, list) else [refs]:
                 assert ref["@id"] in defined, (action["@id"], key, ref)
+
+
+def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -> None:
+    """A command recorded with its apparatus carries its environment as
+    Process Run Crate PropertyValues: the manifest's (redacted when
+    recorded) and redacted again with the patterns of today."""
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+    from shournal.reproduce.archive import encode_manifest
+    from shournal.reproduce.recording import REDACTED
+
+    manifest = encode_manifest({"env": {"LANG": "C.UTF-8", "API_TOKEN": REDACTED,
+                                        "DB_PASS": "hunter2"}})
+    raw = j.v("raw.txt", b"b\na\n", 0)
+    cid = j.cmd("sort raw.txt -o sorted.txt", 10, 11, reads=[raw],
+                writes=[j.v("sorted.txt", b"a\nb\n", 11)], apparatus=manifest)
+    j.disk("raw.txt", b"b\na\n", 0)
+    target = j.disk("sorted.txt", b"a\nb\n", 11)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate),
+                  secret_env_names=("*TOKEN*", "*PASS*"))
+    text = (crate / "ro-crate-metadata.json").read_text()
+    assert "hunter2" not in text
+    by_id = {e["@id"]: e for e in json.loads(text)["@graph"]}
+    action = by_id[f"#command-{cid}"]
+    env = {by_id[r["@id"]]["name"]: by_id[r["@id"]]["value"] for r in action["environment"]}
+    assert env == {"LANG": "C.UTF-8", "API_TOKEN": REDACTED, "DB_PASS": REDACTED}
+    assert {by_id[r["@id"]]["@type"] for r in action["environment"]} == {"PropertyValue"}
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
