@@ -10,7 +10,8 @@ how to rerun it: every command of the lineage is kept.
   the user, ``actionStatus``, ``description``: the command line;
   ``environment``: for a command recorded with its apparatus, its
   environment variables as ``PropertyValue`` entities, redacted again
-  with the current secret patterns).  The
+  with the current secret patterns; a ``Collection`` among the results
+  for each directory it wrote several files in).  The
   archived scripts are copied into ``DIR/scripts/`` and are part of the
   crate; the other file versions stay where they were and are named by
   their ``file://`` URL (a path read in several versions gets one entity
@@ -144,6 +145,28 @@ def _targets_text(lin: Lineage) -> str:
     return ", ".join(os.fsdecode(lin.files[t].path) for t in lin.targets)
 
 
+def _collections(cmd: CommandView, written: list[FileNode], plan: _Planner,
+                 out: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A ``Collection`` (added to ``out``) for each directory in which
+    ``cmd`` wrote several files, with those files as its parts: the
+    directory as one result, its files still each their own entity."""
+    by_dir: dict[bytes, list[FileNode]] = {}
+    for node in written:
+        by_dir.setdefault(os.path.dirname(node.path), []).append(node)
+    refs = []
+    for d, nodes in sorted(by_dir.items()):
+        if len(nodes) < 2:
+            continue
+        cid = f"#command-{cmd.id}-dir-{quote(os.fsdecode(d), safe='/', errors='surrogateescape')}"
+        out.append({
+            "@id": cid, "@type": "Collection", "name": os.fsdecode(d),
+            "description": f"The {len(nodes)} files command {cmd.id} wrote in {os.fsdecode(d)}.",
+            "hasPart": [{"@id": plan.file_ids[n.id]} for n in nodes],
+        })  # fmt: skip
+        refs.append({"@id": cid})
+    return refs
+
+
 def rocrate_document(
     lin: Lineage, plan: _Planner, now: datetime, license: str | None = None
 ) -> dict[str, Any]:
@@ -175,6 +198,7 @@ def rocrate_document(
     tools: dict[str, dict[str, Any]] = {}
     actions = []
     environment: list[dict[str, Any]] = []
+    collections: list[dict[str, Any]] = []
     for cmd in plan.commands:
         program, script = instrument_of(lin, cmd)
         if script is not None:
@@ -196,11 +220,11 @@ def rocrate_document(
             "startTime": _iso(cmd.start_time),
             "endTime": _iso(cmd.end_time),
         }
-        for key, nodes in (
-            ("object", lin.reads(cmd.id)),
-            ("result", [n for n, _ in lin.written(cmd.id)]),
-        ):
+        written = [n for n, _ in lin.written(cmd.id)]
+        for key, nodes in (("object", lin.reads(cmd.id)), ("result", written)):
             refs = [{"@id": plan.file_ids[n.id]} for n in nodes]
+            if key == "result":
+                refs += _collections(cmd, written, plan, collections)
             if refs:
                 # One value is not an array (RO-Crate's JSON-LD form).
                 action[key] = refs[0] if len(refs) == 1 else refs
@@ -253,6 +277,7 @@ def rocrate_document(
     graph += tools.values()
     graph += agents.values()
     graph += environment
+    graph += collections
     graph += extra
     return {"@context": [RO_CRATE_CONTEXT, WORKFLOW_RUN_CONTEXT], "@graph": graph}
 

@@ -449,3 +449,38 @@ def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -
     assert {by_id[r["@id"]]["@type"] for r in action["environment"]} == {"PropertyValue"}
     report = validate_crate(crate, tmp_path)
     assert issues(report) == [] and report["passed"], report["issues"]
+
+
+def test_rocrate_gives_a_written_directory_as_a_collection(j: J, tmp_path: Path) -> None:
+    """Several files one command wrote in one directory are also one
+    Collection among its results; runcrate and the validator read it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    raw = j.v("raw.txt", b"b\na\n", 0)
+    cid = j.cmd("split -l 1 raw.txt parts/p", 10, 11, reads=[raw],
+                writes=[j.v("parts/paa", b"b\n", 11), j.v("parts/pab", b"a\n", 11)])
+    j.disk("raw.txt", b"b\na\n", 0)
+    targets = [j.disk("parts/paa", b"b\n", 11), j.disk("parts/pab", b"a\n", 11)]
+    crate = tmp_path / "crate"
+    export_record(j.lineage(*(DiskTarget(str(t)) for t in targets)), j.reader(), "rocrate",
+                  str(crate))
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    by_id = {e["@id"]: e for e in doc["@graph"]}
+    results = [r["@id"] for r in by_id[f"#command-{cid}"]["result"]]
+    (coll,) = [by_id[r] for r in results if by_id[r]["@type"] == "Collection"]
+    assert coll["name"] == str(j.root / "parts")
+    assert sorted(p["@id"] for p in coll["hasPart"]) == [t.as_uri() for t in targets]
+    assert set(results) == {coll["@id"], *(t.as_uri() for t in targets)}
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    exe = shutil.which("runcrate", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and coll["@id"] in res.stdout, res.stderr
