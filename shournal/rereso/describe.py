@@ -304,8 +304,10 @@ esac
 
 
 def _definition(name: str, sif: str, patterns: list[tuple[str, Invocation]],
-                tool_files: Iterable[str], built: bool) -> str:
+                tool_files: Iterable[str], built: bool, launcher: str | None = None) -> str:
     files = [f"    {RUNNER} {RUNNER_IN_CONTAINER}"]
+    if launcher is not None:
+        files.append(f"    bin/{launcher} {image.LAUNCHER_DIR}/{launcher}")
     skipped = []
     for path in tool_files:
         (skipped if any(c.isspace() for c in path) else files).append(f"    {path}")
@@ -453,7 +455,8 @@ def describe_tool(
         if launcher is not None:
             (tmp / "bin").mkdir()
             _write(tmp / "bin" / launcher[0], launcher[1], 0o755)
-        _write(tmp / definition, _definition(name, sif, ordered, tool_files, root is not None))
+        _write(tmp / definition, _definition(name, sif, ordered, tool_files, root is not None,
+                                             launcher[0] if launcher else None))
         if root is not None:
             _build_image(root, runner, tmp / definition, tmp / sif, tmp / ".build",
                          {inv.tool[0] for inv in invs}, result.notes,

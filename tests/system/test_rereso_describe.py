@@ -94,6 +94,7 @@ def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: P
     assert any("tool.py.sif is not built" in n for n in res.notes)
     definition = (dest / "tool.py.def").read_text()
     assert "%runscript\n    exec /opt/rereso/rereso-run \"$@\"" in definition
+    assert "    bin/tool.py /usr/local/bin/tool.py\n" in definition
     assert f"    {work / 'tool.py'}\n" in definition and f"    {work / 'helper.py'}\n" in definition
     assert str(work / "data") not in definition  # inputs are not the tool's
     # The wrapper runs the recorded script (absolute path) on a new input.
