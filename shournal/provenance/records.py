@@ -148,8 +148,9 @@ def _targets_text(lin: Lineage) -> str:
 def _collections(cmd: CommandView, written: list[FileNode], plan: _Planner,
                  out: list[dict[str, Any]]) -> list[dict[str, str]]:
     """A ``Collection`` (added to ``out``) for each directory in which
-    ``cmd`` wrote several files, with those files as its parts: the
-    directory as one result, its files still each their own entity."""
+    ``cmd`` wrote several files, with those files as its parts (the first
+    by path as its ``mainEntity``): the directory as one result, its
+    files still each their own entity."""
     by_dir: dict[bytes, list[FileNode]] = {}
     for node in written:
         by_dir.setdefault(os.path.dirname(node.path), []).append(node)
@@ -162,6 +163,8 @@ def _collections(cmd: CommandView, written: list[FileNode], plan: _Planner,
             "@id": cid, "@type": "Collection", "name": os.fsdecode(d),
             "description": f"The {len(nodes)} files command {cmd.id} wrote in {os.fsdecode(d)}.",
             "hasPart": [{"@id": plan.file_ids[n.id]} for n in nodes],
+            # The profile recommends one; a directory has none of its own.
+            "mainEntity": {"@id": plan.file_ids[min(nodes, key=lambda n: n.path).id]},
         })  # fmt: skip
         refs.append({"@id": cid})
     return refs
@@ -261,7 +264,7 @@ def rocrate_document(
         "license": licence,
         "conformsTo": {"@id": PROCESS_RUN_PROFILE},
         "hasPart": [{"@id": f["@id"]} for f in files.values()],
-        "mentions": [{"@id": a["@id"]} for a in actions],
+        "mentions": [{"@id": e["@id"]} for e in (*actions, *collections)],
     }
     graph.append({
         "@id": "ro-crate-metadata.json", "@type": "CreativeWork",

@@ -449,6 +449,9 @@ def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -
     assert {by_id[r["@id"]]["@type"] for r in action["environment"]} == {"PropertyValue"}
     report = validate_crate(crate, tmp_path)
     assert issues(report) == [] and report["passed"], report["issues"]
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = [i for i in issues(report, "RECOMMENDED") if "environment" in i]
+    assert found == [], found
 
 
 def test_rocrate_gives_a_written_directory_as_a_collection(j: J, tmp_path: Path) -> None:
@@ -477,8 +480,14 @@ def test_rocrate_gives_a_written_directory_as_a_collection(j: J, tmp_path: Path)
     assert coll["name"] == str(j.root / "parts")
     assert sorted(p["@id"] for p in coll["hasPart"]) == [t.as_uri() for t in targets]
     assert set(results) == {coll["@id"], *(t.as_uri() for t in targets)}
+    assert coll["mainEntity"] == {"@id": targets[0].as_uri()}
+    assert {"@id": coll["@id"]} in by_id["./"]["mentions"]
     report = validate_crate(crate, tmp_path)
     assert issues(report) == [] and report["passed"], report["issues"]
+    # What the profile recommends for a Collection is there too.
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = [i for i in issues(report, "RECOMMENDED") if "Collection" in i]
+    assert found == [], found
     exe = shutil.which("runcrate", path=str(Path(sys.executable).parent))
     assert exe is not None
     res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
