@@ -493,3 +493,31 @@ def test_rocrate_gives_a_written_directory_as_a_collection(j: J, tmp_path: Path)
     res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0 and coll["@id"] in res.stdout, res.stderr
+
+
+INVALID = Path(__file__).resolve().parents[1] / "data" / "ro-crate" / "invalid-process-run-crate"
+
+
+@pytest.mark.parametrize(("fixture", "message"), [
+    ("action_bad_environment",
+     "If the Action has an environment, it should point to entities of type PropertyValue"),
+    ("action_not_mentioned",
+     "The Action SHOULD be referenced from the Root Data Entity via mentions"),
+    ("collection_no_haspart", "The Collection SHOULD have a hasPart"),
+    ("collection_no_mainentity", "The Collection SHOULD have a mainEntity"),
+    ("collection_not_mentioned",
+     "The Collection SHOULD be referenced from the Root Data Entity via mentions"),
+])
+def test_the_validator_as_run_rejects_its_own_invalid_fixtures(
+    fixture: str, message: str, tmp_path: Path
+) -> None:
+    """Negative controls: the checks the export's environment, collections
+    and mentions pass do fail on the validator's invalid fixtures (copied
+    from crs4/rocrate-validator), as the tests run the validator."""
+    from records_check import issues, validate_crate
+
+    crate = tmp_path / fixture
+    shutil.copytree(INVALID / fixture, crate)
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = issues(report, "REQUIRED") + issues(report, "RECOMMENDED")
+    assert any(message in i for i in found), found
