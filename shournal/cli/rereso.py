@@ -226,6 +226,11 @@ def recombine(
         else:
             for line in the_plan.lines():
                 typer.echo(line)
+            if runnable and not host:
+                try:
+                    container_of(the_plan.tool)
+                except RecombineError as e:
+                    typer.echo(f"note: {e}")
         raise typer.Exit(0)
     if not runnable:
         if output_format == "json":

@@ -269,6 +269,10 @@ def test_dumux_tools_on_the_host_on_the_tar_benchmarks(install, user_home):
     assert (work / "koch/koch2024a-repro/flow_one_compartment/result.h5").exists()
 
     # Without --host the container is needed, and it is not published here.
+    res = _recombine(install, user_home, "dumux_koch2024a-repro", "koch2024a-repro", "--plan")
+    assert res.returncode == 0 and res.stdout.splitlines()[-1] == (
+        f"note: {work / 'dumux_koch2024a-repro'}: the container Koch2024a.sif is missing; "
+        "use --host to run the host's programs"), res.stdout
     res = _recombine(install, user_home, "dumux_koch2024a-repro", "koch2024a-repro", "-o",
                      "no-image")
     assert res.returncode == 2
