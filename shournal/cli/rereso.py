@@ -257,7 +257,8 @@ def recombine(
                 mount_points(rootfs)
             except ImageError as e:
                 _fail(f"cannot unpack the container {sif}: {e}", EXIT_USAGE)
-            mode, target = "bwrap", str(rootfs)
+            # The image is named too, so the run's record says what it ran in.
+            mode, target = "bwrap", f"{rootfs}|{sif}"
         _recombine(the_plan, mode, target, output_format)
 
 

@@ -11,7 +11,8 @@ how to rerun it: every command of the lineage is kept.
   ``environment``: for a command recorded with its apparatus, its
   environment variables as ``PropertyValue`` entities, redacted again
   with the current secret patterns; a ``Collection`` among the results
-  for each directory it wrote several files in).  The
+  for each directory it wrote several files in; ``containerImage``: the
+  SIF a run of ``shournal recombine`` ran in).  The
   archived scripts are copied into ``DIR/scripts/`` and are part of the
   crate; the other file versions stay where they were and are named by
   their ``file://`` URL (a path read in several versions gets one entity
@@ -52,6 +53,7 @@ PROCESS_RUN_PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
 # The root dataset must have a licence; the journal cannot know the
 # author's choice (``--license`` gives it).
 NO_LICENSE = "No licence was given when this crate was exported: ask its author before reusing it."
+SIF_IMAGE = "https://w3id.org/ro/terms/workflow-run#SIFImage"
 # Terms of shournal's own in PROV-JSON (a URN: it names, it is not fetched).
 SHOURNAL_NS = "urn:shournal:"
 
@@ -145,6 +147,19 @@ def _targets_text(lin: Lineage) -> str:
     return ", ".join(os.fsdecode(lin.files[t].path) for t in lin.targets)
 
 
+def container_image_of(cmd: CommandView) -> str | None:
+    """The SIF image a run of ``shournal recombine`` ran in: its command
+    line names it (``python3 -m shournal.rereso.sandbox bwrap|apptainer
+    ROOTFS|SIF`` or ``RUNTIME|SIF``)."""
+    _program, args = program_of(cmd.text)
+    for i in range(len(args) - 3):
+        if args[i:i + 2] == ["-m", "shournal.rereso.sandbox"] and args[i + 2] in (
+                "bwrap", "apptainer"):
+            sif = args[i + 3].partition("|")[2]
+            return sif if sif.startswith("/") else None
+    return None
+
+
 def _collections(cmd: CommandView, written: list[FileNode], plan: _Planner,
                  out: list[dict[str, Any]]) -> list[dict[str, str]]:
     """A ``Collection`` (added to ``out``) for each directory in which
@@ -202,6 +217,7 @@ def rocrate_document(
     actions = []
     environment: list[dict[str, Any]] = []
     collections: list[dict[str, Any]] = []
+    images: dict[str, dict[str, Any]] = {}
     for cmd in plan.commands:
         program, script = instrument_of(lin, cmd)
         if script is not None:
@@ -231,6 +247,15 @@ def rocrate_document(
             if refs:
                 # One value is not an array (RO-Crate's JSON-LD form).
                 action[key] = refs[0] if len(refs) == 1 else refs
+        sif = container_image_of(cmd)
+        if sif is not None:
+            iid = f"#container-{quote(sif, safe='/', errors='surrogateescape')}"
+            images.setdefault(iid, {
+                "@id": iid, "@type": "ContainerImage",
+                "additionalType": {"@id": SIF_IMAGE},
+                "name": os.path.basename(sif), "alternateName": sif,
+            })  # fmt: skip
+            action["containerImage"] = {"@id": iid}
         env = plan.environment(cmd)
         if env:
             ids = []
@@ -281,6 +306,7 @@ def rocrate_document(
     graph += agents.values()
     graph += environment
     graph += collections
+    graph += images.values()
     graph += extra
     return {"@context": [RO_CRATE_CONTEXT, WORKFLOW_RUN_CONTEXT], "@graph": graph}
 

@@ -4,7 +4,9 @@
     python -m shournal.rereso.sandbox MODE TARGET WHERE SPEC...
 
 MODE is ``host`` (TARGET ``-``: the host's programs), ``bwrap`` (TARGET:
-the tool's image unpacked) or ``apptainer`` (TARGET: ``RUNTIME|SIF``).
+``ROOTFS|SIF``, the tool's image unpacked at ROOTFS) or ``apptainer``
+(TARGET: ``RUNTIME|SIF``).  The SIF on the command line is what the run's
+record names as its container image (``export rocrate``).
 WHERE is the run's results folder.  Each SPEC is a word of the command:
 ``arg:WORD`` as written, ``in:PREFIX|PATH`` an input file,
 ``in+LAYER:PREFIX|PATH`` an input to decompress first (``xz``, ``zstd``,
@@ -160,9 +162,10 @@ def main(argv: list[str]) -> int:
                 print(f"shournal: cannot run {words[0]}: {e.strerror}", file=sys.stderr)
                 return 127
         if mode == "bwrap":
-            action = [EXEC_ACTION] if os.path.isfile(Path(target) / EXEC_ACTION.lstrip("/")) else []
+            rootfs = Path(target.partition("|")[0])
+            action = [EXEC_ACTION] if os.path.isfile(rootfs / EXEC_ACTION.lstrip("/")) else []
             try:
-                cmd = sandbox_argv(Path(target), stage_in, stage_out, [*action, *words])
+                cmd = sandbox_argv(rootfs, stage_in, stage_out, [*action, *words])
             except ImageError as e:
                 print(f"shournal: {e}", file=sys.stderr)
                 return 2

@@ -195,6 +195,7 @@ def test_heat_pump_mining_tool_in_its_image_on_the_log_benchmarks(install, user_
     # Journaled: the run read the published file and wrote the output.
     (cmd,) = commands(user_home, wfile=out)
     assert "shournal.rereso.sandbox bwrap" in cmd.text and cmd.return_value == 0
+    assert f"|{tool / 'hpm.sif'}" in cmd.text  # the image it ran in, for its run record
     assert str(work / "hadoop/hadoop-PageRank.json.zst").encode() in {e.path for e in cmd.reads}
     # Every pair not run has its reason.
     reasons = {(n["set"], n["command"].split()[0]): n["reason"] for n in report["not_run"]}

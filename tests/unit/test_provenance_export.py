@@ -521,3 +521,26 @@ def test_the_validator_as_run_rejects_its_own_invalid_fixtures(
     report = validate_crate(crate, tmp_path, level="recommended")
     found = issues(report, "REQUIRED") + issues(report, "RECOMMENDED")
     assert any(message in i for i in found), found
+
+
+def test_rocrate_names_the_image_a_recombine_run_ran_in(j: J, tmp_path: Path) -> None:
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import SIF_IMAGE, export_record
+
+    bench = j.v("set/logs.json", b"{}\n", 0)
+    cid = j.cmd("python3 -m shournal.rereso.sandbox bwrap '/tmp/img/rootfs|/srv/tools/hpm.sif' "
+                f"{j.root}/out arg:learn 'in:|{j.root}/set/logs.json' 'out:|automaton.dot'",
+                10, 11, reads=[bench], writes=[j.v("out/automaton.dot", b"digraph {}\n", 11)])
+    j.disk("set/logs.json", b"{}\n", 0)
+    target = j.disk("out/automaton.dot", b"digraph {}\n", 11)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    by_id = {e["@id"]: e for e in
+             json.loads((crate / "ro-crate-metadata.json").read_text())["@graph"]}
+    image = by_id[by_id[f"#command-{cid}"]["containerImage"]["@id"]]
+    assert image == {"@id": "#container-/srv/tools/hpm.sif", "@type": "ContainerImage",
+                     "additionalType": {"@id": SIF_IMAGE}, "name": "hpm.sif",
+                     "alternateName": "/srv/tools/hpm.sif"}
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
