@@ -358,6 +358,11 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
          "rereso-tool.yml: No such file"),
         (["recombine", "--host", str(tmp_path), str(tmp_path), "-o", str(dest)],
          "rereso-tool.yml: No such file"),
+        (["recombine", str(tmp_path), str(tmp_path)], "give --output OUT_DIR (or --plan)"),
+        (["recombine", str(tmp_path), str(tmp_path), "--plan", "--input", "automaton.dot"],
+         "--input automaton.dot: give NAME=PATH"),
+        (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest), "--input",
+          f"automaton.dot={tmp_path / 'nope.dot'}"], "nope.dot is not a readable file"),
     ):
         res = run_shournal(args, cli_env)
         assert res.returncode == 2, (args, res.stderr)
