@@ -27,6 +27,7 @@ import lzma
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import zlib
@@ -517,6 +518,20 @@ def specs_of(pair: Pair, src: BenchFile) -> list[str]:
     return specs
 
 
+def _files(where: Path) -> dict[Path, tuple[int, int, int]]:
+    """The regular files below ``where`` (no symbolic links), each with
+    its inode, size and mtime."""
+    found = {}
+    for p in where.rglob("*"):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found[p] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return found
+
+
 def run_plan(the_plan: Plan, mode: str, target: str) -> list[Run]:
     """Run every runnable pair on each benchmark of its set through
     ``shournal run`` (so each run is journaled), by way of
@@ -558,11 +573,13 @@ def run_plan(the_plan: Plan, mode: str, target: str) -> list[Run]:
             else:
                 argv = [*_shournal_run(), sys.executable, "-m", "shournal.rereso.sandbox",
                         mode, target, str(where), *specs]
+            before = _files(where)
             with open(log, "wb") as fh:
                 status = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                          cwd=where, env=env)
-            outputs = sorted(str(p) for p in where.rglob("*")
-                             if p.is_file() and not p.is_symlink() and p != log)
+            # What this run made or changed, not what an earlier run left.
+            outputs = sorted(str(p) for p, st in _files(where).items()
+                             if p != log and before.get(p) != st)
             runs.append(Run(pair.bench.name, f"{pair.bench.name}/{f.rel}", pair.number,
                             pair.command.name, tuple(words), status, tuple(outputs), str(log)))
     return runs

@@ -236,3 +236,17 @@ def test_apptainer_is_preferred_when_installed(tmp_path: Path, monkeypatch):
     (tmp_path / "apptainer").write_text("#!/bin/sh\n")
     (tmp_path / "apptainer").chmod(0o755)
     assert container_runtime() == str(tmp_path / "apptainer")
+
+
+def test_outputs_are_what_the_run_made_not_what_an_earlier_one_left(tmp_path: Path):
+    from shournal.rereso.recombine import _files
+
+    where = tmp_path / "w"
+    where.mkdir()
+    (where / "old.h5").write_bytes(b"old")
+    (where / "link").symlink_to("old.h5")
+    before = _files(where)
+    assert set(before) == {where / "old.h5"}
+    (where / "new.h5").write_bytes(b"new")
+    after = _files(where)
+    assert [p for p, st in after.items() if before.get(p) != st] == [where / "new.h5"]
