@@ -252,6 +252,15 @@ class Journal:
         with self._reading() as conn:
             return {c.id: c for c in commands_by_id(conn, ids, max_files)}
 
+    def apparatus_manifest(self, command_id: int) -> bytes | None:
+        """The encoded apparatus manifest of a command recorded with
+        ``--apparatus`` (None: recorded without it); decoded by
+        :func:`shournal.reproduce.archive.decode_manifest`."""
+        from shournal.store.archived import apparatus_manifest
+
+        with self._reading() as conn:
+            return apparatus_manifest(conn, command_id)
+
     def written_versions(
         self, size: int, mtime_ns: int, hashes: Iterable[int]
     ) -> list[WrittenVersion]:

@@ -55,6 +55,7 @@ class J:
         writes: list[FileEvent] | None = None,
         chunk: int = 256,
         return_value: int = 0,
+        apparatus: bytes | None = None,
     ) -> int:
         return self.store.add_command(
             CommandRecord(
@@ -70,6 +71,7 @@ class J:
                 hash_max_reads=3,
                 reads=reads or [],
                 writes=writes or [],
+                apparatus=apparatus,
             )
         )
 

@@ -294,10 +294,17 @@ def _export_lineage(targets: list[Path], make: Callable[[Any, Any], T]) -> T:
 def _export_record(
     targets: list[Path], fmt: Any, output: Path, license: str | None, force: bool
 ) -> None:
+    from shournal.config import ConfigError, load_config
     from shournal.provenance.records import export_record
 
+    try:
+        # Recorded environments are redacted again with today's patterns.
+        secrets: tuple[str, ...] | None = load_config(create=False).apparatus.secret_env_names
+    except ConfigError:
+        secrets = None  # the defaults; values were redacted when recorded
     result = _export_lineage(targets, lambda lin, reader: export_record(
-        lin, reader, fmt, str(output), force=force, license=license))  # fmt: skip
+        lin, reader, fmt, str(output), force=force, license=license,
+        secret_env_names=secrets))  # fmt: skip
     typer.echo(
         f"shournal: wrote {result.path}: {result.commands} command(s), {result.files} file "
         f"version(s), {len(result.scripts)} script(s)",

@@ -172,15 +172,27 @@ def recombine(
     bench_dirs: Annotated[list[Path], typer.Argument(metavar="BENCH_DIR...",
                                                      help="Benchmark bundles.")],
     output: Annotated[
-        Path,
+        Path | None,
         typer.Option("--output", "-o", metavar="OUT_DIR",
-                     help="Results go to OUT_DIR/<benchmark set>/<benchmark>/.",
-                     show_default=False),
-    ],
+                     help="Results go to OUT_DIR/<benchmark set>/<benchmark>/ (not needed "
+                     "with --plan).", show_default=False),
+    ] = None,
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan", help="Only list, for every command and benchmark set, whether "
+                     "the set satisfies the command's input constraint and why not."),
+    ] = False,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", metavar="NAME=PATH",
+                     help="The file for a command's other input placeholder [NAME] "
+                     "(repeatable).", show_default=False),
+    ] = None,
     host: Annotated[
         bool,
         typer.Option("--host", help="Run with the host's programs instead of inside the "
-                     "tool's image (bubblewrap on its unpacked squashfs partition)."),
+                     "tool's container (Apptainer/Singularity when installed, else "
+                     "bubblewrap on its unpacked squashfs partition)."),
     ] = False,
     output_format: Annotated[
         str,
@@ -189,35 +201,75 @@ def recombine(
 ) -> None:
     import tempfile
 
-    from shournal.rereso.image import ImageError, extract
-    from shournal.rereso.recombine import RecombineError, image_of, plan
+    from shournal.rereso.image import ImageError, extract, mount_points
+    from shournal.rereso.recombine import (
+        RecombineError,
+        container_of,
+        container_runtime,
+        parse_inputs,
+        plan,
+        render,
+    )
 
     if output_format not in ("human", "json"):
         _fail(f"unknown output format '{output_format}' (human or json)", EXIT_USAGE)
+    if output is None and not plan_only:
+        _fail("give --output OUT_DIR (or --plan)", EXIT_USAGE)
     try:
-        the_plan = plan(tool_dir, bench_dirs, output)
-        sif = None if host else image_of(the_plan.tool)
+        the_plan = plan(tool_dir, bench_dirs, output, parse_inputs(inputs or []))
+    except RecombineError as e:
+        _fail(str(e), EXIT_USAGE)
+    runnable = any(p.runs for p in the_plan.pairs)
+    if plan_only:
+        if output_format == "json":
+            typer.echo(render(the_plan, [], output_format, planned_only=True), nl=False)
+        else:
+            for line in the_plan.lines():
+                typer.echo(line)
+            if runnable and not host:
+                try:
+                    container_of(the_plan.tool)
+                except RecombineError as e:
+                    typer.echo(f"note: {e}")
+        raise typer.Exit(0)
+    if not runnable:
+        if output_format == "json":
+            typer.echo(render(the_plan, [], output_format), nl=False)
+        from shournal.terminal import printable
+
+        note("no benchmark set matches a command of the tool: nothing was run")
+        for line in the_plan.lines():
+            typer.echo(f"  {printable(line)}", err=True)
+        raise typer.Exit(1)
+    try:
+        sif = None if host else container_of(the_plan.tool)
     except RecombineError as e:
         _fail(str(e), EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="shournal-image.") as tmp:
-        rootfs = None
-        if sif is not None and any(p.matches for p in the_plan.pairs):
+        mode, target = "host", "-"
+        runtime = container_runtime() if sif is not None else None
+        if sif is not None and runtime is not None:
+            mode, target = "apptainer", f"{runtime}|{sif}"
+        elif sif is not None:
             rootfs = Path(tmp, "rootfs")
             try:
                 extract(sif, rootfs)
+                mount_points(rootfs)
             except ImageError as e:
-                _fail(f"cannot unpack {sif}: {e}", EXIT_USAGE)
-        _recombine(the_plan, rootfs, output_format)
+                _fail(f"cannot unpack the container {sif}: {e}", EXIT_USAGE)
+            # The image is named too, so the run's record says what it ran in.
+            mode, target = "bwrap", f"{rootfs}|{sif}"
+        _recombine(the_plan, mode, target, output_format)
 
 
-def _recombine(the_plan: Any, rootfs: Path | None, output_format: str) -> None:
+def _recombine(the_plan: Any, mode: str, target: str, output_format: str) -> None:
     from shournal.rereso.recombine import RecombineError, render, run_plan
     if output_format == "human":
-        for pair in the_plan.pairs:
-            typer.echo(pair.describe())
+        for line in the_plan.lines():
+            typer.echo(line)
         sys.stdout.flush()
     try:
-        runs = run_plan(the_plan, rootfs)
+        runs = run_plan(the_plan, mode, target)
     except RecombineError as e:
         _fail(str(e), EXIT_USAGE)
     typer.echo(render(the_plan, runs, output_format), nl=False)

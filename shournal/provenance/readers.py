@@ -84,6 +84,26 @@ class JournalReader:
         command), as ``query`` loads it."""
         return self.commands([command_id]).get(command_id)
 
+    def environment(self, command_id: int) -> dict[str, str] | None:
+        """The environment a command recorded with its apparatus ran with,
+        as its manifest stored it (secret-looking values already redacted
+        when it was recorded); None: recorded without its apparatus, or a
+        manifest that cannot be read."""
+        import zlib
+
+        from shournal.reproduce.archive import decode_manifest
+
+        raw = self.journal.apparatus_manifest(command_id)
+        if raw is None:
+            return None
+        try:
+            env = decode_manifest(raw).get("env")
+        except (ValueError, zlib.error):
+            return None
+        if not isinstance(env, dict):
+            return None
+        return {str(k): str(v) for k, v in env.items()}
+
     def archived(self, file_id: int) -> bytes:
         """The archived content of read file ``file_id``.
 

@@ -7,7 +7,12 @@ how to rerun it: every command of the lineage is kept.
   (``instrument``: the script it ran, else its program, as a
   ``SoftwareApplication``; ``object``: the file versions it read;
   ``result``: the ones it wrote; ``startTime``, ``endTime``, ``agent``:
-  the user, ``actionStatus``, ``description``: the command line).  The
+  the user, ``actionStatus``, ``description``: the command line;
+  ``environment``: for a command recorded with its apparatus, its
+  environment variables as ``PropertyValue`` entities, redacted again
+  with the current secret patterns; a ``Collection`` among the results
+  for each directory it wrote several files in; ``containerImage``: the
+  SIF a run of ``shournal recombine`` ran in).  The
   archived scripts are copied into ``DIR/scripts/`` and are part of the
   crate; the other file versions stay where they were and are named by
   their ``file://`` URL (a path read in several versions gets one entity
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,6 +53,7 @@ PROCESS_RUN_PROFILE = "https://w3id.org/ro/wfrun/process/0.5"
 # The root dataset must have a licence; the journal cannot know the
 # author's choice (``--license`` gives it).
 NO_LICENSE = "No licence was given when this crate was exported: ask its author before reusing it."
+SIF_IMAGE = "https://w3id.org/ro/terms/workflow-run#SIFImage"
 # Terms of shournal's own in PROV-JSON (a URN: it names, it is not fetched).
 SHOURNAL_NS = "urn:shournal:"
 
@@ -77,8 +84,11 @@ def instrument_of(lin: Lineage, cmd: CommandView) -> tuple[str, FileNode | None]
 class _Planner:
     """Ids and copies shared by both formats."""
 
-    def __init__(self, lin: Lineage, reader: JournalReader, copy_scripts: bool) -> None:
+    def __init__(self, lin: Lineage, reader: JournalReader, copy_scripts: bool,
+                 secret_env_names: Sequence[str] = ()) -> None:
         self.lin = lin
+        self.reader = reader
+        self.secret_env_names = tuple(secret_env_names)
         self.commands = lin.commands_by_start()
         if not self.commands:
             raise ExportError("no recorded command wrote the targets: nothing to export")
@@ -103,6 +113,17 @@ class _Planner:
     def agent_id(self, cmd: CommandView) -> str:
         return f"#user-{quote(cmd.username)}@{quote(cmd.hostname)}"
 
+    def environment(self, cmd: CommandView) -> dict[str, str] | None:
+        """The recorded environment of ``cmd``, secret-looking values
+        redacted under the current patterns too (a name added to
+        ``secret_env_names`` since the recording)."""
+        # TODO(redaction): use shournal.redact once it is merged: the one
+        # redaction module another change brings.
+        from shournal.reproduce.recording import redact_env
+
+        env = self.reader.environment(cmd.id)
+        return None if env is None else redact_env(env, self.secret_env_names)
+
     def write(self, out_dir: str, name: str, doc: dict[str, Any], force: bool) -> str:
         path = os.path.join(out_dir, name)
         try:
@@ -124,6 +145,44 @@ class _Planner:
 
 def _targets_text(lin: Lineage) -> str:
     return ", ".join(os.fsdecode(lin.files[t].path) for t in lin.targets)
+
+
+def container_image_of(cmd: CommandView) -> str | None:
+    """The SIF image a run of ``shournal recombine`` ran in: its command
+    line names it (``python3 -m shournal.rereso.sandbox bwrap|apptainer
+    ROOTFS|SIF`` or ``RUNTIME|SIF``)."""
+    _program, args = program_of(cmd.text)
+    for i in range(len(args) - 3):
+        if args[i:i + 2] == ["-m", "shournal.rereso.sandbox"] and args[i + 2] in (
+                "bwrap", "apptainer"):
+            sif = args[i + 3].partition("|")[2]
+            return sif if sif.startswith("/") else None
+    return None
+
+
+def _collections(cmd: CommandView, written: list[FileNode], plan: _Planner,
+                 out: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A ``Collection`` (added to ``out``) for each directory in which
+    ``cmd`` wrote several files, with those files as its parts (the first
+    by path as its ``mainEntity``): the directory as one result, its
+    files still each their own entity."""
+    by_dir: dict[bytes, list[FileNode]] = {}
+    for node in written:
+        by_dir.setdefault(os.path.dirname(node.path), []).append(node)
+    refs = []
+    for d, nodes in sorted(by_dir.items()):
+        if len(nodes) < 2:
+            continue
+        cid = f"#command-{cmd.id}-dir-{quote(os.fsdecode(d), safe='/', errors='surrogateescape')}"
+        out.append({
+            "@id": cid, "@type": "Collection", "name": os.fsdecode(d),
+            "description": f"The {len(nodes)} files command {cmd.id} wrote in {os.fsdecode(d)}.",
+            "hasPart": [{"@id": plan.file_ids[n.id]} for n in nodes],
+            # The profile recommends one; a directory has none of its own.
+            "mainEntity": {"@id": plan.file_ids[min(nodes, key=lambda n: n.path).id]},
+        })  # fmt: skip
+        refs.append({"@id": cid})
+    return refs
 
 
 def rocrate_document(
@@ -156,6 +215,9 @@ def rocrate_document(
         files[node.id] = entity
     tools: dict[str, dict[str, Any]] = {}
     actions = []
+    environment: list[dict[str, Any]] = []
+    collections: list[dict[str, Any]] = []
+    images: dict[str, dict[str, Any]] = {}
     for cmd in plan.commands:
         program, script = instrument_of(lin, cmd)
         if script is not None:
@@ -177,14 +239,32 @@ def rocrate_document(
             "startTime": _iso(cmd.start_time),
             "endTime": _iso(cmd.end_time),
         }
-        for key, nodes in (
-            ("object", lin.reads(cmd.id)),
-            ("result", [n for n, _ in lin.written(cmd.id)]),
-        ):
+        written = [n for n, _ in lin.written(cmd.id)]
+        for key, nodes in (("object", lin.reads(cmd.id)), ("result", written)):
             refs = [{"@id": plan.file_ids[n.id]} for n in nodes]
+            if key == "result":
+                refs += _collections(cmd, written, plan, collections)
             if refs:
                 # One value is not an array (RO-Crate's JSON-LD form).
                 action[key] = refs[0] if len(refs) == 1 else refs
+        sif = container_image_of(cmd)
+        if sif is not None:
+            iid = f"#container-{quote(sif, safe='/', errors='surrogateescape')}"
+            images.setdefault(iid, {
+                "@id": iid, "@type": "ContainerImage",
+                "additionalType": {"@id": SIF_IMAGE},
+                "name": os.path.basename(sif), "alternateName": sif,
+            })  # fmt: skip
+            action["containerImage"] = {"@id": iid}
+        env = plan.environment(cmd)
+        if env:
+            ids = []
+            for name, value in sorted(env.items()):
+                pid = f"#command-{cmd.id}-env-{quote(name, safe='')}"
+                environment.append({"@id": pid, "@type": "PropertyValue", "name": name,
+                                    "value": value})
+                ids.append({"@id": pid})
+            action["environment"] = ids
         if cmd.return_value_known and cmd.return_value != 0:
             action["actionStatus"] = "http://schema.org/FailedActionStatus"
             action["error"] = f"exit status {cmd.return_value}"
@@ -209,7 +289,7 @@ def rocrate_document(
         "license": licence,
         "conformsTo": {"@id": PROCESS_RUN_PROFILE},
         "hasPart": [{"@id": f["@id"]} for f in files.values()],
-        "mentions": [{"@id": a["@id"]} for a in actions],
+        "mentions": [{"@id": e["@id"]} for e in (*actions, *collections)],
     }
     graph.append({
         "@id": "ro-crate-metadata.json", "@type": "CreativeWork",
@@ -224,6 +304,9 @@ def rocrate_document(
     graph += files.values()
     graph += tools.values()
     graph += agents.values()
+    graph += environment
+    graph += collections
+    graph += images.values()
     graph += extra
     return {"@context": [RO_CRATE_CONTEXT, WORKFLOW_RUN_CONTEXT], "@graph": graph}
 
@@ -304,6 +387,7 @@ def export_record(
     force: bool = False,
     now: datetime | None = None,
     license: str | None = None,
+    secret_env_names: Sequence[str] | None = None,
 ) -> RecordResult:
     """Write ``out_dir/ro-crate-metadata.json`` (with ``out_dir/scripts/``)
     or ``out_dir/prov.json`` for the lineage.
@@ -311,7 +395,12 @@ def export_record(
     :raises ExportError: nothing to export, the file exists (without
         ``force``), or ``out_dir`` cannot be written.
     """
-    plan = _Planner(lin, reader, copy_scripts=fmt == "rocrate")
+    if secret_env_names is None:
+        from shournal.config import ApparatusConfig
+
+        secret_env_names = ApparatusConfig().secret_env_names
+    plan = _Planner(lin, reader, copy_scripts=fmt == "rocrate",
+                    secret_env_names=secret_env_names)
     if fmt == "rocrate":
         doc = rocrate_document(lin, plan, now or datetime.now(UTC), license)
     else:

@@ -24,7 +24,8 @@ The image's root file system is made of
   not read them (the wrapper ``rereso-run`` and the runscript are shell
   scripts), and Python's landmark ``lib/pythonX.Y/os.py`` (checked for,
   never read); these are listed in ``/opt/rereso/host-files``;
-* the wrapper at :data:`RUNNER_IN_CONTAINER`,
+* the launcher of the tool in :data:`LAUNCHER_DIR` (so that a command's
+  name is its invocation), the wrapper at :data:`RUNNER_IN_CONTAINER`,
   Apptainer's ``/.singularity.d`` (runscript and actions), and the empty
   directories :data:`IN_DIR` and :data:`OUT_DIR`, where the sandbox binds
   the benchmark and the output directory.
@@ -52,14 +53,17 @@ from shournal.reproduce.archive import Archive, ArchiveError
 
 # The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
 # tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
-# its placeholders.  The container's %runscript and `recombine --host`
-# both call it.
+# its placeholders.  The container's %runscript calls it (`apptainer run
+# IMAGE N FILE...`); recombine runs a command's name instead.
 RUNNER = "rereso-run"
 RUNNER_IN_CONTAINER = "/opt/rereso/rereso-run"
 # Where the sandbox (and users of the image) put the benchmark and outputs.
 IN_DIR = "/rereso/in"
 OUT_DIR = "/rereso/out"
 HOST_FILES = "/opt/rereso/host-files"
+# Where the launchers that make a command's name its invocation go (first
+# on the image's PATH).
+LAUNCHER_DIR = "/usr/local/bin"
 _SPECIAL = ("/proc/", "/sys/", "/dev/")
 # siftool's codes (siftool add --help).
 _DATATYPE_DEFFILE = "1"
@@ -248,8 +252,9 @@ def _put(root_dir: Path, path: str) -> Path:
 
 
 def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
-                from_host: list[str]) -> None:
-    """Write the root file system of ``root`` into the empty ``root_dir``."""
+                from_host: list[str], launchers: dict[str, str] | None = None) -> None:
+    """Write the root file system of ``root`` into the empty ``root_dir``;
+    ``launchers``: name -> script, put in :data:`LAUNCHER_DIR`."""
     for d in ("proc", "sys", "dev", "tmp", "etc", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/"),
               ".singularity.d/env", ".singularity.d/libs", ".singularity.d/actions"):
         (root_dir / d).mkdir(parents=True, exist_ok=True)
@@ -268,6 +273,10 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
         target = _put(root_dir, path)
         if not os.path.lexists(target):
             os.symlink(text, target)
+    for name, text in sorted((launchers or {}).items()):
+        target = _put(root_dir, f"{LAUNCHER_DIR}/{name}")
+        target.write_text(text)
+        target.chmod(0o755)
     wrapper = _put(root_dir, RUNNER_IN_CONTAINER)
     wrapper.write_text(runner)
     wrapper.chmod(0o755)
@@ -344,6 +353,26 @@ def extract(sif: Path, dest: Path) -> None:
             raise ImageError(f"siftool dump failed: {' '.join(res.stderr.decode().split())}")
         _call([_tool("unsquashfs"), "-no-xattrs", "-quiet", "-no-progress", "-d", str(dest),
                str(squash)])
+
+
+def mount_points(rootfs: Path) -> None:
+    """Make the folders bubblewrap mounts on in an unpacked image that
+    lacks them (an image built by Apptainer has no /rereso).
+
+    :raises ImageError: they cannot be made."""
+    try:
+        for d in ("proc", "dev", "tmp", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/")):
+            target = rootfs / d
+            if target.is_dir() and not target.is_symlink():
+                continue
+            for parent in (rootfs, *reversed(target.relative_to(rootfs).parents)):
+                p = rootfs / parent if parent != rootfs else rootfs
+                if p.is_dir() and not p.is_symlink() and not os.access(p, os.W_OK):
+                    os.chmod(p, stat.S_IMODE(p.stat().st_mode) | stat.S_IWUSR)
+            target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ImageError(f"cannot prepare the unpacked image: {e.strerror}: "
+                         f"{e.filename}") from None
 
 
 def sandbox_argv(rootfs: Path, in_dir: Path, out_dir: Path, argv: list[str]) -> list[str]:

@@ -3,7 +3,8 @@ is the tool, and which arguments named files it read or wrote.
 
 ``python3 analyze.py data/in1.csv out1.json`` that read ``analyze.py`` and
 ``data/in1.csv`` and wrote ``out1.json`` is the tool ``analyze.py`` (run by
-``python3``) with the pattern ``analyze.py <input.csv> <output.json>``.
+``python3``) with the pattern ``analyze.py [input.csv] [output.json]`` (the
+ReReSo paper's placeholder form).
 An argument names a file when, resolved against the command's working
 directory, it is the path of a recorded read or write (also after ``=`` in
 ``--opt=PATH``).  Files the command read that no argument names (helper
@@ -32,8 +33,10 @@ _INTERPRETER = re.compile(
     r"|node|nodejs|julia|php[0-9.]*|tclsh[0-9.]*|lua[0-9.]*)$"
 )
 
-# A placeholder as written into a command's name: <input.csv>, <output2.json>.
-PLACEHOLDER = re.compile(r"^<(input|output)([0-9]*)((?:\.[^<>/]+)?)>$")
+# A placeholder as written into a command's name: [input.csv], [output2.json]
+# (and <input.csv>, as bundles of earlier versions wrote them).
+PLACEHOLDER = re.compile(r"^(?:\[(input|output)([0-9]*)((?:\.[^\[\]/]+)?)\]"
+                         r"|<(input|output)([0-9]*)((?:\.[^<>/]+)?)>)$")
 
 
 class InvocationError(Exception):
@@ -48,13 +51,15 @@ class FileArg:
     prefix: str  # "--out=" for --out=PATH, else ""
     role: str  # INPUT or OUTPUT
     version: FileVersion
-    placeholder: str = ""  # "<input.csv>", set once all are known
+    placeholder: str = ""  # "[input.csv]", set once all are known
 
     @property
     def extension(self) -> str:
         base = os.fsdecode(self.version.path).rsplit("/", 1)[-1]
         stem, ext = os.path.splitext(base)
-        return ext if stem and ext and ext != "." else ""
+        # A placeholder is a plain file name, so recombine can name the
+        # output after it.
+        return ext if stem and re.fullmatch(r"\.[A-Za-z0-9_+-]+", ext) else ""
 
 
 @dataclass(slots=True)
@@ -194,13 +199,13 @@ def analyze(cmd: CommandView) -> Invocation:
 
 
 def number_placeholders(inv: Invocation) -> None:
-    """``<input.csv>`` when a role occurs once, ``<input1.csv>``,
-    ``<input2.csv>`` ... when several times."""
+    """``[input.csv]`` when a role occurs once, ``[input1.csv]``,
+    ``[input2.csv]`` ... when several times."""
     for role in (INPUT, OUTPUT):
         mine = [f for f in inv.files if f.role == role]
         for n, f in enumerate(mine, 1):
             number = str(n) if len(mine) > 1 else ""
-            placeholder = f"<{role}{number}{f.extension}>"
+            placeholder = f"[{role}{number}{f.extension}]"
             inv.files[inv.files.index(f)] = FileArg(f.index, f.prefix, f.role, f.version,
                                                     placeholder)
 
@@ -213,5 +218,5 @@ def placeholders(name: str) -> list[tuple[str, str]]:
         word = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
         m = PLACEHOLDER.match(word)
         if m:
-            found.append((m.group(1), m.group(3)))
+            found.append((m.group(1) or m.group(4), m.group(3) or m.group(6) or ""))
     return found

@@ -86,7 +86,7 @@ def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: P
     assert doc["license"] == {"custom": UNSPECIFIED_LICENSE}
     assert doc["container"] == "tool.py.sif"
     assert doc["commands"] == [{
-        "name": "tool.py <input.csv> <output.json>",
+        "name": "tool.py [input.csv] [output.json]",
         "input-formats": [{"media-type": "text/csv"}],
         "output-formats": [{"media-type": "application/json"}],
     }]
@@ -94,6 +94,7 @@ def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: P
     assert any("tool.py.sif is not built" in n for n in res.notes)
     definition = (dest / "tool.py.def").read_text()
     assert "%runscript\n    exec /opt/rereso/rereso-run \"$@\"" in definition
+    assert "    bin/tool.py /usr/local/bin/tool.py\n" in definition
     assert f"    {work / 'tool.py'}\n" in definition and f"    {work / 'helper.py'}\n" in definition
     assert str(work / "data") not in definition  # inputs are not the tool's
     # The wrapper runs the recorded script (absolute path) on a new input.
@@ -104,7 +105,14 @@ def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: P
     subprocess.run([str(dest / RUNNER), "1", str(new), str(out)], check=True, env=env)
     assert yaml.safe_load(out.read_text()) == {"rows": 4, "tag": "v1"}
     bad = subprocess.run([str(dest / RUNNER), "1", str(new)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "tool.py <input.csv> <output.json>" in bad.stderr
+    assert bad.returncode == 2 and "tool.py [input.csv] [output.json]" in bad.stderr
+    # The launcher makes the command's name its invocation: bin/tool.py runs
+    # the recorded script by its absolute path.
+    launcher = (dest / "bin" / "tool.py").read_text()
+    assert launcher.endswith(f'exec python3 {work / "tool.py"} "$@"\n')
+    out.unlink()
+    subprocess.run([str(dest / "bin" / "tool.py"), str(new), str(out)], check=True, env=env)
+    assert yaml.safe_load(out.read_text()) == {"rows": 4, "tag": "v1"}
 
 
 def test_metadata_options_and_licence(store: Store, work: Path):
@@ -133,7 +141,7 @@ def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, w
     inv = analyze(find_commands(store, command_id=cid)[0])
     assert inv.tool == ("python3", str(work / "tool.py"))
     name = inv.pattern()
-    assert name == "tool.py -v <input1.csv> --second=<input2.csv> --out=<output.json> name"
+    assert name == "tool.py -v [input1.csv] --second=[input2.csv] --out=[output.json] name"
     assert placeholders(name) == [("input", ".csv"), ("input", ".csv"), ("output", ".json")]
     assert [os.path.basename(v.path) for v in inv.tool_reads] == [b"tool.py"]
 
@@ -147,7 +155,7 @@ def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
     describe_tool(store, ids, dest, Meta(license="MIT"))
     doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
     assert [c["name"] for c in doc["commands"]] == [
-        "tool.py <input.csv> <output.json>", "tool.py --fast <input.csv> <output.json>"]
+        "tool.py [input.csv] [output.json]", "tool.py --fast [input.csv] [output.json]"]
     runner = (dest / RUNNER).read_text()
     assert f"exec python3 {work / 'tool.py'} \"${{1}}\" \"${{2}}\"\n" in runner
     # The wrapper's shell applies the assignment: no `env` needed in the image.
@@ -320,16 +328,16 @@ def test_benchmark_licence_errors_write_nothing(tmp_path: Path):
 
 
 def test_accepts_says_why_not():
-    cmd = {"name": "tool.py <input.csv> <output.json>",
+    cmd = {"name": "tool.py [input.csv] [output.json]",
            "input-formats": [{"media-type": "text/csv", "schemas": ["https://s/x.json"]}]}
     assert accepts(cmd, {"media-type": "text/csv", "schemas": ["https://s/x.json"]}) is None
     assert accepts(cmd, {"media-type": "application/json"}) == (
         "it accepts text/csv; the set is application/json")
     assert accepts(cmd, {"media-type": "text/csv"}) == (
-        "the set does not declare the schemas https://s/x.json")
+        "the set does not declare the schemas https://s/x.json (its text/csv input needs them)")
     two = {"name": "t <input1.csv> <input2.csv>", "input-formats": [{"media-type": "text/csv"}]}
     assert accepts(two, {"media-type": "text/csv"}) == (
-        "it takes 2 input files; a benchmark is one file")
+        "needs --input input2.csv=PATH (a file)")
 
 
 def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Path):
@@ -350,6 +358,11 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
          "rereso-tool.yml: No such file"),
         (["recombine", "--host", str(tmp_path), str(tmp_path), "-o", str(dest)],
          "rereso-tool.yml: No such file"),
+        (["recombine", str(tmp_path), str(tmp_path)], "give --output OUT_DIR (or --plan)"),
+        (["recombine", str(tmp_path), str(tmp_path), "--plan", "--input", "automaton.dot"],
+         "--input automaton.dot: give NAME=PATH"),
+        (["recombine", str(tmp_path), str(tmp_path), "-o", str(dest), "--input",
+          f"automaton.dot={tmp_path / 'nope.dot'}"], "nope.dot is not a readable file"),
     ):
         res = run_shournal(args, cli_env)
         assert res.returncode == 2, (args, res.stderr)

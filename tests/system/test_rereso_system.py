@@ -69,7 +69,7 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
     tool = yaml.safe_load((work / "tool-bundle" / "rereso-tool.yml").read_text())
     assert schema.errors(tool, schema.TOOL_SCHEMA) == []
     assert tool["commands"] == [{
-        "name": "tool.py <input.csv> <output.json>",
+        "name": "tool.py [input.csv] [output.json]",
         "input-formats": [{"media-type": "text/csv"}],
         "output-formats": [{"media-type": "application/json"}],
     }]
@@ -97,7 +97,7 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
                       "set-json", "-o", "results", "--output-format", "json")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
-    assert [(Path(p["benchmark_set"]).name, p["match"], p["reason"]) for p in report["pairs"]] == [
+    assert [(p["set"], p["match"], p["reason"]) for p in report["pairs"]] == [
         ("set-b", True, None),
         ("set-json", False, "it accepts text/csv; the set is application/json"),
     ]
@@ -107,12 +107,18 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
         (out,) = r["outputs"]
         assert out == str(work / "results" / "set-b" / name / "output.json")
         assert json.loads(Path(out).read_text()) == _expected(CSVS[f"{name}.csv"])
+        # The command's name is the invocation, with the bundle's launcher.
+        assert r["invocation"] == ["tool.py", str(work / "set-b" / f"{name}.csv"), out]
+    assert report["not_run"] == [
+        {"set": "set-json", "benchmark": None, "command_number": 1,
+         "command": "tool.py [input.csv] [output.json]",
+         "reason": "no match: it accepts text/csv; the set is application/json"}]
     # Each run is a journaled command that wrote its output.
     store = Store(journal_url(user_home))
     try:
         for r in report["runs"]:
             (cmd,) = find_commands(store, wfile=r["outputs"][0])
-            assert "rereso-run 1 " in cmd.text and cmd.return_value == 0
+            assert cmd.text.startswith("tool.py ") and cmd.return_value == 0
     finally:
         store.close()
 
@@ -121,25 +127,27 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
                       "results-image")
     assert res.returncode == 2
     assert res.stderr.startswith("shournal: ") and res.stderr.count("\n") == 1, res.stderr
-    assert "the container sum-rows.sif is not a file inside the bundle" in res.stderr
+    assert "the container sum-rows.sif is missing; use --host" in res.stderr
     assert not (work / "results-image").exists()
 
-    # The human summary names the refused pair and its reason.
+    # Nothing to run is an error on stderr, with the refused pair's reason.
     res = run_as_user(install, user_home, "recombine", "--host", "tool-bundle", "set-json",
                       "-o", "results2")
-    assert res.returncode == 1
-    assert ("set-json x command 1 (tool.py <input.csv> <output.json>): no match: "
-            "it accepts text/csv; the set is application/json") in res.stdout
-    assert "nothing was run" in res.stdout
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "shournal: no benchmark set matches a command of the tool: nothing was run",
+        "  set-json x command 1 (tool.py [input.csv] [output.json]): no match: "
+        "it accepts text/csv; the set is application/json"]
+    assert not (work / "results2").exists()
 
     # A run that fails is reported in the table, and so in the status.
     res = run_as_user(install, user_home, "recombine", "--host", "tool-bundle", "set-bad",
                       "-o", "results3")
     assert res.returncode == 1, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == "set-bad x command 1 (tool.py <input.csv> <output.json>): match"
+    assert lines[0] == "set-bad x command 1 (tool.py [input.csv] [output.json]): match"
     assert lines[1].split() == ["benchmark", "command", "exit", "status", "outputs"]
-    assert lines[2].split() == ["set-bad/bad.csv", "1:", "tool.py", "<input.csv>",
-                                "<output.json>", "1", "-"]
+    assert lines[2].split() == ["set-bad/bad.csv", "1:", "tool.py", "[input.csv]",
+                                "[output.json]", "1", "-"]
     log = (work / "results3" / "set-bad" / "bad" / "command-1.log").read_text()
     assert "ValueError" in log

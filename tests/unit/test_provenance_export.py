@@ -384,3 +384,163 @@ def test_a_leaf_script_edited_since_it_ran_is_named(j: J, tmp_path: Path) -> Non
     result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), "make",
                              str(tmp_path / "wf2"))  # fmt: skip
     assert result.changed == []
+
+
+def test_rocrate_is_read_by_runcrate_report(j: J, tmp_path: Path) -> None:
+    """A second consumer: runcrate's report resolves every action's
+    instrument, objects and results to entities of the crate."""
+    import shutil
+    import subprocess
+    import sys
+
+    from shournal.provenance.records import export_record
+
+    target, ids, _script = _analysis(j)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    exe = shutil.which("runcrate", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    blocks = [b.splitlines() for b in res.stdout.strip().split("\n\n")]
+    assert [b[0] for b in blocks] == [f"action: #command-{ids['sort']}",
+                                      f"action: #command-{ids['py']}"]
+    assert blocks[0][1] == "  instrument: #program-sort (SoftwareApplication)"
+    assert blocks[1][1] == "  instrument: scripts/an.py (['File', 'SoftwareApplication'])"
+    assert blocks[1][-2:] == ["  outputs:", f"    {target.as_uri()}"]
+    # What runcrate resolves, every reference of every action is: an entity
+    # of the crate, never a dangling id.
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    defined = {e["@id"] for e in doc["@graph"]}
+    for action in (e for e in doc["@graph"] if e["@type"] == "CreateAction"):
+        for key in ("instrument", "object", "result", "agent"):
+            refs = action.get(key, [])
+            for ref in refs if isinstance(refs, list) else [refs]:
+                assert ref["@id"] in defined, (action["@id"], key, ref)
+
+
+def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -> None:
+    """A command recorded with its apparatus carries its environment as
+    Process Run Crate PropertyValues: the manifest's (redacted when
+    recorded) and redacted again with the patterns of today."""
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+    from shournal.reproduce.archive import encode_manifest
+    from shournal.reproduce.recording import REDACTED
+
+    manifest = encode_manifest({"env": {"LANG": "C.UTF-8", "API_TOKEN": REDACTED,
+                                        "DB_PASS": "hunter2"}})
+    raw = j.v("raw.txt", b"b\na\n", 0)
+    cid = j.cmd("sort raw.txt -o sorted.txt", 10, 11, reads=[raw],
+                writes=[j.v("sorted.txt", b"a\nb\n", 11)], apparatus=manifest)
+    j.disk("raw.txt", b"b\na\n", 0)
+    target = j.disk("sorted.txt", b"a\nb\n", 11)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate),
+                  secret_env_names=("*TOKEN*", "*PASS*"))
+    text = (crate / "ro-crate-metadata.json").read_text()
+    assert "hunter2" not in text
+    by_id = {e["@id"]: e for e in json.loads(text)["@graph"]}
+    action = by_id[f"#command-{cid}"]
+    env = {by_id[r["@id"]]["name"]: by_id[r["@id"]]["value"] for r in action["environment"]}
+    assert env == {"LANG": "C.UTF-8", "API_TOKEN": REDACTED, "DB_PASS": REDACTED}
+    assert {by_id[r["@id"]]["@type"] for r in action["environment"]} == {"PropertyValue"}
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = [i for i in issues(report, "RECOMMENDED") if "environment" in i]
+    assert found == [], found
+
+
+def test_rocrate_gives_a_written_directory_as_a_collection(j: J, tmp_path: Path) -> None:
+    """Several files one command wrote in one directory are also one
+    Collection among its results; runcrate and the validator read it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import export_record
+
+    raw = j.v("raw.txt", b"b\na\n", 0)
+    cid = j.cmd("split -l 1 raw.txt parts/p", 10, 11, reads=[raw],
+                writes=[j.v("parts/paa", b"b\n", 11), j.v("parts/pab", b"a\n", 11)])
+    j.disk("raw.txt", b"b\na\n", 0)
+    targets = [j.disk("parts/paa", b"b\n", 11), j.disk("parts/pab", b"a\n", 11)]
+    crate = tmp_path / "crate"
+    export_record(j.lineage(*(DiskTarget(str(t)) for t in targets)), j.reader(), "rocrate",
+                  str(crate))
+    doc = json.loads((crate / "ro-crate-metadata.json").read_text())
+    by_id = {e["@id"]: e for e in doc["@graph"]}
+    results = [r["@id"] for r in by_id[f"#command-{cid}"]["result"]]
+    (coll,) = [by_id[r] for r in results if by_id[r]["@type"] == "Collection"]
+    assert coll["name"] == str(j.root / "parts")
+    assert sorted(p["@id"] for p in coll["hasPart"]) == [t.as_uri() for t in targets]
+    assert set(results) == {coll["@id"], *(t.as_uri() for t in targets)}
+    assert coll["mainEntity"] == {"@id": targets[0].as_uri()}
+    assert {"@id": coll["@id"]} in by_id["./"]["mentions"]
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    # What the profile recommends for a Collection is there too.
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = [i for i in issues(report, "RECOMMENDED") if "Collection" in i]
+    assert found == [], found
+    exe = shutil.which("runcrate", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    res = subprocess.run([exe, "report", str(crate)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and coll["@id"] in res.stdout, res.stderr
+
+
+INVALID = Path(__file__).resolve().parents[1] / "data" / "ro-crate" / "invalid-process-run-crate"
+
+
+@pytest.mark.parametrize(("fixture", "message"), [
+    ("action_bad_environment",
+     "If the Action has an environment, it should point to entities of type PropertyValue"),
+    ("action_not_mentioned",
+     "The Action SHOULD be referenced from the Root Data Entity via mentions"),
+    ("collection_no_haspart", "The Collection SHOULD have a hasPart"),
+    ("collection_no_mainentity", "The Collection SHOULD have a mainEntity"),
+    ("collection_not_mentioned",
+     "The Collection SHOULD be referenced from the Root Data Entity via mentions"),
+])
+def test_the_validator_as_run_rejects_its_own_invalid_fixtures(
+    fixture: str, message: str, tmp_path: Path
+) -> None:
+    """Negative controls: the checks the export's environment, collections
+    and mentions pass do fail on the validator's invalid fixtures (copied
+    from crs4/rocrate-validator), as the tests run the validator."""
+    from records_check import issues, validate_crate
+
+    crate = tmp_path / fixture
+    shutil.copytree(INVALID / fixture, crate)
+    report = validate_crate(crate, tmp_path, level="recommended")
+    found = issues(report, "REQUIRED") + issues(report, "RECOMMENDED")
+    assert any(message in i for i in found), found
+
+
+def test_rocrate_names_the_image_a_recombine_run_ran_in(j: J, tmp_path: Path) -> None:
+    from records_check import issues, validate_crate
+
+    from shournal.provenance.records import SIF_IMAGE, export_record
+
+    bench = j.v("set/logs.json", b"{}\n", 0)
+    cid = j.cmd("python3 -m shournal.rereso.sandbox bwrap '/tmp/img/rootfs|/srv/tools/hpm.sif' "
+                f"{j.root}/out arg:learn 'in:|{j.root}/set/logs.json' 'out:|automaton.dot'",
+                10, 11, reads=[bench], writes=[j.v("out/automaton.dot", b"digraph {}\n", 11)])
+    j.disk("set/logs.json", b"{}\n", 0)
+    target = j.disk("out/automaton.dot", b"digraph {}\n", 11)
+    crate = tmp_path / "crate"
+    export_record(j.lineage(DiskTarget(str(target))), j.reader(), "rocrate", str(crate))
+    by_id = {e["@id"]: e for e in
+             json.loads((crate / "ro-crate-metadata.json").read_text())["@graph"]}
+    image = by_id[by_id[f"#command-{cid}"]["containerImage"]["@id"]]
+    assert image == {"@id": "#container-/srv/tools/hpm.sif", "@type": "ContainerImage",
+                     "additionalType": {"@id": SIF_IMAGE}, "name": "hpm.sif",
+                     "alternateName": "/srv/tools/hpm.sif"}
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
