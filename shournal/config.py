@@ -592,7 +592,7 @@ def _write_default(path: Path) -> None:
     """Create ``path`` with the commented defaults, atomically and without
     ever replacing a file someone else created meanwhile."""
     directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _paths.make_private_dir(directory)
     tmp = directory / f".{path.name}.{os.getpid()}.tmp"
     # 0600: the store URL may carry a password
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

@@ -247,7 +247,7 @@ class ApparatusCollector(Collector):
             line += "; not archived: " + ", ".join(
                 f"{n} {why.replace('_', ' ')}" for why, n in sorted(self.not_archived.items()))
         try:
-            _paths.runtime_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+            _paths.make_private_dir(_paths.runtime_dir())
             with open(summary_path(os.getpid()), "w", encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError:
