@@ -229,6 +229,12 @@ def make_private_dir(path: str | Path) -> None:
             pass
 
 
+def open_private(path: str | Path, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:
+    """``os.open`` of a file of ours, made 0600 if absent, never through
+    a link.  :raises OSError: as os.open."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
 # Mode bits that make a private file or folder of ours readable (or
 # usable) by somebody else.
 OPEN_TO_OTHERS = 0o077

@@ -240,7 +240,8 @@ class ApparatusCollector(Collector):
             line += "; environment: " + redact.describe_counts(self.redacted)
         try:
             _paths.make_private_dir(_paths.runtime_dir())
-            with open(summary_path(os.getpid()), "w", encoding="utf-8") as fh:
+            with open(_paths.open_private(summary_path(os.getpid())), "w",
+                      encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError:
             pass

@@ -325,7 +325,13 @@ def _make_private(database: str, folder: str | None) -> list[str]:
     with suppress(OSError):  # (a missing folder: SQLite says it better)
         os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o600))
-    found = _paths.open_to_others(journal_paths(database, folder))
+    paths = journal_paths(database, folder)
+    found = _paths.open_to_others(paths[:-2])
+    # -wal and -shm: SQLite's scratch, made with the journal's mode of
+    # the moment (a reader of the open journal made them so): follow it.
+    for path, mode in _paths.open_to_others(paths[-2:]):
+        with suppress(OSError):
+            os.chmod(path, mode & 0o700)
     if not found:
         return []
     if _was_private(database):
@@ -349,17 +355,17 @@ def _make_private(database: str, folder: str | None) -> list[str]:
 
 
 def _was_private(database: str) -> bool:
+    """The mark of :meth:`Store._mark_private`, read from the file's header
+    (user_version, bytes 60-63): no connection, so no -wal or -shm made
+    with the open mode; the mark is checkpointed when set."""
     try:
-        uri = Path(os.path.abspath(database)).as_uri() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_SECONDS)
-    except sqlite3.Error:
+        with open(database, "rb") as fh:
+            header = fh.read(100)
+    except OSError:
         return False
-    try:
-        return bool(conn.execute("PRAGMA user_version").fetchone()[0] & _PRIVATE_MARK)
-    except sqlite3.Error:
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
         return False
-    finally:
-        conn.close()
+    return bool(int.from_bytes(header[60:64], "big") & _PRIVATE_MARK)
 
 
 def _set_journal_mode(cur: sqlite3.Cursor, mode: str) -> None:
@@ -540,6 +546,9 @@ class Store:
         with self.writing() as conn:
             version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
             conn.exec_driver_sql(f"PRAGMA user_version={int(version) | _PRIVATE_MARK}")
+        # into the file's header, where _was_private reads it
+        with suppress(sa_exc.SQLAlchemyError, sqlite3.Error), self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     # -- connection setup ---------------------------------------------------
 
