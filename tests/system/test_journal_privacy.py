@@ -187,3 +187,27 @@ def test_an_older_open_journal_is_made_private_once_then_refused(install, user_h
         assert len(find_commands(store, command_text="sh -c 'echo b > b.txt'")) == 1
     doctor = run_as_user(install, user_home, "doctor")
     assert "ok   journal private" in doctor.stdout, doctor.stdout
+
+
+def test_the_store_daemon_makes_an_older_journal_private_with_a_note(install, user_home):
+    """The real install's path: the shell's lines go through the forwarder
+    to the store daemon, which makes the journal private when it opens it
+    and says so at a prompt."""
+    from test_daemon import daemon_env, kill_daemon, wait_drained
+
+    journal = _old_journal(install, user_home)
+    try:
+        sh = Shell("bash", install, user_home, extra_env=daemon_env(install))
+        outs = [sh.run("echo d > d.txt")]
+        wait_drained(user_home)
+        wait_for(lambda: stat.S_IMODE(journal.stat().st_mode) == 0o600, "the journal private")
+        outs.append(sh.run("true"))
+        sh.exit()
+    finally:
+        kill_daemon(user_home)
+    notes = [line for line in "".join(outs).splitlines() if "made the journal private" in line]
+    assert len(notes) == 1 and str(journal.parent) in notes[0], outs
+    assert stat.S_IMODE(journal.parent.stat().st_mode) == 0o700
+    assert not other_reads(install, journal)
+    with Store(journal_url(user_home)) as store:
+        assert len(find_commands(store, command_text="echo d > d.txt")) == 1
