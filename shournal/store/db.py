@@ -327,14 +327,8 @@ def _make_private(database: str, folder: str | None) -> list[str]:
                          | os.O_CLOEXEC, 0o600))
     paths = journal_paths(database, folder)
     found = _paths.open_to_others(paths[:-2])
-    # -wal and -shm: SQLite's scratch, made with the journal's mode of
-    # the moment (a reader of the open journal made them so): follow it.
-    for path, mode in _paths.open_to_others(paths[-2:]):
-        with suppress(OSError):
-            os.chmod(path, mode & 0o700)
-    if not found:
-        return []
-    if _was_private(database):
+    if found and _was_private(database):
+        _scratch_private(paths)
         path, mode = found[0]
         what = "folder" if path == folder else "file"
         raise StoreUnavailable(
@@ -349,23 +343,35 @@ def _make_private(database: str, folder: str | None) -> list[str]:
                 f"cannot make the journal's {path} private: {e.strerror}; "
                 f"fix: {_paths.private_fix(path, mode)}") from None
         done.append(f"{path} {mode & 0o7777:04o} -> {mode & 0o700:04o}")
+    _scratch_private(paths)
+    if not done:
+        return []
     # one line: a shell shows one line per warning
     return [f"made the journal private, as it is from now on ({', '.join(done)}): "
             "other users could read it"]
 
 
+def _scratch_private(paths: list[str]) -> None:
+    """-wal and -shm: SQLite's scratch, made with the journal's mode of
+    the moment (a reader of the open journal made them so): follow it."""
+    for path, mode in _paths.open_to_others(paths[-2:]):
+        with suppress(OSError):
+            os.chmod(path, mode & 0o700)
+
+
 def _was_private(database: str) -> bool:
-    """The mark of :meth:`Store._mark_private`, read from the file's header
-    (user_version, bytes 60-63): no connection, so no -wal or -shm made
-    with the open mode; the mark is checkpointed when set."""
+    """The mark of :meth:`Store._mark_private` (asked only of a journal
+    found open: a connection of its own costs)."""
     try:
-        with open(database, "rb") as fh:
-            header = fh.read(100)
-    except OSError:
+        conn = sqlite3.connect(database, timeout=_BUSY_SECONDS)
+    except sqlite3.Error:
         return False
-    if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+    try:
+        return bool(conn.execute("PRAGMA user_version").fetchone()[0] & _PRIVATE_MARK)
+    except sqlite3.Error:
         return False
-    return bool(int.from_bytes(header[60:64], "big") & _PRIVATE_MARK)
+    finally:
+        conn.close()
 
 
 def _set_journal_mode(cur: sqlite3.Cursor, mode: str) -> None:
@@ -546,9 +552,6 @@ class Store:
         with self.writing() as conn:
             version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
             conn.exec_driver_sql(f"PRAGMA user_version={int(version) | _PRIVATE_MARK}")
-        # into the file's header, where _was_private reads it
-        with suppress(sa_exc.SQLAlchemyError, sqlite3.Error), self.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     # -- connection setup ---------------------------------------------------
 
