@@ -1667,22 +1667,53 @@ static void do_cleanup(const char *text, int retval)
 
 /* ------------------------------------------------------------ triggers */
 
+/* The runtime directory could not be used: say so once per shell (what
+ * goes missing and why; `shournal doctor` gives the fix).  The command
+ * lines are still recorded (the listener stores them itself). */
+static void rundir_unusable(const char *why)
+{
+    static int told;
+
+    if (told)
+        return;
+    told = 1;
+    warn_once("runtime folder %.200s %.80s: not used, so this shell gets no warnings of "
+              "its recorder and no store daemon (see shournal doctor)",
+              g_rundir, why);
+}
+
 static void setup_rundir(void)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     struct stat st;
+    char why[80];
+
     g_rundir[0] = '\0';
     if (xdg && xdg[0] == '/') {
         snprintf(g_rundir, sizeof g_rundir, "%.4000s/shournal", xdg);
     } else {
         snprintf(g_rundir, sizeof g_rundir, "/tmp/shournal-%d", (int)getuid());
     }
+    why[0] = '\0';
     if (mkdir(g_rundir, 0700) != 0 && errno != EEXIST)
-        g_rundir[0] = '\0';
+        snprintf(why, sizeof why, "cannot be made (%s)", strerror(errno));
     /* Never follow a directory somebody else planted for us. */
-    else if (lstat(g_rundir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-             (st.st_mode & 077) != 0)
+    else if (lstat(g_rundir, &st) != 0)
+        snprintf(why, sizeof why, "cannot be examined (%s)", strerror(errno));
+    else if (S_ISLNK(st.st_mode))
+        snprintf(why, sizeof why, "is a symbolic link");
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "is not a folder");
+    else if (st.st_uid != getuid())
+        snprintf(why, sizeof why, "belongs to uid %d, not to you (uid %d)", (int)st.st_uid,
+                 (int)getuid());
+    else if ((st.st_mode & 077) != 0)
+        snprintf(why, sizeof why, "is open to group or others (mode %04o)",
+                 (unsigned)(st.st_mode & 07777));
+    if (why[0]) {
+        rundir_unusable(why);
         g_rundir[0] = '\0';
+    }
 }
 
 static void do_enable(void)

@@ -86,9 +86,10 @@ DEFAULT_CONFIG_TEXT = """\
 # max_command_size = "1GiB"
 # Archive the content of written files too (not only their digests).
 # archive_outputs = false
-# Environment variables whose values are replaced by a marker (name patterns).
-# secret_env_names = ["*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY"]
+# Environment variables whose values are replaced by [REDACTED] (name
+# patterns; PWD and OLDPWD never are; a URL's user:password@ always is).
+# secret_env_names = ["*TOKEN*", "*SECRET*", "*PASS*", "*PWD*", "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*_KEY", "*APIKEY*", "*PRIVATE_KEY*"]
 # Shell command lines run in these directories (or below) are recorded with
 # their apparatus, as after `shournal apparatus on` (e.g. ["~/projects/paper2"]).
 # paths = []
-"""
+"""  # noqa: E501 (one TOML line per setting: the test uncomments them)

@@ -203,3 +203,66 @@ def private_runtime_dir_text(create: bool = True) -> str:
             pass
     check_own_directory(path, follow_links=False, forbidden_mode=0o077)
     return path
+
+
+def make_private_dir(path: str | Path) -> None:
+    """``mkdir -p path`` where every folder made is mode 0700 (as the XDG
+    base directory spec asks): ``Path.mkdir(mode, parents=True)`` gives
+    the mode to the last folder only, the parents get 0777 less the
+    umask.  Folders that exist are left as they are (a ``~/.local`` the
+    user made 0755 is the user's business).
+
+    :raises OSError: a folder cannot be made.
+    """
+    missing = []
+    here = os.path.abspath(path)
+    while not os.path.lexists(here):
+        missing.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+
+
+def open_private(path: str | Path, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:
+    """``os.open`` of a file of ours, made 0600 if absent, never through
+    a link.  :raises OSError: as os.open."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+# Mode bits that make a private file or folder of ours readable (or
+# usable) by somebody else.
+OPEN_TO_OTHERS = 0o077
+
+
+def open_to_others(paths: list[str]) -> list[tuple[str, int]]:
+    """(path, st_mode) of each of ``paths`` that exists, belongs to this
+    (effective) user and grants group or others any access.  Links are
+    followed (the Docker edition's data folder is one); what belongs to
+    somebody else is not ours to judge or change."""
+    found = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_uid == os.geteuid() and st.st_mode & OPEN_TO_OTHERS:
+            found.append((path, st.st_mode))
+    return found
+
+
+def private_mode(st_mode: int) -> int:
+    """The permissions a private folder (0700) or file (0600) has."""
+    return 0o700 if stat.S_ISDIR(st_mode) else 0o600
+
+
+def private_fix(path: str, st_mode: int) -> str:
+    """The command that makes ``path`` private again."""
+    import shlex
+
+    return f"chmod {private_mode(st_mode):o} {shlex.quote(path)}"

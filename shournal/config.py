@@ -21,6 +21,7 @@ from shournal._default_config import DEFAULT_CONFIG_TEXT
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 from shournal.capture import protocol
+from shournal.redact import DEFAULT_SECRET_NAMES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,8 +138,8 @@ class ApparatusConfig:
     # Archive the content of written files too, not only their digests.
     archive_outputs: bool = False
     # Environment variables whose values are never stored (fnmatch
-    # patterns, matched against the upper-cased name).
-    secret_env_names: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*_KEY")
+    # patterns, matched against the upper-cased name; shournal.redact).
+    secret_env_names: tuple[str, ...] = DEFAULT_SECRET_NAMES
     # Directories (and below) whose shell command lines are recorded with
     # their apparatus (as after `shournal apparatus on`).
     paths: tuple[str, ...] = ()
@@ -592,7 +593,7 @@ def _write_default(path: Path) -> None:
     """Create ``path`` with the commented defaults, atomically and without
     ever replacing a file someone else created meanwhile."""
     directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _paths.make_private_dir(directory)
     tmp = directory / f".{path.name}.{os.getpid()}.tmp"
     # 0600: the store URL may carry a password
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

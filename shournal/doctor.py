@@ -180,6 +180,54 @@ def _store_check() -> Check:
         return Check("store", False, (str(exc).splitlines() or [type(exc).__name__])[0], fix)
 
 
+def _privacy_check() -> Check:
+    """The journal holds what the user's commands read and wrote (and the
+    archive, beside it, their scripts): nobody else may read it."""
+    from shournal.journal import resolve_url
+    from shournal.store.db import journal_open_to_others
+
+    try:
+        found = journal_open_to_others(resolve_url())
+    except Exception as exc:  # noqa: BLE001 - the store check says what is wrong
+        return Check("journal private", True, f"not checked ({exc})".splitlines()[0])
+    if not found:
+        return Check("journal private", True, "only you may read the journal")
+    detail = ", ".join(f"{p} (mode {m & 0o7777:04o})" for p, m in found)
+    return Check(
+        "journal private", False,
+        f"open to group or others: {detail}; commands are kept in the spool, not stored",
+        " && ".join(_paths.private_fix(p, m) for p, m in found),
+    )
+
+
+def _runtime_check() -> Check:
+    """The runtime folder (markers, warnings, the store daemon's socket):
+    one somebody else made first in /tmp is not used, and the shells then
+    run without warnings and without the daemon."""
+    name = "runtime folder"
+    path = _paths.runtime_dir_text()
+    try:
+        _paths.private_runtime_dir_text(create=False)
+    except FileNotFoundError:
+        return Check(name, True, f"{path} (made by the next command line)")
+    except _paths.UnsafeDirectory as exc:
+        try:
+            st = os.lstat(path)
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except (OSError, KeyError):
+            st, owner = None, "?"
+        if st is not None and st.st_uid == os.getuid() and stat.S_ISDIR(st.st_mode):
+            fix = f"chmod 700 {path}"
+        else:
+            fix = (f"ask root to remove {path} (its owner: {owner}), or set XDG_RUNTIME_DIR "
+                   "to a folder of yours (mode 0700) before shournal's lines in your rc file")
+        return Check(name, False, f"{exc}: shells get no warnings and no store daemon", fix)
+    except OSError as exc:
+        return Check(name, False, f"{path}: {exc.strerror}", "set XDG_RUNTIME_DIR to a folder "
+                     "of yours (mode 0700)")
+    return Check(name, True, path)
+
+
 def _daemon_check() -> Check:
     """The store daemon and its spool's backlog (shournal.capture.daemon)."""
     check = _daemon_state()
@@ -279,6 +327,8 @@ def run_checks() -> list[Check]:
     checks.append(_file_check("listener", _paths.listener(), os.X_OK))
     checks.append(_config_check())
     checks.append(_store_check())
+    checks.append(_privacy_check())
+    checks.append(_runtime_check())
     checks.append(_daemon_check())
     checks.append(_userns_check())
     checks.append(_bwrap_check())

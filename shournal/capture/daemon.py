@@ -507,7 +507,10 @@ class Daemon:
         from shournal.journal import resolve_url
         from shournal.store import Store
 
-        return Store(resolve_url(config=self.cfg))
+        store = Store(resolve_url(config=self.cfg))
+        for note in store.notes:
+            listener._warn(note)
+        return store
 
     def _recover_starts(self) -> None:
         """Store the lines whose recorder died while they ran, from their

@@ -457,6 +457,8 @@ def store_record(rec: CommandRecord, cfg) -> int:
     from shournal.journal import Journal
 
     with Journal.open(config=cfg, create=True) as journal:
+        for note in journal.store.notes:
+            _warn(note)
         command_id = journal.add(rec)
         if spool.inbox_count():
             try:

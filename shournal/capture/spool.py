@@ -139,7 +139,7 @@ def _open_dir(directory: Path) -> None:
             _paths.check_own_directory(directory.parent, follow_links=True, forbidden_mode=0o022)
         except _paths.UnsafeDirectory as exc:
             raise SpoolError(str(exc)) from None
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _paths.make_private_dir(directory)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise SpoolError(f"{directory} is not a private directory of yours (mode 0700)")

@@ -278,7 +278,7 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
 
         restore_dir = Path(tempfile.gettempdir()) / f"shournal-restore-{getpass.getuser()}"
     try:
-        restore_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _paths.make_private_dir(restore_dir)
         if default:
             # a fixed name in a shared directory: anybody may have made it first
             _paths.check_own_directory(restore_dir, follow_links=False, forbidden_mode=0o077)

@@ -130,7 +130,10 @@ def set_shell_state(cfg: Any, shell: int, on: bool) -> None:
     start = _start_time(shell)
     if start is None:
         raise OSError(f"no process {shell}")
-    state.write_text(start + "\n", encoding="ascii")
+    from shournal import _paths
+
+    with open(_paths.open_private(state), "w", encoding="ascii") as fh:
+        fh.write(start + "\n")
     from shournal.capture import setup_args
 
     setup_args.write_options(cfg, args, apparatus=True)

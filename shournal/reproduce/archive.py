@@ -77,7 +77,7 @@ class Archive:
         open fd, or None when the lock cannot be had (recording goes on;
         a collection then waits for the next deletion)."""
         try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _paths.make_private_dir(self.root)
             fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o600)
         except OSError:
@@ -151,7 +151,7 @@ class Archive:
     def _publish(self, final: Path, blob: bytes) -> None:
         if not final.parent.is_dir() or not self.tmp.is_dir():
             for d in (self.root, self.blobs, self.tmp, final.parent):
-                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _paths.make_private_dir(d)
         tmp = self.tmp / f"{os.getpid()}.{os.urandom(8).hex()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from shournal.redact import redact_env
 from shournal.reproduce.archive import decode_manifest
 from shournal.store import archived
 
@@ -48,9 +49,18 @@ class Experiment:
 
 
 def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
+    """The manifest, its environment redacted again by today's default
+    rules (shournal.redact): one recorded by an older shournal may hold a
+    secret in clear, and every reader and exporter comes through here."""
     with store.reading() as conn:
         raw = archived.apparatus_manifest(conn, command_id)
-    return None if raw is None else decode_manifest(raw)
+    if raw is None:
+        return None
+    man = decode_manifest(raw)
+    env = man.get("env")
+    if isinstance(env, dict):
+        man["env"], _ = redact_env(env)
+    return man
 
 
 def load(store: Store, command_id: int) -> Experiment:

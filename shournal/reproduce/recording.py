@@ -15,7 +15,8 @@ without it, and beside it
 * the full-content digest of every file written, read back by path once
   the command has ended (written files come without an fd); with
   ``archive_outputs`` their content too;
-* the environment with secret-looking values replaced by a marker, umask,
+* the environment with its secrets replaced by ``[REDACTED]`` (the rules of
+  shournal.redact, counted in the manifest's ``redacted``), umask,
   uid/gid/groups, host name, kernel release;
 * what was not archived, counted by reason.
 
@@ -30,18 +31,16 @@ import os
 import socket
 import stat
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from typing import Any
 
 import xxhash
 
-from shournal import _paths
+from shournal import _paths, redact
 from shournal.capture.collector import Collector, read_all
 from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
 from shournal.reproduce import ENV_VAR, summary_path
 from shournal.reproduce.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
 
-REDACTED = "<redacted by shournal>"
 # Reasons a read or written file's content is not in the archive.
 TOO_LARGE = "too_large"  # beyond [apparatus] max_file_size
 COMMAND_CAP = "command_cap"  # beyond [apparatus] max_command_size
@@ -50,17 +49,6 @@ NOT_REGULAR = "not_regular"  # a device, a pipe: no content to keep
 UNREADABLE = "unreadable"  # no fd arrived, or reading failed
 ARCHIVE_ERROR = "archive_error"  # the archive could not be written
 _OUTPUT_BLOCK = 1 << 20
-
-
-def is_secret(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    upper = name.upper()
-    return any(fnmatchcase(upper, p.upper()) for p in patterns)
-
-
-def redact_env(env: dict[str, str], patterns: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """``env`` with the value of every secret-looking name replaced by
-    :data:`REDACTED` (the value itself never leaves this function)."""
-    return {k: (REDACTED if is_secret(k, patterns) else v) for k, v in env.items()}
 
 
 def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int],
@@ -101,6 +89,7 @@ class ApparatusCollector(Collector):
         self.added = 0  # new archive bytes of this command
         self.content_bytes = 0  # bytes of content archived or found archived
         self.not_archived: dict[str, int] = {}
+        self.redacted: dict[str, int] = {}  # environment values hidden, by kind
         self._manifest: bytes | None = None
         self._hold: int | None = None  # the archive's lock, held shared
 
@@ -214,7 +203,7 @@ class ApparatusCollector(Collector):
             # (a device or pipe has no content to lose)
             if why is not None and why != NOT_REGULAR:
                 self.not_archived[why] = self.not_archived.get(why, 0) + 1
-        patterns = self.app_cfg.secret_env_names
+        env, self.redacted = redact.redact_env(self.env, self.app_cfg.secret_env_names)
         uname = os.uname()
         umask = self.extra.get("umask")
         argv = self.extra.get("argv")
@@ -222,7 +211,8 @@ class ApparatusCollector(Collector):
             "format": MANIFEST_FORMAT,
             "digest_algorithm": CONTENT_DIGEST_ALGORITHM,
             "argv": argv if isinstance(argv, list) else None,
-            "env": redact_env(self.env, patterns),
+            "env": env,
+            "redacted": self.redacted,
             "umask": umask if isinstance(umask, int) else None,
             "uid": os.getuid(),
             "gid": os.getgid(),
@@ -246,9 +236,12 @@ class ApparatusCollector(Collector):
         if self.not_archived:
             line += "; not archived: " + ", ".join(
                 f"{n} {why.replace('_', ' ')}" for why, n in sorted(self.not_archived.items()))
+        if self.redacted:
+            line += "; environment: " + redact.describe_counts(self.redacted)
         try:
-            _paths.runtime_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(summary_path(os.getpid()), "w", encoding="utf-8") as fh:
+            _paths.make_private_dir(_paths.runtime_dir())
+            with open(_paths.open_private(summary_path(os.getpid())), "w",
+                      encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError:
             pass

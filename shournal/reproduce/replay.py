@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from shournal.capture.hashing import content_digest
+from shournal.redact import is_redacted
 from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
-from shournal.reproduce.recording import REDACTED
 
 # Never bound from the archive: the sandbox has its own.
 _SPECIAL = ("/proc/", "/sys/", "/dev/")
@@ -200,7 +200,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
     env = {}
     notes["unset_secrets"] = []
     for k, v in man["env"].items():
-        if v == REDACTED:
+        if is_redacted(v):  # (a secret, or a URL with its password hidden)
             if k in os.environ:
                 env[k] = os.environ[k]
             else:

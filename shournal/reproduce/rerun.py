@@ -33,9 +33,9 @@ from typing import Any
 
 from shournal.capture.hashing import content_digest, partial_xxh64_bytes
 from shournal.capture.record import CommandRecord, FileEvent
+from shournal.redact import redact_env
 from shournal.reproduce.archive import MANIFEST_FORMAT, encode_manifest
 from shournal.reproduce.experiment import Experiment
-from shournal.reproduce.recording import redact_env
 from shournal.reproduce.replay import META, Changes
 
 
@@ -87,6 +87,7 @@ def sandbox_record(exp: Experiment, report: dict[str, Any], changes: Changes,
                 events.append(got[1])
     env = dict(man.get("env", {}))
     env.update(changes.env)
+    env, redacted = redact_env(env, cfg.apparatus.secret_env_names)
     manifest = {
         "format": MANIFEST_FORMAT,
         "digest_algorithm": man.get("digest_algorithm"),
@@ -94,7 +95,8 @@ def sandbox_record(exp: Experiment, report: dict[str, Any], changes: Changes,
         "sandbox": {"outdir": str(outdir), "archived_programs": len(notes["archived_programs"]),
                     "local_programs": sorted(notes["local"])},
         "argv": None if changes.command is not None else man.get("argv"),
-        "env": redact_env(env, cfg.apparatus.secret_env_names),
+        "env": env,
+        "redacted": redacted,
         "umask": man.get("umask"),
         "uid": os.getuid(),
         "gid": os.getgid(),

@@ -285,6 +285,95 @@ def _fs_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
     return best_type
 
 
+# PRAGMA user_version bit: this journal's files were private (0600, its
+# folder 0700) when a writer last opened it.
+_PRIVATE_MARK = 1
+
+
+def journal_paths(database: str, folder: str | None) -> list[str]:
+    """A SQLite journal's folder (the default journal's: ours; the folder
+    of a journal the user named is the user's business) and files."""
+    return ([folder] if folder else []) + [database, f"{database}-wal", f"{database}-shm"]
+
+
+def journal_open_to_others(url: str | None) -> list[tuple[str, int]]:
+    """(path, st_mode) of the SQLite journal ``url`` names (None: the
+    default one) and of its folder, where group or others may read them
+    (``shournal doctor``)."""
+    if url is None:
+        database = _paths.default_db_file()
+        return _paths.open_to_others(journal_paths(database, os.path.dirname(database)))
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        return []
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return []
+    return _paths.open_to_others(journal_paths(parsed.database, None))
+
+
+def _make_private(database: str, folder: str | None) -> list[str]:
+    """Create the journal file 0600 if absent (SQLite gives its -wal and
+    -shm the journal's mode), and deal with a journal that group or
+    others may read: an older shournal's (0644 in a 0755 folder) is made
+    private once, with a note returned; one that was private before (the
+    journal says so, :meth:`Store._mark_private`) is refused with the fix:
+    its owner opened it again, and the spool keeps the commands.
+
+    :raises StoreUnavailable: it is open to others and was private before.
+    """
+    with suppress(OSError):  # (a missing folder: SQLite says it better)
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600))
+    paths = journal_paths(database, folder)
+    found = _paths.open_to_others(paths[:-2])
+    if found and _was_private(database):
+        _scratch_private(paths)
+        path, mode = found[0]
+        what = "folder" if path == folder else "file"
+        raise StoreUnavailable(
+            f"the journal {what} {path} is open to group or others (mode "
+            f"{mode & 0o7777:04o}); fix: {_paths.private_fix(path, mode)}")
+    done = []
+    for path, mode in found:
+        try:
+            os.chmod(path, mode & 0o700)
+        except OSError as e:
+            raise StoreUnavailable(
+                f"cannot make the journal's {path} private: {e.strerror}; "
+                f"fix: {_paths.private_fix(path, mode)}") from None
+        done.append(f"{path} {mode & 0o7777:04o} -> {mode & 0o700:04o}")
+    _scratch_private(paths)
+    if not done:
+        return []
+    # one line: a shell shows one line per warning
+    return [f"made the journal private, as it is from now on ({', '.join(done)}): "
+            "other users could read it"]
+
+
+def _scratch_private(paths: list[str]) -> None:
+    """-wal and -shm: SQLite's scratch, made with the journal's mode of
+    the moment (a reader of the open journal made them so): follow it."""
+    for path, mode in _paths.open_to_others(paths[-2:]):
+        with suppress(OSError):
+            os.chmod(path, mode & 0o700)
+
+
+def _was_private(database: str) -> bool:
+    """The mark of :meth:`Store._mark_private` (asked only of a journal
+    found open: a connection of its own costs)."""
+    try:
+        conn = sqlite3.connect(database, timeout=_BUSY_SECONDS)
+    except sqlite3.Error:
+        return False
+    try:
+        return bool(conn.execute("PRAGMA user_version").fetchone()[0] & _PRIVATE_MARK)
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
 def _set_journal_mode(cur: sqlite3.Cursor, mode: str) -> None:
     """Switch the journal mode unless it is already set (it persists in the
     file).  Switching ignores busy_timeout: when two shells open a new
@@ -388,11 +477,15 @@ class Store:
         self._writer_lock = threading.Lock()
         # SQLite: the statements every command line runs (see precompiled)
         self._precompiled: dict[object, Precompiled] = {}
+        # What opening changed that its owner should hear of (one line each).
+        self.notes: list[str] = []
+        folder: str | None = None
         if url is None:
             path = _paths.default_db_path()
+            folder = str(path.parent)
             if create:
                 try:
-                    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    _paths.make_private_dir(path.parent)
                 except OSError as e:
                     raise StoreUnavailable(f"cannot create {path.parent}: {e.strerror}") from None
             # Another user who made it first (e.g. in the Docker edition's
@@ -427,9 +520,12 @@ class Store:
             else parsed.render_as_string(hide_password=True)
         )
         database = parsed.database
+        private = self.dialect_name == "sqlite" and create and database and database != ":memory:"
         if self.dialect_name == "sqlite" and not create and database and database != ":memory:":
             if not os.path.exists(database):
                 raise StoreMissing(f"no journal at {database} yet")
+        if private:
+            self.notes = _make_private(database, folder)
         try:
             self.engine: Engine = create_engine(parsed)
         except (sa_exc.SQLAlchemyError, ImportError) as e:
@@ -440,9 +536,22 @@ class Store:
             self._setup_sqlite(parsed.database)
         try:
             self._ensure_schema()
+            if private:
+                self._mark_private()
         except BaseException:
             self.engine.dispose()
             raise
+
+    def _mark_private(self) -> None:
+        """Note in the journal that its files were private here (see
+        :func:`_make_private`): from now on a journal opened to others
+        again is refused, not fixed behind its owner's back."""
+        with self.reading() as conn:
+            if conn.exec_driver_sql("PRAGMA user_version").scalar_one() & _PRIVATE_MARK:
+                return
+        with self.writing() as conn:
+            version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+            conn.exec_driver_sql(f"PRAGMA user_version={int(version) | _PRIVATE_MARK}")
 
     # -- connection setup ---------------------------------------------------
 

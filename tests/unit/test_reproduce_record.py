@@ -10,8 +10,10 @@ from sqlalchemy import inspect, text
 
 from shournal.capture.record import CommandRecord
 from shournal.config import ApparatusConfig, Config, ConfigError, helper_options, parse_config
+from shournal.redact import MARKER as REDACTED
+from shournal.redact import is_secret_name as is_secret
+from shournal.redact import redact_env
 from shournal.reproduce.archive import decode_manifest, encode_manifest
-from shournal.reproduce.recording import REDACTED, is_secret, redact_env
 from shournal.store import Store
 from shournal.store import models as m
 
@@ -25,8 +27,8 @@ DEFAULT = ApparatusConfig().secret_env_names
 )
 def test_secret_looking_names_are_redacted(name: str) -> None:
     env = {name: "s3cr3t", "HOME": "/home/u"}
-    out = redact_env(env, DEFAULT)
-    assert out == {name: REDACTED, "HOME": "/home/u"}
+    out, counts = redact_env(env, DEFAULT)
+    assert out == {name: REDACTED, "HOME": "/home/u"} and counts == {"secret_name": 1}
     assert "s3cr3t" not in repr(out)
 
 
@@ -40,7 +42,7 @@ def test_secret_patterns_are_configurable() -> None:
     cfg = parse_config('[apparatus]\nsecret_env_names = ["MY_*", "*_PIN"]\n')
     assert cfg.apparatus.secret_env_names == ("MY_*", "*_PIN")
     env = {"MY_VAR": "a", "CARD_PIN": "1234", "GITHUB_TOKEN": "kept now"}
-    assert redact_env(env, cfg.apparatus.secret_env_names) == {
+    assert redact_env(env, cfg.apparatus.secret_env_names)[0] == {
         "MY_VAR": REDACTED, "CARD_PIN": REDACTED, "GITHUB_TOKEN": "kept now"}
     with pytest.raises(ConfigError, match="secret_env_names"):
         parse_config("[apparatus]\nsecret_env_names = 3\n")
