@@ -117,12 +117,10 @@ class _Planner:
         """The recorded environment of ``cmd``, secret-looking values
         redacted under the current patterns too (a name added to
         ``secret_env_names`` since the recording)."""
-        # TODO(redaction): use shournal.redact once it is merged: the one
-        # redaction module another change brings.
-        from shournal.reproduce.recording import redact_env
+        from shournal.redact import redact_env
 
         env = self.reader.environment(cmd.id)
-        return None if env is None else redact_env(env, self.secret_env_names)
+        return None if env is None else redact_env(env, self.secret_env_names)[0]
 
     def write(self, out_dir: str, name: str, doc: dict[str, Any], force: bool) -> str:
         path = os.path.join(out_dir, name)

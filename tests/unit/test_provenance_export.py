@@ -428,7 +428,7 @@ def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -
 
     from shournal.provenance.records import export_record
     from shournal.reproduce.archive import encode_manifest
-    from shournal.reproduce.recording import REDACTED
+    from shournal.redact import MARKER as REDACTED
 
     manifest = encode_manifest({"env": {"LANG": "C.UTF-8", "API_TOKEN": REDACTED,
                                         "DB_PASS": "hunter2"}})
