@@ -427,8 +427,8 @@ def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -
     from records_check import issues, validate_crate
 
     from shournal.provenance.records import export_record
-    from shournal.reproduce.archive import encode_manifest
     from shournal.redact import MARKER as REDACTED
+    from shournal.reproduce.archive import encode_manifest
 
     manifest = encode_manifest({"env": {"LANG": "C.UTF-8", "API_TOKEN": REDACTED,
                                         "DB_PASS": "hunter2"}})
