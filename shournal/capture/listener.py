@@ -440,8 +440,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
 
 
 def _ignored(cfg, text: str) -> bool:
-    words = text.split()
-    return bool(words) and rules_of(cfg).ignore.matches(words)
+    return rules_of(cfg).ignore.matches_line(text)
 
 
 # Exit status of the listener when its command line could not be stored
