@@ -74,13 +74,14 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
         fail(str(e), EXIT_USAGE)
 
 
-def open_journal() -> Journal:
+def open_journal(*, read_only: bool = True) -> Journal:
     """The journal every command reads (see :func:`shournal.journal.resolve_url`),
-    never created by reading it.  Call inside :func:`errors_to_status`."""
+    never created by reading it, opened read-only unless the command writes
+    it (``read_only`` False).  Call inside :func:`errors_to_status`."""
 
     from shournal.journal import Journal
 
-    return Journal.open(create=False)
+    return Journal.open(create=False, read_only=read_only)
 
 
 # -- options shared by several commands -------------------------------------------------
