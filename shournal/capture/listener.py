@@ -529,7 +529,8 @@ def load_listener_config():
     try:
         return load_config()
     except ConfigError as exc:
-        _warn(f"config error, using defaults: {exc}")
+        if os.environ.get(protocol.CONFIG_REPORTED_VAR) != "1":  # (`shournal run` said it)
+            _warn(f"config error, using defaults: {exc}")
         return load_config(path=None, create=False, defaults_only=True)
 
 

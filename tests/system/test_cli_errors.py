@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures_shell import recorded, write_config
 
 pytestmark = [pytest.mark.root]
 
@@ -115,3 +116,20 @@ def test_a_read_only_journal_file_in_a_writable_directory(install, recorded_home
     # a writer says so in one line: the journal is unusable (3)
     res = as_user(install, recorded_home, "delete", "--command-text", "%echo%", "--yes")
     one_line(res, 3, "journal")
+
+
+# -- `shournal run` and a config it cannot use (item 11) -----------------------------------
+
+
+def test_run_says_itself_that_its_config_is_invalid(install, user_home):
+    write_config(user_home, "[write_events]\nno_such_key = 1\n", install)
+    res = as_user(install, user_home, "run", "--", "sh", "-c", "echo data > out.txt")
+    assert res.returncode == 0, res.stderr
+    line = one_line(res, 0, "config", "no_such_key")
+    assert line.startswith("shournal: ") and "defaults" in line
+    # recorded with the defaults, and no shell is left the warning to show
+    found = recorded(user_home, wfile=user_home / "work" / "out.txt")
+    assert [c.text for c in found] == ["sh -c 'echo data > out.txt'"]
+    rundir = user_home / "run" / "shournal"
+    left = "".join(p.read_text() for p in rundir.glob("warnings*"))
+    assert "config" not in left, left
