@@ -39,12 +39,20 @@ def one_line(res: subprocess.CompletedProcess[str], status: int, *words: str) ->
     return lines[0]
 
 
+# A reader of a WAL journal makes them (and so changes the directory).
+SQLITE_SIDE_FILES = {".local/share/shournal/journal.sqlite-shm",
+                     ".local/share/shournal/journal.sqlite-wal"}
+
+
 def tree_state(root: Path) -> dict[str, tuple[int, int, int]]:
-    """What a read must not change: every file's size, mtime and mode."""
+    """What a read must not change: every file's size, mtime and mode, and
+    which directories there are (a file written beside the target and
+    removed again changes its directory's mtime, nothing else)."""
     out = {}
     for path in sorted(root.rglob("*")):
         st = path.lstat()
-        out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, st.st_mode)
+        mtime = 0 if path.is_dir() and not path.is_symlink() else st.st_mtime_ns
+        out[str(path.relative_to(root))] = (st.st_size, mtime, st.st_mode)
     return out
 
 
@@ -133,3 +141,92 @@ def test_run_says_itself_that_its_config_is_invalid(install, user_home):
     rundir = user_home / "run" / "shournal"
     left = "".join(p.read_text() for p in rundir.glob("warnings*"))
     assert "config" not in left, left
+
+
+# -- exit statuses (item 13; the table in the README) -------------------------------------
+
+
+def test_exit_statuses(install, recorded_home):
+    home = recorded_home
+    assert as_user(install, home, "query", "--wfile", "out.txt").returncode == 0
+    res = as_user(install, home, "query", "--command-text", "%no such text%")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    one_line(as_user(install, home, "query", "--exit-code", "x"), 2)
+    # a pattern SQLite refuses is a bad value, not an unusable journal
+    huge = "%" + "a" * 120_000 + "%"
+    one_line(as_user(install, home, "query", "--command-text", huge), 2, "pattern too long")
+    one_line(as_user(install, home, "stats", "--cwd", huge), 2, "pattern too long")
+    # a journal that is no database: 3
+    garbage = home / "work" / "garbage.sqlite"
+    garbage.write_bytes(b"not a database " * 500)
+    os.chown(garbage, install.user.pw_uid, install.user.pw_gid)
+    env = {"SHOURNAL_DB_URL": f"sqlite:///{garbage}"}
+    for argv in (("query", "--history", "3"), ("stats",), ("lineage", "out.txt")):
+        one_line(as_user(install, home, *argv, env=env), 3, "not a usable database")
+    # a config file that cannot be used: 4, whichever command reads it
+    write_config(home, "[store]\nno_such_key = 1\n", install)
+    for argv in READS + [("delete", "--command-text", "%x%", "--yes"),
+                         ("export", "make", "out.txt", "-o", str(home / "work" / "wf"))]:
+        one_line(as_user(install, home, *argv), 4, "no_such_key")
+    assert not (home / "work" / "wf").exists()
+
+
+# -- every command with paths it cannot use (item 9) ---------------------------------------
+
+
+def test_bad_paths_are_one_line_and_change_nothing(install, recorded_home):
+    home = recorded_home
+    work = home / "work"
+    ro = home / "ro"
+    ro.mkdir()  # root's: the user cannot write in it
+    missing = work / "no" / "such"
+    afile = work / "out.txt"
+    adir = work / "adir"
+    adir.mkdir()
+    os.chown(adir, install.user.pw_uid, install.user.pw_gid)
+    secret = ro / "secret"  # not readable by the user
+    secret.write_text("x")
+    secret.chmod(0o600)
+    bad_inputs = [str(missing / "x"), str(adir), str(secret)]
+    bad_outputs = [str(ro / "x"), str(missing / "x"), str(adir)]
+    runs: list[tuple[str, ...]] = []
+    for path in bad_inputs:
+        runs += [
+            ("query", "--wfile", path), ("query", "--rfile", path),
+            ("query", "--lineage-of", path), ("stats", "--lineage-of", path),
+            ("lineage", path), ("delete", "--lineage-of", path, "--yes"),
+            ("diff", "--wfile", path, "out.txt"), ("diff", "--lineage", path, "out.txt"),
+            ("export", "make", path, "-o", str(work / "wf")),
+            ("describe", "benchmark", "-o", str(work / "bench"), path),
+            ("recombine", path, path, "-o", str(work / "rc")),
+        ]
+    for path in bad_outputs:
+        runs += [
+            ("query", "--command-text", "%echo%", "-o", path),
+            ("query", "--command-text", "%echo%", "--output-format", "html", "-o", path),
+            ("query", "--command-text", "%echo%", "--output-format", "shournal-json", "-o", path),
+            ("lineage", "out.txt", "--output-format", "html", "-o", path),
+            ("lineage", "out.txt", "--output-format", "dot", "-o", path),
+        ]
+    for path in (str(ro / "x"), str(afile)):
+        runs += [
+            ("query", "--command-text", "%echo%", "--restore-rfiles", "--restore-dir", path),
+            ("export", "snakemake", "out.txt", "-o", path),
+            ("describe", "benchmark", "-o", path, "out.txt"),
+            ("restore", "--file-id", "1", "-o", path),
+        ]
+    ro.chmod(0o555)
+    before = tree_state(home)
+    seen = []
+    for argv in runs:
+        res = as_user(install, home, *argv)
+        assert "Traceback" not in res.stderr, (argv, res.stderr)
+        lines = res.stderr.splitlines()
+        assert res.returncode in (1, 2), (argv, res.returncode, res.stderr)
+        if res.returncode == 2 or lines:  # (1: "nothing found" may say so on stdout)
+            assert len(lines) == 1 and lines[0].startswith("shournal: "), (argv, res.stderr)
+        seen.append(res.returncode)
+        after = tree_state(home)
+        changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+        assert changed <= SQLITE_SIDE_FILES, (argv, changed)
+    assert 2 in seen
