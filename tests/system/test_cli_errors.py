@@ -169,6 +169,14 @@ def test_exit_statuses(install, recorded_home):
                          ("export", "make", "out.txt", "-o", str(home / "work" / "wf"))]:
         one_line(as_user(install, home, *argv), 4, "no_such_key")
     assert not (home / "work" / "wf").exists()
+    # ... or a config path of the wrong type
+    afile = str(home / "work" / "out.txt")
+    one_line(as_user(install, home, "stats", env={"XDG_CONFIG_HOME": afile}), 4,
+             "Not a directory")
+    config = home / ".config" / "shournal" / "config.toml"
+    config.unlink()
+    config.mkdir()
+    one_line(as_user(install, home, "query", "--history", "1"), 4, "Is a directory")
 
 
 # -- every command with paths it cannot use (item 9) ---------------------------------------
