@@ -45,7 +45,7 @@ def _open_store() -> Any:
     from shournal.store import Store, StoreMissing
 
     try:
-        return Store(resolve_url(), create=False)
+        return Store(resolve_url(), create=False, read_only=True)  # (it only loads)
     except StoreMissing:
         _fail("nothing recorded yet (no journal)", EXIT_USAGE)
     # (other errors: shournal.cli.error_status gives their line and status)
