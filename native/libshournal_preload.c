@@ -125,6 +125,10 @@ struct bash_hist_entry {
 static struct bash_hist_entry *(*bash_history_get)(int);
 static int *bash_history_base, *bash_history_length;
 static char *(*bash_get_string_value)(const char *);
+/* bash's HISTCONTROL as it parsed it (bashhist.c, history_control):
+ * HC_IGNSPACE is its bit 0x01.  See hold_ignorespace(). */
+static int *bash_history_control;
+#define BASH_HC_IGNSPACE 0x01
 
 static void resolve(void)
 {
@@ -1397,6 +1401,25 @@ static int bash_api(void)
            bash_get_string_value;
 }
 
+/* Keep bash's own ignorespace off and leave the user's HISTCONTROL as he
+ * set it.  bash would not add a space-prefixed line to history, where its
+ * text is read, and the previous entry's text would be journaled for it;
+ * so bash adds it and the hook drops it from history and journal alike
+ * (cleanup's flag s): what the user sees is what he set.  bash parses
+ * HISTCONTROL into this flag on each assignment, so this runs at every
+ * prompt that drops such lines.  1 if done (this bash exports the flag). */
+static int hold_ignorespace(void)
+{
+    if (!bash_api())
+        return 0;
+    if (!bash_history_control)
+        bash_history_control = dlsym(RTLD_DEFAULT, "history_control");
+    if (!bash_history_control)
+        return 0;
+    *bash_history_control &= ~BASH_HC_IGNSPACE;
+    return 1;
+}
+
 /* A shell variable of bash is set and neither empty nor "0". */
 static int bash_flag(const char *name)
 {
@@ -1825,6 +1848,8 @@ static int handle_trigger_in(const char *action)
         g_state = ST_DISABLED;
         return respond("ok");
     }
+    if (strcmp(action, "histcontrol") == 0) /* see hold_ignorespace() */
+        return respond(hold_ignorespace() ? "ok" : "err bash exports no history_control");
     if (strcmp(action, "ps0-fast") == 0) /* see getrandom() */
         return respond(bash_api() ? "ok" : "err bash exports no history API");
     if (strcmp(action, "prepare") == 0) {
@@ -1852,6 +1877,8 @@ static int handle_trigger_in(const char *action)
          * text-history or text-raw).  A prompt without a command line (an
          * empty line, a hook run twice) drops nothing. */
         char *flags = strchr(action + 8, '/'), *text;
+        if (flags && strchr(flags, 's'))
+            hold_ignorespace(); /* (HISTCONTROL may have been assigned again) */
         if (flags && strchr(flags, 'h')) {
             free(take_text()); /* (the hook's scratch: see _shournal_histignore_check) */
             text = history_text((size_t)SHOURNAL_MAX_COMMAND_TEXT + 1);

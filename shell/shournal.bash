@@ -27,10 +27,16 @@ _shournal_trigger() {
 _shournal_fix_histcontrol() {
     # ignorespace would hide the command text from us; emulate it instead
     # (space-prefixed commands are then neither in history nor journaled).
+    # The library turns off only bash's parsed flag, at each prompt's
+    # cleanup (hold_ignorespace): HISTCONTROL keeps the user's value.  A
+    # bash that does not export the flag gets the value rewritten instead.
     if [[ ${HISTCONTROL-} == *ignorespace* || ${HISTCONTROL-} == *ignoreboth* ]]; then
         _SHOURNAL_IGNORESPACE=1
+        (( ${_SHOURNAL_HC_HELD:-0} )) && return 0
         HISTCONTROL=${HISTCONTROL//ignoreboth/ignoredups}
         HISTCONTROL=${HISTCONTROL//ignorespace/}
+    elif (( ${_SHOURNAL_HC_HELD:-0} )); then
+        _SHOURNAL_IGNORESPACE=0
     fi
 }
 
@@ -396,6 +402,8 @@ SHOURNAL_ENABLE() {
     fi
     export SHOURNAL_SESSION_ID=${_shournal_resp#ok }
     _SHOURNAL_IGNORESPACE=0
+    _SHOURNAL_HC_HELD=0
+    _shournal_trigger histcontrol && _SHOURNAL_HC_HELD=1
     _shournal_fix_histcontrol
     _shournal_fix_histignore
     _SHOURNAL_PS0_FAST=0
@@ -422,7 +430,11 @@ SHOURNAL_DISABLE() {
     PS0=${PS0//"$_shournal_ps0"/}
     _shournal_pc_remove
     # hand back what we emulated
-    if (( _SHOURNAL_IGNORESPACE )); then
+    if (( ${_SHOURNAL_HC_HELD:-0} )); then
+        # assigned again, bash parses its own flag back in
+        [[ -v HISTCONTROL ]] && HISTCONTROL=$HISTCONTROL
+        _SHOURNAL_IGNORESPACE=0
+    elif (( _SHOURNAL_IGNORESPACE )); then
         HISTCONTROL=${HISTCONTROL:+$HISTCONTROL:}ignorespace
         _SHOURNAL_IGNORESPACE=0
     fi

@@ -59,6 +59,9 @@ DEFAULT_CONFIG_TEXT = """\
 
 [ignore_commands]
 # Commands not recorded: "cmd arg ..." exactly, "cmd*" with any arguments.
+# A rule drops only a line that is that one command: a line that also runs
+# or redirects anything else (;, &&, |, >, $(...)) is recorded in full.
+# Built in, on top of this list: "mount*", "shournal*", "shournal-run*".
 # commands = []
 
 [mounts]

@@ -320,6 +320,19 @@ def _bwrap_check() -> Check:
     return Check(name, True, bwrap, blocks=False)
 
 
+def _history_check() -> Check:
+    """Not a problem, a fact worth knowing: which typed lines are not recorded."""
+    control = os.environ.get("HISTCONTROL", "")
+    spaced = "ignorespace" in control or "ignoreboth" in control
+    detail = (
+        "space-prefixed lines are not recorded (bash HISTCONTROL=ignorespace or ignoreboth, "
+        "zsh HIST_IGNORE_SPACE), nor bash HISTIGNORE lines"
+    )
+    if spaced:
+        detail = f"HISTCONTROL={control}: {detail}"
+    return Check("history", True, detail, blocks=False)
+
+
 def run_checks() -> list[Check]:
     checks = _helper_checks()
     checks.append(_group_check())
@@ -333,6 +346,7 @@ def run_checks() -> list[Check]:
     checks.append(_userns_check())
     checks.append(_bwrap_check())
     checks.append(_shell_check())
+    checks.append(_history_check())
     rc = _rc_check()
     if rc is not None:
         checks.append(rc)

@@ -64,9 +64,9 @@ def resolve_url(url: str | None = None, *, config: Config | None = None) -> str 
         try:
             config = load_config(create=False)
         except ConfigError as exc:
-            from shournal.store.errors import StoreUnavailable
+            from shournal.store.errors import ConfigUnusable
 
-            raise StoreUnavailable(f"cannot tell which journal to use: {exc}") from None
+            raise ConfigUnusable(f"cannot tell which journal to use: {exc}") from None
     return config.store.url or None
 
 
@@ -119,21 +119,28 @@ class Journal:
 
     @classmethod
     def open(
-        cls, url: str | None = None, *, create: bool = False, config: Config | None = None
+        cls,
+        url: str | None = None,
+        *,
+        create: bool = False,
+        config: Config | None = None,
+        read_only: bool = False,
     ) -> Journal:
         """Open the journal :func:`resolve_url` names (``url`` wins).
 
         ``create``: create the journal (and its schema) when there is none
         yet; readers leave it False and get
         :class:`shournal.store.StoreMissing` instead, so that reading
-        changes nothing on disk.
+        changes nothing on disk.  ``read_only``: only read it (a SQLite
+        journal is opened ``mode=ro``: a read-only file, directory or mount
+        is browsable).
 
         :raises shournal.store.StoreError: it cannot be opened (StoreMissing:
             none exists yet; SchemaTooNew, StoreCorrupt, StoreUnavailable).
         """
         from shournal.store.db import Store
 
-        return cls(Store(resolve_url(url, config=config), create=create))
+        return cls(Store(resolve_url(url, config=config), create=create, read_only=read_only))
 
     @property
     def location(self) -> str:

@@ -37,8 +37,15 @@ __all__ = [
 ]
 
 # Never worth recording, as in the original: mount changes what paths mean,
-# and shournal's own invocations would only clutter the journal.
+# and shournal's own invocations would only clutter the journal.  Like every
+# rule they drop only a line that is that one command (IgnoredCommands.
+# matches_line): `shournal version; python3 analyze.py > out` is recorded.
+# Listed in the config file's comments and the README: keep them in step.
 BUILTIN_IGNORED_COMMANDS = ("mount*", "shournal*", "shournal-run*")
+
+# Shell syntax that makes a line more than one simple command: separators,
+# pipes, redirections, groups, substitutions.
+_SHELL_OPERATORS = frozenset("();<>|&")
 
 
 # The permission tests use literal mode bits (S_IWUSR = 0o200, S_IWGRP =
@@ -258,6 +265,31 @@ class IgnoredCommands:
         cls, section: IgnoreCommandsConfig, *, builtins: bool = True
     ) -> IgnoredCommands:
         return cls(section.commands, builtins=builtins)
+
+    def matches_line(self, text: str) -> bool:
+        """Is the command line `text` one simple command a rule names?  A
+        line that also runs or redirects anything else (``;``, ``&&``,
+        ``|``, ``>``, ``$(...)``, a second line...) is never ignored:
+        nothing the user ran is dropped with the ignored command."""
+        words = text.split()
+        if not words:
+            return False
+        first = _basename(words[0])
+        if first not in self._any_args and first not in self._exact:
+            return False  # the usual case: no tokenizing
+        if "`" in text or "\n" in text.strip():
+            return False
+        import shlex
+
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:  # unbalanced quotes: not a simple command we know
+            return False
+        if any(t and set(t) <= _SHELL_OPERATORS for t in tokens):
+            return False
+        return self.matches(tokens)
 
     def matches(self, argv0_and_args: Sequence[str]) -> bool:
         if not argv0_and_args:

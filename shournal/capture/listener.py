@@ -440,8 +440,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
 
 
 def _ignored(cfg, text: str) -> bool:
-    words = text.split()
-    return bool(words) and rules_of(cfg).ignore.matches(words)
+    return rules_of(cfg).ignore.matches_line(text)
 
 
 # Exit status of the listener when its command line could not be stored
@@ -532,7 +531,8 @@ def load_listener_config():
     try:
         return load_config()
     except ConfigError as exc:
-        _warn(f"config error, using defaults: {exc}")
+        if os.environ.get(protocol.CONFIG_REPORTED_VAR) != "1":  # (`shournal run` said it)
+            _warn(f"config error, using defaults: {exc}")
         return load_config(path=None, create=False, defaults_only=True)
 
 

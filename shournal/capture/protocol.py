@@ -55,6 +55,9 @@ WARNINGS_FILE = "warnings"
 SETUP_ARGS_FILE = "setup-args"
 SETUP_ARGS_APPARATUS_FILE = "setup-args.apparatus"
 APPARATUS_PATHS_FILE = "apparatus-paths"
+# In the listener's environment: its config error was shown to the user
+# already (by `shournal run`), so no warning is left for a shell.
+CONFIG_REPORTED_VAR = "_SHOURNAL_CONFIG_REPORTED"
 
 # The helper's limits and defaults.
 MAX_EXCLUDES = 64

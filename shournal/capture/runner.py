@@ -41,13 +41,19 @@ def _warn(message: str) -> None:
     print(f"shournal: {message}", file=sys.stderr)
 
 
-def _helper_options(apparatus: bool) -> list[str]:
+def _helper_options(apparatus: bool, env: dict[str, str]) -> list[str]:
+    """The helper's options from the config; `env`: the helper's (and the
+    listener's) environment."""
     from shournal.config import ConfigError, helper_options, load_config
 
     try:
         opts = helper_options(load_config(), apparatus=apparatus)
-    except ConfigError:
-        opts = []  # the listener reports it
+    except ConfigError as exc:
+        # Said here, where the user looks; the listener, told so, leaves no
+        # warning for some later shell's prompt.
+        _warn(" ".join(f"config error, using defaults: {exc}".split()))
+        env[protocol.CONFIG_REPORTED_VAR] = "1"
+        opts = []
     if os.environ.get("SHOURNAL_BENCH_FLOOR") == "1":
         # bench/: the holder drops every event unseen (the kernel's price
         # alone).  Never quietly: this command is not recorded.
@@ -74,7 +80,7 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
         mask = os.umask(0)
         os.umask(mask)
         env[reproduce.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
-    opts = _helper_options(apparatus is not None)
+    opts = _helper_options(apparatus is not None, env)
     try:
         return os.posix_spawn(
             str(helper),

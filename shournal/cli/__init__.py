@@ -1,10 +1,15 @@
 """The `shournal` command: a thin typer layer over the library.
 
-Exit statuses (documented in the README):
+Exit statuses (the table in the README, "Exit statuses"):
   0 success / something found     1 nothing found, or a check failed
-  2 usage error (bad option, missing file, bad value)
-  3 the store cannot be used (locked, corrupted, newer schema)
+  2 usage error (bad option, bad value, a path that cannot be read or written)
+  3 the journal cannot be used (locked, corrupted, newer schema, unreachable)
+  4 the config file cannot be used (unknown key, bad value, unreadable)
+  70 internal error (a bug: one line, SHOURNAL_DEBUG=1 for the traceback)
+  130 interrupted (Ctrl-C)        141 the output pipe was closed
   `shournal run` exits with the command's own status (128+N on signal N).
+Every error ends in one `shournal:` line; :func:`error_status` is the one
+place that turns an exception into that line and its status.
 
 Start-up time matters (`shournal query` is typed interactively): this
 module imports nothing heavy.  The typer application lives in
@@ -31,6 +36,67 @@ EXIT_FOUND = 0
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
 EXIT_STORE = 3
+EXIT_CONFIG = 4
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141
+
+
+def error_status(exc: BaseException) -> tuple[str, int] | None:
+    """The one line (without "shournal: ") and exit status for an error
+    that reached a command, or None for one that is no error (an exit)."""
+    from shournal.config import ConfigError
+    from shournal.data import QueryError
+    from shournal.restore import NotArchived, RestoreError
+    from shournal.store.errors import ConfigUnusable, StoreError, StoreMissing
+
+    if isinstance(exc, SystemExit):
+        return None
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", EXIT_INTERRUPTED
+    if isinstance(exc, ConfigError | ConfigUnusable):
+        return str(exc), EXIT_CONFIG
+    if isinstance(exc, StoreMissing):
+        return str(exc), EXIT_NOT_FOUND
+    if isinstance(exc, StoreError):
+        return str(exc), EXIT_STORE
+    if isinstance(exc, QueryError):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, NotArchived):
+        return str(exc), EXIT_NOT_FOUND
+    if isinstance(exc, RestoreError):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, OSError):
+        # A path given (or derived from one given) that cannot be used.
+        where = exc.filename if exc.filename is not None else ""
+        reason = exc.strerror or str(exc)
+        return (f"{where}: {reason}" if where != "" else reason), EXIT_USAGE
+    if isinstance(exc, Exception):
+        return (f"internal error: {type(exc).__name__}: {exc} (a bug; please report it; "
+                "SHOURNAL_DEBUG=1 shows where)"), EXIT_INTERNAL
+    return None
+
+
+def _exit_on_error(exc: BaseException) -> None:
+    """Print `exc` as its one line and exit with its status; return if it is
+    not one (the caller re-raises it)."""
+    if isinstance(exc, BrokenPipeError):
+        # `shournal query | head`: the reader is gone; no message either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_PIPE)
+    if os.environ.get("SHOURNAL_DEBUG") == "1" and not isinstance(exc, KeyboardInterrupt):
+        import traceback
+
+        traceback.print_exception(exc)
+    found = error_status(exc)
+    if found is None:
+        return
+    message, status = found
+    if status != EXIT_INTERRUPTED:
+        from shournal.terminal import printable
+
+        print(f"shournal: {printable(' '.join(message.split()))}", file=sys.stderr)
+    sys.exit(status)
 
 
 def print_version() -> None:
@@ -87,15 +153,22 @@ def main(*, fast_query: bool = True) -> None:
         # bare `shournal` typed at a terminal: the daily view (in a script
         # or a pipe it still prints the help)
         sys.argv.append("history")
+    try:
+        _main(fast_query)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the one place errors become a line
+        _exit_on_error(exc)
+        raise
+
+
+def _main(fast_query: bool) -> None:
     status = _fast_path(sys.argv[1:])
     if status is None and fast_query:
         # The common read-only queries, without typer and SQLAlchemy.
         from shournal.cli._fast import answer
 
-        try:
-            status = answer(sys.argv[1:])
-        except KeyboardInterrupt:
-            sys.exit(130)
+        status = answer(sys.argv[1:])
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)
@@ -110,12 +183,6 @@ def main(*, fast_query: bool = True) -> None:
     abort = getattr(click, "Abort", ())
     try:
         rv = app(standalone_mode=False)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        # `shournal query | head`: the reader is gone; no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
     except Exception as exc:
         if no_args and isinstance(exc, no_args):
             ctx = getattr(exc, "ctx", None)
@@ -126,7 +193,7 @@ def main(*, fast_query: bool = True) -> None:
             print(f"shournal: {_one_line(exc)}", file=sys.stderr)
             sys.exit(EXIT_USAGE)
         if abort and isinstance(exc, abort):
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         if isinstance(exc, click.ClickException):
             print(f"shournal: {_one_line(exc)}", file=sys.stderr)
             sys.exit(getattr(exc, "exit_code", 1) or 1)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from shournal.cli import EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli import EXIT_STORE, EXIT_USAGE
 from shournal.cli._output import write as write
 from shournal.data import INT64_MAX
 
@@ -56,31 +56,27 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
     documented status: bad criteria or arguments 2; no journal yet 1
     (``missing`` is put before the reason); a journal that cannot be used
     3; an archived file that is not there 1, one that cannot be restored 2."""
+    from shournal.cli import error_status
     from shournal.data import QueryError
-    from shournal.restore import NotArchived, RestoreError
+    from shournal.restore import RestoreError
     from shournal.store.errors import StoreError, StoreMissing
 
     try:
         yield
-    except QueryError as e:
-        fail(str(e), EXIT_USAGE)
-    except StoreMissing as e:
-        fail(f"{missing}{e}", EXIT_NOT_FOUND)
-    except StoreError as e:
-        fail(str(e), EXIT_STORE)
-    except NotArchived as e:
-        fail(str(e), EXIT_NOT_FOUND)
-    except RestoreError as e:
-        fail(str(e), EXIT_USAGE)
+    except (QueryError, StoreError, RestoreError) as e:
+        # (the statuses are error_status's, as for every other error)
+        message, code = error_status(e) or (str(e), EXIT_STORE)
+        fail(f"{missing}{message}" if isinstance(e, StoreMissing) else message, code)
 
 
-def open_journal() -> Journal:
+def open_journal(*, read_only: bool = True) -> Journal:
     """The journal every command reads (see :func:`shournal.journal.resolve_url`),
-    never created by reading it.  Call inside :func:`errors_to_status`."""
+    never created by reading it, opened read-only unless the command writes
+    it (``read_only`` False).  Call inside :func:`errors_to_status`."""
 
     from shournal.journal import Journal
 
-    return Journal.open(create=False)
+    return Journal.open(create=False, read_only=read_only)
 
 
 # -- options shared by several commands -------------------------------------------------

@@ -136,7 +136,7 @@ def delete(
             EXIT_USAGE,
         )
 
-    with errors_to_status(missing="nothing to delete: "), open_journal() as journal:
+    with errors_to_status(missing="nothing to delete: "), open_journal(read_only=False) as journal:
         if yes and not dry_run:
             result = journal.delete(criteria)
             if result.commands == 0:

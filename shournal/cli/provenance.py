@@ -26,7 +26,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE
+from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE
 from shournal.cli._common import (
     HumanOrJson,
     HumanOrJsonFormat,
@@ -64,17 +64,16 @@ def _reader() -> Iterator[Any]:
     from shournal.cli._common import open_journal
     from shournal.provenance.readers import JournalReader
     from shournal.query.find import wait_for_pending
-    from shournal.store import StoreError, StoreMissing
+    from shournal.store import StoreMissing
 
     # A command that just finished may still be on its way into the journal.
+    # (Other errors: shournal.cli.error_status gives their line and status.)
     wait_for_pending()
     try:
         journal = open_journal()
     except StoreMissing:
         yield None
         return
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
     try:
         yield JournalReader(journal)
     finally:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shournal.cli import EXIT_STORE, EXIT_USAGE
+from shournal.cli import EXIT_USAGE
 from shournal.cli._common import (
     Archived,
     HumanOrJson,
@@ -42,14 +42,13 @@ def _command_id(value: str) -> int:
 
 def _open_store() -> Any:
     from shournal.journal import resolve_url
-    from shournal.store import Store, StoreError, StoreMissing
+    from shournal.store import Store, StoreMissing
 
     try:
-        return Store(resolve_url(), create=False)
+        return Store(resolve_url(), create=False, read_only=True)  # (it only loads)
     except StoreMissing:
         _fail("nothing recorded yet (no journal)", EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
+    # (other errors: shournal.cli.error_status gives their line and status)
 
 
 @contextmanager
@@ -57,15 +56,12 @@ def _experiments() -> Iterator[Any]:
     """The journal's store for loading experiments, closed after; the
     loaders' errors as one line and the documented status."""
     from shournal.reproduce.experiment import ExperimentError
-    from shournal.store import StoreError
 
     store = _open_store()
     try:
         yield store
     except ExperimentError as e:
         _fail(str(e), EXIT_USAGE)
-    except StoreError as e:
-        _fail(str(e), EXIT_STORE)
     finally:
         store.close()
 

@@ -464,12 +464,19 @@ class Store:
 
     ``create=False`` (for readers) raises StoreMissing instead of creating
     a journal that does not exist yet, so that a query changes nothing.
+    ``read_only`` (readers): a SQLite journal is opened ``mode=ro`` and
+    nothing on disk is changed (no journal mode set, no upgrade unless the
+    journal is writable), so a read-only file, directory or mount is
+    browsable; writes then fail as a read-only journal's.
 
     :raises StoreError: see :mod:`shournal.store.errors`.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+    def __init__(
+        self, url: str | None = None, *, create: bool = True, read_only: bool = False
+    ) -> None:
         self._create = create
+        self._read_only = read_only
         # SQLite: the connection write transactions use, kept between them
         # (a pool checkout per command line costs ~0.15 ms of CPU); another
         # thread writing meanwhile takes a connection of its own.
@@ -526,14 +533,8 @@ class Store:
                 raise StoreMissing(f"no journal at {database} yet")
         if private:
             self.notes = _make_private(database, folder)
-        try:
-            self.engine: Engine = create_engine(parsed)
-        except (sa_exc.SQLAlchemyError, ImportError) as e:
-            raise StoreUnavailable(
-                f"cannot use the journal {self._where}: {_one_line(e)}"
-            ) from None
-        if self.dialect_name == "sqlite":
-            self._setup_sqlite(parsed.database)
+        self._parsed = parsed
+        self._make_engine()
         try:
             self._ensure_schema()
             if private:
@@ -555,9 +556,43 @@ class Store:
 
     # -- connection setup ---------------------------------------------------
 
+    def _make_engine(self) -> None:
+        parsed = self._parsed
+        database = parsed.database
+        kw: dict[str, Any] = {}
+        on_file = self.dialect_name == "sqlite" and database not in (None, "", ":memory:")
+        if self._read_only and on_file:
+            from shournal.store.light import connect_read_only
+
+            # (the driver's own arguments, as SQLAlchemy passes them)
+            kw["creator"] = lambda: connect_read_only(database, check_same_thread=False)
+        else:
+            self._read_only = False
+        try:
+            self.engine: Engine = create_engine(parsed, **kw)
+        except (sa_exc.SQLAlchemyError, ImportError) as e:
+            raise StoreUnavailable(
+                f"cannot use the journal {self._where}: {_one_line(e)}"
+            ) from None
+        if self.dialect_name == "sqlite":
+            self._setup_sqlite(database)
+
+    def _writable_again(self) -> bool:
+        """A read-only SQLite store whose journal the user may write: open
+        it read-write instead (to upgrade its schema); False if he may not."""
+        database = self._parsed.database or ""
+        if not (
+            os.access(database, os.W_OK) and os.access(os.path.dirname(database) or ".", os.W_OK)
+        ):
+            return False
+        self.engine.dispose()
+        self._read_only = False
+        self._make_engine()
+        return True
+
     def _setup_sqlite(self, database: str | None) -> None:
         journal_mode: str | None = None
-        if database and database != ":memory:":
+        if database and database != ":memory:" and not self._read_only:
             journal_mode = "wal"
             # WAL needs shared memory that network file systems cannot provide.
             if _fs_type(Path(database).parent) in _NETWORK_FS:
@@ -684,6 +719,11 @@ class Store:
             self._check_not_newer(version)
             if version == m.SCHEMA_VERSION:
                 return
+            if self._read_only and not self._writable_again():
+                raise StoreUnavailable(
+                    f"the journal {self._where} has schema version {version}, older than "
+                    f"this shournal's ({m.SCHEMA_VERSION}), and cannot be written to upgrade it"
+                )
         elif not self._create:
             raise StoreMissing(f"no journal in {self._where} yet")
         # Create or upgrade under the write lock, re-reading the version

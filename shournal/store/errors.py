@@ -22,6 +22,11 @@ class SchemaTooNew(StoreError):
     """The journal was written by a newer shournal; refusing to touch it."""
 
 
+class ConfigUnusable(StoreUnavailable):
+    """Which journal is meant is unknown: the config file that names it
+    cannot be used (its status is the config's, not the journal's)."""
+
+
 class StoreMissing(StoreUnavailable):
     """No journal exists yet (and the caller asked not to create one)."""
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_SECONDS",
+    "connect_read_only",
     "COMMON_MODE",
     "PREVIEW_BYTES",
     "READS_SCHEMA",
@@ -208,6 +209,31 @@ def _uri_path(path: str) -> str:
     return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
+def connect_read_only(path: str, **kw: object) -> sqlite3.Connection:
+    """A connection to the SQLite file `path` that changes nothing on disk
+    (``mode=ro``): a reader needs no write permission on the journal.
+
+    A WAL journal whose ``-shm`` file is missing and cannot be made (a
+    read-only directory or mount: an archived journal) cannot be opened so;
+    it is opened ``immutable`` then.  Nobody can be writing it: a writer
+    would have made the ``-shm`` file, which stays while it is open.
+
+    :raises sqlite3.Error: it cannot be opened or read.
+    """
+    uri = f"file:{_uri_path(os.path.abspath(path))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, **kw)  # type: ignore[arg-type]
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) or os.path.exists(
+            path + "-shm"
+        ):
+            raise
+    return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)  # type: ignore[arg-type]
+
+
 class Unanswered(Exception):
     """This journal or question is not for the light reader; use the full
     path (which gives the answer, or the error, the user must see)."""
@@ -265,11 +291,8 @@ class LightReader:
     def __init__(self, path: str) -> None:
         if not os.path.exists(path):
             raise Unanswered("no journal file")
-        uri = f"file:{_uri_path(os.path.abspath(path))}?mode=ro"
         try:
-            self._conn = sqlite3.connect(
-                uri, uri=True, isolation_level=None, timeout=BUSY_SECONDS
-            )
+            self._conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS)
         except sqlite3.Error as e:
             raise Unanswered(str(e)) from None
         try:

@@ -29,6 +29,7 @@ from shournal.data import (
     CommandView,
     Condition,
     Criteria,
+    CriteriaError,
     FileCriteria,
     FileEventView,
     FileProbe,
@@ -154,6 +155,22 @@ def _glob_pattern(pattern: str) -> str:
     return "".join(out)
 
 
+# SQLite refuses a LIKE or GLOB pattern longer than this (in bytes,
+# SQLITE_MAX_LIKE_PATTERN_LENGTH) with "pattern too complex".
+SQLITE_MAX_PATTERN = 50_000
+
+
+def _bounded(dialect: str, pattern: str) -> str:
+    """`pattern` as the database gets it, or a usage error when SQLite
+    would refuse it (not a journal that cannot be used)."""
+    size = len(pattern.encode("utf-8", "surrogateescape"))
+    if dialect == "sqlite" and size > SQLITE_MAX_PATTERN:
+        raise CriteriaError(
+            f"search pattern too long ({size} bytes; SQLite takes at most {SQLITE_MAX_PATTERN})"
+        )
+    return pattern
+
+
 def _text_cond(
     dialect: str, column: Any, cond: Condition[str], *, case: bool, raw: bool = False
 ) -> ColumnElement[bool]:
@@ -167,12 +184,12 @@ def _text_cond(
     if cond.op == "ne":
         return column != val(cond.value) if case else func.lower(column) != cond.value.lower()
     if not case:
-        return column.ilike(_like_pattern(cond.value), escape="\\")
+        return column.ilike(_bounded(dialect, _like_pattern(cond.value)), escape="\\")
     if dialect == "sqlite":
         # GLOB (case-sensitive) matches text only: a BLOB operand never
         # matches, so paths are compared as the text their bytes spell.
         subject = cast(column, Text) if raw else column
-        return subject.op("GLOB")(_glob_pattern(cond.value))
+        return subject.op("GLOB")(_bounded(dialect, _glob_pattern(cond.value)))
     # PostgreSQL: LIKE is case-sensitive and its default escape is the
     # backslash, for text and bytea alike.
     return column.op("LIKE")(val(_like_pattern(cond.value)))

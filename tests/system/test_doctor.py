@@ -86,3 +86,13 @@ def test_doctor_checks_the_replay_sandbox(install, user_home):
     assert lines(r.stdout)["bubblewrap (replay, rerun)"] == "FAIL", r.stdout
     assert "No permissions to create new namespace" in r.stdout
     assert "unprivileged_userns_clone" in r.stdout
+
+
+def test_doctor_says_which_typed_lines_are_not_recorded(monkeypatch):
+    from shournal import doctor as d
+
+    monkeypatch.setenv("HISTCONTROL", "ignoreboth")
+    c = d._history_check()
+    assert c.ok and c.detail.startswith("HISTCONTROL=ignoreboth: space-prefixed lines are not")
+    monkeypatch.delenv("HISTCONTROL")
+    assert "HIST_IGNORE_SPACE" in d._history_check().detail

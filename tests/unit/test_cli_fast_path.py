@@ -294,7 +294,7 @@ def test_the_configured_and_the_default_journal(work: Path, env: dict[str, str])
     assert code == 0 and b"cat foo" in out
     config.write_text(DEFAULT_CONFIG_TEXT + "[store]\nurl = 5\n")
     code, _, err = compare(["query", "--history", "1"], env, work, answered=False).result
-    assert code == 3 and b"config.toml" in err
+    assert code == 4 and b"config.toml" in err  # the config's status, not the journal's
     config.write_text(DEFAULT_CONFIG_TEXT)
     default.parent.chmod(0o777)  # not private: the full CLI says so
     code, _, err = compare(["query", "--history", "1"], env, work, answered=False).result

@@ -361,6 +361,28 @@ def test_builtins() -> None:
 
 def test_empty_command_line() -> None:
     assert not IgnoredCommands(["ls"]).matches([])
+    assert not IgnoredCommands(["ls"]).matches_line("  ")
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["shournal version", "  shournal query --wfile 'a;b|c'", "/usr/bin/shournal x # note",
+     "mount -a", "shournal-run x", "make -j4 all", "git status"],
+)
+def test_a_line_that_is_one_ignored_command(line: str) -> None:
+    assert IgnoredCommands(["make*", "git status"]).matches_line(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["shournal version; python3 analyze.py > results/hidden.txt",
+     "shournal version && make", "shournal query > out.txt", "shournal query 2>err",
+     "shournal query | tee out", "shournal x &", "shournal $(cat args)", "shournal `cat args`",
+     "shournal a\nrm f", "(shournal x)", "shournal 'unbalanced", "make; ./deploy",
+     "git status; git push", "FOO=1 shournal x", "shournalx", "ls"],
+)
+def test_a_line_that_runs_more_is_never_ignored(line: str) -> None:
+    assert not IgnoredCommands(["make*", "git status"]).matches_line(line)
 
 
 @pytest.mark.parametrize("entry", ["", "  ", "*", "/*", "git status*", "ls *"])
@@ -381,3 +403,11 @@ def test_everything_the_config_accepts_is_accepted() -> None:
     assert not IgnoredCommands.from_config(IgnoreCommandsConfig(), builtins=False).matches(
         ["shournal"]
     )
+
+
+def test_every_builtin_rule_is_documented() -> None:
+    from shournal._default_config import DEFAULT_CONFIG_TEXT
+
+    manual = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    for entry in BUILTIN_IGNORED_COMMANDS:
+        assert f'"{entry}"' in DEFAULT_CONFIG_TEXT and f"`{entry}`" in manual, entry
