@@ -156,6 +156,10 @@ def replay(
     local_all: LocalAll = False,
     local: Local = None,
     archived: Archived = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the new directory under $TMPDIR the "
+                           "command wrote in (without -o; it is removed after).")
+    ] = False,
     output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
@@ -169,7 +173,7 @@ def replay(
     changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
                       archived=_programs(exp, archived or [], "--archived"))
     try:
-        report = run_replay(exp, output, share_net, changes)
+        report = run_replay(exp, output, share_net, changes, keep=keep)
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
     if output_format is HumanOrJson.json:
@@ -309,11 +313,13 @@ def rerun(
     text = command if command is not None else exp.command.text
 
     def plan_lines(where: str) -> list[str]:
+        from shournal.terminal import printable
+
         lines = [f"rerun derived from command {cid}: {exp.command.text}",
                  f"  command line: {text}", f"  {where}"]
         lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
         lines += [f"  env {k}={v}" for k, v in changes.env.items()]
-        return lines
+        return [printable(line) for line in lines]
 
     if in_place:
         _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "

@@ -21,6 +21,7 @@ from typing import Any
 
 from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.experiment import Experiment
+from shournal.terminal import printable
 
 # Level-1 items, in report order.
 ITEMS = (
@@ -250,12 +251,15 @@ def _content_diffs(files: list[dict[str, Any]], archive: Archive) -> list[dict[s
             to = f.get("to", f["path"])
             entry["diff"] = "".join(
                 line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                for line in difflib.unified_diff(ta, tb, f"a{f['path']}", f"b{to}"))
+                for line in difflib.unified_diff(ta, tb, f"a{printable(f['path'])}",
+                                                 f"b{printable(to)}"))
         out.append(entry)
     return out
 
 
 def render_human(report: dict[str, Any]) -> str:
+    """The report for a terminal: every recorded name, value and command
+    text made printable (a line each; a content diff keeps its lines)."""
     lines = [f"command {report['a']} vs command {report['b']}: "
              + ("differ in " + ", ".join(report["differs"]) if report["differs"]
                 else "no difference")]
@@ -294,12 +298,12 @@ def render_human(report: dict[str, Any]) -> str:
         elif level >= 2:
             line += f"  ({what})"
         lines.append(line)
-    text = "\n".join(lines) + "\n"
+    text = "".join(printable(line) + "\n" for line in lines)
     for c in report.get("content_diffs", []):
         if "diff" in c:
-            text += c["diff"]
+            text += printable(c["diff"], newlines=True)
         else:
-            text += f"{c['side']} {c['path']}: {c['note']}\n"
+            text += printable(f"{c['side']} {c['path']}: {c['note']}") + "\n"
     for n in report["not_compared"]:
-        text += f"not compared: {n}\n"
+        text += printable(f"not compared: {n}") + "\n"
     return text

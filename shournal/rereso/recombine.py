@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shournal.confined import Confined, ConfinedError, UnsafePath
 from shournal.rereso import schema
 from shournal.rereso.image import RUNNER, RUNNER_IN_CONTAINER
 from shournal.rereso.invocation import INPUT, OUTPUT, placeholders
+from shournal.terminal import printable
 
 
 class RecombineError(Exception):
@@ -48,8 +50,9 @@ class Pair:
         return self.reason is None
 
     def describe(self) -> str:
+        """One printable line (names and commands come from the bundles)."""
         head = f"{self.bench.name} x command {self.number} ({self.command}): "
-        return head + ("match" if self.matches else f"no match: {self.reason}")
+        return printable(head + ("match" if self.matches else f"no match: {self.reason}"))
 
 
 @dataclass(slots=True)
@@ -186,11 +189,17 @@ def run_plan(the_plan: Plan, rootfs: Path | None = None) -> list[Run]:
             if not src.is_relative_to(pair.bench.path.resolve()) or not src.is_file():
                 raise RecombineError(f"{pair.bench.name}: benchmark {rel} is not a file "
                                      "inside the bundle")
-            where = the_plan.out / pair.bench.name / stem
+            # Below OUT_DIR only, never through a symlink (shournal.confined):
+            # the names come from the bundles.
+            rel = f"{pair.bench.name}/{stem}"
             try:
-                where.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise RecombineError(f"cannot create {where}: {e.strerror}") from None
+                with Confined(the_plan.out, create=True) as out:
+                    out.mkdirs(rel)
+                    log_fd = out.open(f"{rel}/command-{pair.number}.log",
+                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except (ConfinedError, UnsafePath) as e:
+                raise RecombineError(f"{pair.bench.name}: benchmark {rel}: {e}") from None
+            where = the_plan.out / pair.bench.name / stem
             prefix = f"command-{pair.number}-" if per_set[pair.bench.name] > 1 else ""
             args, outputs, specs = [], [], []
             counts = {OUTPUT: sum(1 for r, _ in slots if r == OUTPUT)}
@@ -213,7 +222,7 @@ def run_plan(the_plan: Plan, rootfs: Path | None = None) -> list[Run]:
             else:
                 argv = [*_shournal_run(), sys.executable, "-m", "shournal.rereso.sandbox",
                         str(rootfs), RUNNER_IN_CONTAINER, str(pair.number), *specs]
-            with open(log, "wb") as fh:
+            with open(log_fd, "wb") as fh:
                 status = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                          cwd=where)
             runs.append(Run(
@@ -242,11 +251,12 @@ def render(the_plan: Plan, runs: list[Run], output_format: str) -> str:
         return json.dumps(doc, indent=2) + "\n"
     if not runs:
         return "No benchmark set matches a command of the tool: nothing was run.\n"
+    # Names and commands come from the bundles (foreign input): printable.
     rows = [("benchmark", "command", "exit status", "outputs")]
-    rows += [(r.benchmark, f"{r.number}: {r.command}", str(r.status),
-              " ".join(os.path.relpath(o, the_plan.out) for o in r.outputs) or "-")
+    rows += [(printable(r.benchmark), printable(f"{r.number}: {r.command}"), str(r.status),
+              printable(" ".join(os.path.relpath(o, the_plan.out) for o in r.outputs) or "-"))
              for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
              for row in rows]
-    return "\n".join(lines) + f"\n(outputs under {the_plan.out})\n"
+    return "\n".join(lines) + f"\n(outputs under {printable(str(the_plan.out))})\n"

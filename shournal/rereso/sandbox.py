@@ -59,8 +59,17 @@ def main(argv: list[str]) -> int:
         for name, target in outputs:
             made = stage_out / name
             if made.is_file() and not made.is_symlink():
-                shutil.copyfile(made, target)
+                _copy_to(made, target)
     return status
+
+
+def _copy_to(made: Path, target: Path) -> None:
+    """Copy an output to ``target``, never writing through a symlink
+    planted there."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    with open(fd, "wb") as dst, open(made, "rb") as src:
+        shutil.copyfileobj(src, dst)
 
 
 if __name__ == "__main__":
