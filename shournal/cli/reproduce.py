@@ -313,13 +313,7 @@ def rerun(
     text = command if command is not None else exp.command.text
 
     def plan_lines(where: str) -> list[str]:
-        from shournal.terminal import printable
-
-        lines = [f"rerun derived from command {cid}: {exp.command.text}",
-                 f"  command line: {text}", f"  {where}"]
-        lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
-        lines += [f"  env {k}={v}" for k, v in changes.env.items()]
-        return [printable(line) for line in lines]
+        return rerun_plan_lines(cid, exp.command.text, text, changes, where)
 
     if in_place:
         _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
@@ -346,6 +340,18 @@ def rerun(
         if report["recorded"] is not None:
             _write(f"recorded as command {report['recorded']}, derived from {cid}\n")
     raise typer.Exit(0 if report["exit_status"]["replayed"] == 0 else 1)
+
+
+def rerun_plan_lines(cid: int, recorded: str, text: str, changes: Any, where: str) -> list[str]:
+    """What `rerun` will do, for stderr: recorded command text, paths and
+    values made printable."""
+    from shournal.terminal import printable
+
+    lines = [f"rerun derived from command {cid}: {recorded}",
+             f"  command line: {text}", f"  {where}"]
+    lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
+    lines += [f"  env {k}={v}" for k, v in changes.env.items()]
+    return [printable(line) for line in lines]
 
 
 def _rerun_in_place(exp: Any, changes: Any, text: str, plan: list[str]) -> None:
