@@ -133,8 +133,13 @@ class Confined:
         try:
             for i, part in enumerate(parts):
                 if create:
-                    with contextlib.suppress(FileExistsError):
+                    try:
                         os.mkdir(part, mode, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    except OSError as e:
+                        shown = self.root.joinpath(*parts[: i + 1])
+                        raise ConfinedError(f"cannot create {shown}: {_why(e)}") from None
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:

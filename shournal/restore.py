@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from shournal.confined import Confined, ConfinedError, Exists, UnsafePath, mirro
 
 if TYPE_CHECKING:
     from shournal.data import CommandView
+    from shournal.store import archived
     from shournal.store.db import Store
 
 # Permission bits only: a restored script must not come back setuid.
@@ -96,8 +98,10 @@ def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
 def load_archived(store: Store, file_id: int) -> ArchivedFile:
     """The archived content of read file ``file_id`` (the id query prints
     for a read event; every command that read that version shows the same
-    id).  ``command_id`` is the first command that read it.  A version read
-    by several commands is one read file (one id).
+    id): from the script archive, else from the apparatus archive when a
+    command recorded with its apparatus read that version.  ``command_id``
+    is the first command that read it.  A version read by several commands
+    is one read file (one id).
 
     :raises NotArchived: no such file, or its content was not archived.
     :raises shournal.store.StoreError: the journal cannot be read.
@@ -110,9 +114,43 @@ def load_archived(store: Store, file_id: int) -> ArchivedFile:
         for found in _files(archived.archived_of_file(conn, file_id)):
             return found
         exists = archived.read_file_exists(conn, file_id)
+        apparatus = list(archived.apparatus_reads_of_file(conn, file_id)) if exists else []
     if not exists:
         raise NotArchived(f"no file with id {file_id} in the journal")
+    found = _from_apparatus(file_id, apparatus)
+    if found is not None:
+        return found
     raise NotArchived(f"file {file_id} was recorded but its content was not archived")
+
+
+def _from_apparatus(file_id: int, rows: list[archived.ApparatusReadRow]) -> ArchivedFile | None:
+    """The version read file ``file_id`` names, from the apparatus archive:
+    a command recorded with its apparatus that read it lists it in its
+    manifest (same path, size and mtime) with the digest of its content."""
+    from shournal.reproduce.archive import Archive, ArchiveError, decode_manifest
+
+    archive = Archive()
+    for command_id, directory, basename, mode, mtime_ns, size, raw in rows:
+        path = directory + basename
+        try:
+            manifest = decode_manifest(raw)
+            entries = manifest["reads"]
+        except (ValueError, KeyError, TypeError, zlib.error):
+            continue  # a damaged or foreign manifest names nothing
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 7):
+                continue
+            epath, esize, emtime, _emode, _hash, digest, _why = entry
+            if (not isinstance(epath, str) or os.fsencode(epath) != path or esize != size
+                    or emtime != mtime_ns or not isinstance(digest, str)):
+                continue
+            try:
+                data = archive.get(digest)
+            except ArchiveError:
+                continue
+            return ArchivedFile(file_id=file_id, command_id=command_id, path=path, mode=mode,
+                                mtime_ns=mtime_ns, data=data)
+    return None
 
 
 def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[ArchivedFile]:

@@ -36,7 +36,10 @@ def _places(home: Path) -> dict[str, tuple[str, str]]:
     """name -> (path, what the one line says)."""
     a_file = home / "work" / "a-file"
     a_file.write_text("x")
+    readonly = home / "readonly"  # empty, root's: the user may look, not write
+    readonly.mkdir(exist_ok=True)
     return {
+        "readonly-dir": (str(readonly), "Permission denied"),
         "unwritable": ("/root/shournal-out", "Permission denied"),
         "unwritable-proc": ("/proc/shournal-out", ""),
         "below-a-file": (f"{a_file}/out", "Not a directory"),

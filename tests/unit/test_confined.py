@@ -192,3 +192,17 @@ def test_the_replay_plan_refuses_an_unnormalised_path_naming_the_command(
     assert "command 7" in str(info.value) and repr(bad) in str(info.value)
     assert not (tmp_path / "victim").exists()
     assert content_digest(b"hello").hex() == digest
+
+
+def test_a_directory_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with Confined(tmp_path) as conf:
+        with pytest.raises(ConfinedError, match="file exists and is not a directory"):
+            conf.mkdirs("file/sub")
+        os.chmod(tmp_path, 0o500)
+        try:
+            if os.geteuid() != 0:  # root makes it anyway
+                with pytest.raises(ConfinedError, match="cannot create .*Permission denied"):
+                    conf.mkdirs("new")
+        finally:
+            os.chmod(tmp_path, 0o700)
