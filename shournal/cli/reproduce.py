@@ -2,7 +2,9 @@
 
 Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
 recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
-1 otherwise; all 2 bad input, 3 the journal cannot be used.
+1 otherwise; all 2 bad input (replay and rerun: also a recorded path that
+is not absolute and normalised, an OUTDIR that cannot be made or written
+or is not an empty directory), 3 the journal cannot be used.
 """
 
 from __future__ import annotations

@@ -334,8 +334,10 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ReplayError("bubblewrap is not installed (apt-get install bubblewrap)")
-    if exp.manifest is not None:
-        checked_paths(exp)  # before anything is made on disk
+    if exp.manifest is None:
+        raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
+                          "(shournal run --apparatus)")
+    checked_paths(exp)  # before anything is made on disk
     temporary = outdir is None
     if outdir is None:
         try:
@@ -350,13 +352,16 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
                 raise ReplayError(f"{outdir} exists and is not an empty directory")
         except OSError as exc:
             raise ReplayError(f"cannot use {outdir}: {exc.strerror}") from None
+    made = temporary or not os.path.lexists(outdir)  # removed again on an error
+    done = False
     try:
         with Confined(outdir, create=True) as out:
             report = _replay(exp, out, share_net, changes, show_plan, bwrap)
+        done = True
     except ConfinedError as e:
         raise ReplayError(str(e)) from None
     finally:
-        if temporary and not keep:
+        if (temporary and not (keep and done)) or (made and not done):
             remove_tree(outdir)
     report["kept"] = not temporary or keep
     return report

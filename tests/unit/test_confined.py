@@ -206,3 +206,14 @@ def test_a_directory_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
                     conf.mkdirs("new")
         finally:
             os.chmod(tmp_path, 0o700)
+
+
+def test_replay_refuses_before_making_outdir(tmp_path: Path) -> None:
+    from shournal.reproduce.replay import replay
+
+    exp = _experiment(tmp_path, "/a/../b", "0" * 32)
+    plain = Experiment(exp.command, None)
+    for bad in (exp, plain):
+        with pytest.raises(ReplayError):
+            replay(bad, tmp_path / "out" / "deeper")
+        assert not (tmp_path / "out").exists()
