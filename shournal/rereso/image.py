@@ -248,7 +248,7 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
     never outside it (:mod:`shournal.confined`: the image's symlinks point
     anywhere on this host, and are made last, never written through)."""
     try:
-        with Confined(root_dir) as out:
+        with Confined(root_dir, create=True) as out:
             _materialise(root, archive, out, runner, from_host)
     except (ConfinedError, UnsafePath) as e:
         raise ImageError(str(e)) from None

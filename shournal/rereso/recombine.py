@@ -191,11 +191,11 @@ def run_plan(the_plan: Plan, rootfs: Path | None = None) -> list[Run]:
                                      "inside the bundle")
             # Below OUT_DIR only, never through a symlink (shournal.confined):
             # the names come from the bundles.
-            rel = f"{pair.bench.name}/{stem}"
+            sub = f"{pair.bench.name}/{stem}"
             try:
                 with Confined(the_plan.out, create=True) as out:
-                    out.mkdirs(rel)
-                    log_fd = out.open(f"{rel}/command-{pair.number}.log",
+                    out.mkdirs(sub)
+                    log_fd = out.open(f"{sub}/command-{pair.number}.log",
                                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             except (ConfinedError, UnsafePath) as e:
                 raise RecombineError(f"{pair.bench.name}: benchmark {rel}: {e}") from None
