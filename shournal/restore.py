@@ -2,26 +2,28 @@
 behind ``shournal restore`` and ``shournal query --restore-rfiles``.
 
 Stored paths are data, possibly from a shared PostgreSQL journal that
-others write to, so they are never trusted: every component is created or
-opened relative to its parent directory's fd with O_NOFOLLOW, ``.``,
-``..`` and empty components are refused, and existing files are replaced
-only on request, by renaming a new file over them (which replaces a
-symlink, never its target).
+others write to, so they are never trusted (:mod:`shournal.confined`):
+a path that is not absolute and normalised is skipped, every component is
+created or opened relative to its parent directory's fd with O_NOFOLLOW,
+and existing files are replaced only on request, by renaming a new file
+over them (which replaces a symlink, never its target).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import stat
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shournal.confined import Confined, ConfinedError, Exists, UnsafePath, mirror
+
 if TYPE_CHECKING:
     from shournal.data import CommandView
+    from shournal.store import archived
     from shournal.store.db import Store
 
 # Permission bits only: a restored script must not come back setuid.
@@ -96,8 +98,10 @@ def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
 def load_archived(store: Store, file_id: int) -> ArchivedFile:
     """The archived content of read file ``file_id`` (the id query prints
     for a read event; every command that read that version shows the same
-    id).  ``command_id`` is the first command that read it.  A version read
-    by several commands is one read file (one id).
+    id): from the script archive, else from the apparatus archive when a
+    command recorded with its apparatus read that version.  ``command_id``
+    is the first command that read it.  A version read by several commands
+    is one read file (one id).
 
     :raises NotArchived: no such file, or its content was not archived.
     :raises shournal.store.StoreError: the journal cannot be read.
@@ -110,9 +114,43 @@ def load_archived(store: Store, file_id: int) -> ArchivedFile:
         for found in _files(archived.archived_of_file(conn, file_id)):
             return found
         exists = archived.read_file_exists(conn, file_id)
+        apparatus = list(archived.apparatus_reads_of_file(conn, file_id)) if exists else []
     if not exists:
         raise NotArchived(f"no file with id {file_id} in the journal")
+    found = _from_apparatus(file_id, apparatus)
+    if found is not None:
+        return found
     raise NotArchived(f"file {file_id} was recorded but its content was not archived")
+
+
+def _from_apparatus(file_id: int, rows: list[archived.ApparatusReadRow]) -> ArchivedFile | None:
+    """The version read file ``file_id`` names, from the apparatus archive:
+    a command recorded with its apparatus that read it lists it in its
+    manifest (same path, size and mtime) with the digest of its content."""
+    from shournal.reproduce.archive import Archive, ArchiveError, decode_manifest
+
+    archive = Archive()
+    for command_id, directory, basename, mode, mtime_ns, size, raw in rows:
+        path = directory + basename
+        try:
+            manifest = decode_manifest(raw)
+            entries = manifest["reads"]
+        except (ValueError, KeyError, TypeError, zlib.error):
+            continue  # a damaged or foreign manifest names nothing
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 7):
+                continue
+            epath, esize, emtime, _emode, _hash, digest, _why = entry
+            if (not isinstance(epath, str) or os.fsencode(epath) != path or esize != size
+                    or emtime != mtime_ns or not isinstance(digest, str)):
+                continue
+            try:
+                data = archive.get(digest)
+            except ArchiveError:
+                continue
+            return ArchivedFile(file_id=file_id, command_id=command_id, path=path, mode=mode,
+                                mtime_ns=mtime_ns, data=data)
+    return None
 
 
 def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[ArchivedFile]:
@@ -126,101 +164,19 @@ def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[Ar
         yield from _files(rows)
 
 
-# -- writing files safely -----------------------------------------------------------
+# -- writing files safely (shournal.confined) ------------------------------------
 
 
-def _safe_components(path: bytes) -> list[bytes]:
-    """The components of a stored absolute path, refusing anything that
-    could leave the restore directory."""
-    if not path.startswith(b"/"):
-        raise ValueError("not an absolute path")
-    parts = [p for p in path.split(b"/") if p]
-    if not parts:
-        raise ValueError("no file name")
-    for part in parts:
-        if part in (b".", b".."):
-            raise ValueError(f"contains {part.decode()!r}")
-        if b"\0" in part:
-            raise ValueError("contains a NUL byte")
-    return parts
-
-
-def _open_dir(parent_fd: int, name: bytes, create: bool) -> int:
-    """Open (creating if asked) directory ``name`` below ``parent_fd``
-    without following a symlink."""
-    if create:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(name, 0o777, dir_fd=parent_fd)
+def _write(conf: Confined, rel: str, item: ArchivedFile, overwrite: bool) -> Path:
+    """Write ``item`` as ``rel`` below ``conf`` with its mode and mtime."""
     try:
-        return os.open(
-            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd
-        )
-    except OSError as e:
-        shown = os.fsdecode(name)
-        if e.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise RestoreError(f"{shown} exists and is not a directory (or is a symlink)") from None
-        raise RestoreError(f"cannot open directory {shown}: {e.strerror}") from None
-
-
-def _open_root(dest: Path) -> int:
-    """``dest`` itself is the user's choice: it may be a symlink."""
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        return os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise RestoreError(f"cannot use {dest} as restore directory: {e.strerror}") from None
-
-
-def _exists(dir_fd: int, name: bytes) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _write_file(dir_fd: int, name: bytes, item: ArchivedFile, overwrite: bool, shown: Path) -> None:
-    """Write ``item`` as ``name`` in ``dir_fd`` with its mode and mtime."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    target = name
-    if overwrite:
-        # A fresh file renamed over the old one: never writes through a
-        # symlink or into a file someone else holds open.
-        target = b".shournal-restore-%d-%d.tmp" % (os.getpid(), item.file_id)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target, dir_fd=dir_fd)
-    try:
-        fd = os.open(target, flags, 0o600, dir_fd=dir_fd)
-    except FileExistsError:
-        raise TargetExists(shown) from None
-    except OSError as e:
-        raise RestoreError(f"cannot create {shown}: {e.strerror}") from None
-    try:
-        try:
-            view = memoryview(item.data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, item.mode & _MODE_MASK)
-            os.utime(fd, ns=(item.mtime_ns, item.mtime_ns))
-        finally:
-            os.close(fd)
-        if overwrite:
-            if stat.S_ISDIR(_lstat_mode(dir_fd, name)):
-                raise RestoreError(f"{shown} exists and is a directory")
-            os.rename(target, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(target, dir_fd=dir_fd)
-        if isinstance(e, OSError):
-            raise RestoreError(f"cannot write {shown}: {e.strerror}") from None
-        raise
-
-
-def _lstat_mode(dir_fd: int, name: bytes) -> int:
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    except FileNotFoundError:
-        return 0
+        conf.write(rel, item.data, item.mode & _MODE_MASK, replace=overwrite,
+                   mtime_ns=item.mtime_ns)
+    except Exists as e:
+        raise TargetExists(e.shown) from None
+    except (ConfinedError, UnsafePath) as e:
+        raise RestoreError(str(e)) from None
+    return conf.shown(rel)
 
 
 def restore_file(item: ArchivedFile, target: Path, *, overwrite: bool = False) -> RestoredFile:
@@ -233,15 +189,12 @@ def restore_file(item: ArchivedFile, target: Path, *, overwrite: bool = False) -
     name = os.fsencode(target.name)
     if name in (b"", b".", b".."):
         raise RestoreError(f"invalid target file name {target}")
-    parent = target.parent
     try:
-        dir_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise RestoreError(f"cannot use directory {parent}: {e.strerror}") from None
-    try:
-        _write_file(dir_fd, name, item, overwrite, target)
-    finally:
-        os.close(dir_fd)
+        conf = Confined(target.parent)
+    except ConfinedError as e:
+        raise RestoreError(str(e)) from None
+    with conf:
+        _write(conf, target.name, item, overwrite)
     return RestoredFile(item.file_id, item.command_id, item.path, target)
 
 
@@ -269,55 +222,50 @@ def restore_read_files(
     """
     result = RestoreResult(dest=dest)
     # Latest version per (command, path); order of first appearance kept.
-    plan: dict[tuple[int, bytes], tuple[ArchivedFile, list[bytes]]] = {}
+    plan: dict[str, ArchivedFile] = {}
     for item in archived_read_files(store, (c.id for c in commands)):
         try:
-            parts = _safe_components(item.path)
-        except ValueError as e:
+            rel = f"command-{item.command_id}/{mirror(os.fsdecode(item.path))}"
+        except UnsafePath as e:
             result.skipped.append((item.command_id, item.path, str(e)))
             continue
-        parts = [b"command-%d" % item.command_id, *parts]
-        plan[(item.command_id, b"/".join(parts))] = (item, parts)
+        if rel.endswith("/"):
+            result.skipped.append((item.command_id, item.path, "no file name"))
+            continue
+        plan[rel] = item
     if not plan:
         return result
 
-    root_fd = _open_root(dest)
     try:
+        conf = Confined(dest, create=True)
+    except ConfinedError as e:
+        raise RestoreError(str(e)) from None
+    with conf:
         if not overwrite:
-            for _item, parts in plan.values():
-                if _target_exists(root_fd, parts):
-                    raise TargetExists(dest.joinpath(*map(os.fsdecode, parts)))
-        for item, parts in plan.values():
-            shown = dest.joinpath(*map(os.fsdecode, parts))
-            fd = os.dup(root_fd)
-            try:
-                for part in parts[:-1]:
-                    child = _open_dir(fd, part, create=True)
-                    os.close(fd)
-                    fd = child
-                _write_file(fd, parts[-1], item, overwrite, shown)
-            finally:
-                os.close(fd)
+            for rel in plan:
+                if _target_exists(conf, rel):
+                    raise TargetExists(conf.shown(rel))
+        for rel, item in plan.items():
+            shown = _write(conf, rel, item, overwrite)
             result.restored.append(RestoredFile(item.file_id, item.command_id, item.path, shown))
-    finally:
-        os.close(root_fd)
     return result
 
 
-def _target_exists(root_fd: int, parts: list[bytes]) -> bool:
-    """Whether the file at ``parts`` below ``root_fd`` exists (directories
-    that do not exist yet mean it does not)."""
-    fd = os.dup(root_fd)
-    try:
-        for part in parts[:-1]:
-            if not _exists(fd, part):
-                return False
-            child = _open_dir(fd, part, create=False)
-            os.close(fd)
-            fd = child
-        return _exists(fd, parts[-1])
-    finally:
-        os.close(fd)
+def _target_exists(conf: Confined, rel: str) -> bool:
+    """Whether the file ``rel`` below ``conf`` exists (directories that do
+    not exist yet mean it does not).
+
+    :raises RestoreError: a directory on the way is a symlink or a file.
+    """
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        st = conf.lstat("/".join(parts[:i]))
+        if st is None:
+            return False
+        if i < len(parts) and not stat.S_ISDIR(st.st_mode):
+            raise RestoreError(f"{conf.shown('/'.join(parts[:i]))} exists and is not a "
+                               "directory (or is a symlink)")
+    return True
 
 
 __all__ = [

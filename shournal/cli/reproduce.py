@@ -2,7 +2,9 @@
 
 Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
 recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
-1 otherwise; all 2 bad input, 3 the journal cannot be used.
+1 otherwise; all 2 bad input (replay and rerun: also a recorded path that
+is not absolute and normalised, an OUTDIR that cannot be made or written
+or is not an empty directory), 3 the journal cannot be used.
 """
 
 from __future__ import annotations
@@ -152,6 +154,10 @@ def replay(
     local_all: LocalAll = False,
     local: Local = None,
     archived: Archived = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the new directory under $TMPDIR the "
+                           "command wrote in (without -o; it is removed after).")
+    ] = False,
     output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
     """Run a command recorded with its apparatus again, in a sandbox built
@@ -165,7 +171,7 @@ def replay(
     changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
                       archived=_programs(exp, archived or [], "--archived"))
     try:
-        report = run_replay(exp, output, share_net, changes)
+        report = run_replay(exp, output, share_net, changes, keep=keep)
     except ReplayError as e:
         _fail(str(e), EXIT_USAGE)
     if output_format is HumanOrJson.json:
@@ -305,11 +311,7 @@ def rerun(
     text = command if command is not None else exp.command.text
 
     def plan_lines(where: str) -> list[str]:
-        lines = [f"rerun derived from command {cid}: {exp.command.text}",
-                 f"  command line: {text}", f"  {where}"]
-        lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
-        lines += [f"  env {k}={v}" for k, v in changes.env.items()]
-        return lines
+        return rerun_plan_lines(cid, exp.command.text, text, changes, where)
 
     if in_place:
         _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
@@ -336,6 +338,18 @@ def rerun(
         if report["recorded"] is not None:
             _write(f"recorded as command {report['recorded']}, derived from {cid}\n")
     raise typer.Exit(0 if report["exit_status"]["replayed"] == 0 else 1)
+
+
+def rerun_plan_lines(cid: int, recorded: str, text: str, changes: Any, where: str) -> list[str]:
+    """What `rerun` will do, for stderr: recorded command text, paths and
+    values made printable."""
+    from shournal.terminal import printable
+
+    lines = [f"rerun derived from command {cid}: {recorded}",
+             f"  command line: {text}", f"  {where}"]
+    lines += [f"  input {o} shows {n}" for o, n in changes.inputs.items()]
+    lines += [f"  env {k}={v}" for k, v in changes.env.items()]
+    return [printable(line) for line in lines]
 
 
 def _rerun_in_place(exp: Any, changes: Any, text: str, plan: list[str]) -> None:

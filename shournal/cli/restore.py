@@ -3,30 +3,49 @@ script the journal kept a copy of) back to disk.
 
 Exit codes: 0 restored; 1 no such file id, its content was not archived,
 no journal yet, or overwriting declined at the prompt; 2 usage error (the
-target exists and stdin is not a terminal, without --force; bad target);
-3 the journal cannot be used.
+target exists and stdin is not a terminal, without --force; a target that
+is missing, unwritable or not a directory where one is needed; a recorded
+path that is not absolute and normalised); 3 the journal cannot be used.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from shournal.cli._common import errors_to_status, fail, int_option, open_journal
+from shournal.confined import UnsafePath, recorded_path, refusal
+
+if TYPE_CHECKING:
+    from shournal.restore import ArchivedFile
 
 
-def _target_for(name: bytes, output: Path | None) -> Path:
-    base = os.fsdecode(name)
-    if output is None:
-        return Path.cwd() / base
-    if output.is_dir():
-        return output / base
+def _target_for(item: ArchivedFile, output: Path | None) -> Path:
+    """Where to write: a refused recorded path, or an ``--output`` that
+    cannot be looked at, is one line and status 2."""
+    if output is None or _is_dir(output):
+        try:
+            recorded_path(item.path)
+        except UnsafePath as why:
+            fail(refusal(f"file {item.file_id}", item.path, why), EXIT_USAGE)
+        base = os.fsdecode(item.name)
+        return (Path.cwd() if output is None else output) / base
     return output
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:
+        fail(f"cannot use {path}: {e.strerror}", EXIT_USAGE)
 
 
 def _confirm_overwrite(target: Path) -> bool:
@@ -74,7 +93,7 @@ def restore(
     with errors_to_status(missing="nothing to restore: "), open_journal() as journal:
         item = journal.archived(file_id)
 
-    target = _target_for(item.name, output)
+    target = _target_for(item, output)
     overwrite = force
     if not force and os.path.lexists(target):
         if not (sys.stdin.isatty() and sys.stderr.isatty()):

@@ -10,7 +10,9 @@ full-content digest; otherwise on what the journal has (reads the config
 recorded, partial hashes), and the report says what it could not compare.
 
 The duration and the files' mtimes are shown, never counted as a
-difference: two runs of the same experiment always differ there.
+difference: two runs of the same experiment always differ there.  Nor are
+shournal's own variables in a shell's environment (``_``, ``_SHOURNAL_*``,
+``SHOURNAL_SESSION_ID``), which change with every command line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.experiment import Experiment
+from shournal.terminal import printable
 
 # Level-1 items, in report order.
 ITEMS = (
@@ -161,7 +164,7 @@ def compare(a: Experiment, b: Experiment, level: int = 1,
     report["duration"] = {"a": (ca.end_time - ca.start_time).total_seconds(),
                           "b": (cb.end_time - cb.start_time).total_seconds()}
     if both:
-        ea, eb = ma["env"], mb["env"]
+        ea, eb = _compared_env(ma["env"]), _compared_env(mb["env"])
         env = {"added": {k: eb[k] for k in sorted(eb.keys() - ea.keys())},
                "removed": {k: ea[k] for k in sorted(ea.keys() - eb.keys())},
                "changed": {k: {"a": ea[k], "b": eb[k]}
@@ -203,6 +206,17 @@ def compare(a: Experiment, b: Experiment, level: int = 1,
     report["differs"] = [i for i in ITEMS if i in differs]
     report["not_compared"] = not_compared
     return report
+
+
+def own_variable(name: str) -> bool:
+    """shournal's own bookkeeping in a shell's environment (the shell's
+    ``_``, ``_SHOURNAL_*``, the session id): different for every command
+    line or shell, never a difference of the experiment."""
+    return name == "_" or name.startswith("_SHOURNAL_") or name == "SHOURNAL_SESSION_ID"
+
+
+def _compared_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not own_variable(k)}
 
 
 def _word_diff(a: str, b: str) -> list[str]:
@@ -250,12 +264,15 @@ def _content_diffs(files: list[dict[str, Any]], archive: Archive) -> list[dict[s
             to = f.get("to", f["path"])
             entry["diff"] = "".join(
                 line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                for line in difflib.unified_diff(ta, tb, f"a{f['path']}", f"b{to}"))
+                for line in difflib.unified_diff(ta, tb, f"a{printable(f['path'])}",
+                                                 f"b{printable(to)}"))
         out.append(entry)
     return out
 
 
 def render_human(report: dict[str, Any]) -> str:
+    """The report for a terminal: every recorded name, value and command
+    text made printable (a line each; a content diff keeps its lines)."""
     lines = [f"command {report['a']} vs command {report['b']}: "
              + ("differ in " + ", ".join(report["differs"]) if report["differs"]
                 else "no difference")]
@@ -294,12 +311,12 @@ def render_human(report: dict[str, Any]) -> str:
         elif level >= 2:
             line += f"  ({what})"
         lines.append(line)
-    text = "\n".join(lines) + "\n"
+    text = "".join(printable(line) + "\n" for line in lines)
     for c in report.get("content_diffs", []):
         if "diff" in c:
-            text += c["diff"]
+            text += printable(c["diff"], newlines=True)
         else:
-            text += f"{c['side']} {c['path']}: {c['note']}\n"
+            text += printable(f"{c['side']} {c['path']}: {c['note']}") + "\n"
     for n in report["not_compared"]:
-        text += f"not compared: {n}\n"
+        text += printable(f"not compared: {n}") + "\n"
     return text

@@ -24,6 +24,7 @@ from typing import Any
 from shournal.provenance.export import program_of
 from shournal.provenance.graph import FileNode, Lineage
 from shournal.reproduce.diff import classify_read
+from shournal.terminal import printable
 
 
 def _rel(path: bytes, cwd: str) -> str:
@@ -116,8 +117,10 @@ def align(lin_a: Lineage, lin_b: Lineage) -> dict[str, Any]:
 
 
 def render_human(rep: dict[str, Any], f1: str, f2: str) -> str:
+    """The report for a terminal: recorded names and command text made
+    printable."""
     if not rep["differs"]:
-        return f"the lineages of {f1} and {f2} do not differ\n"
+        return printable(f"the lineages of {f1} and {f2} do not differ") + "\n"
     lines = [f"the lineages of {f1} and {f2} diverge first at "
              f"{len(rep['first_divergence'])} step(s):"]
 
@@ -144,4 +147,4 @@ def render_human(rep: dict[str, Any], f1: str, f2: str) -> str:
         paths = ", ".join(u["path"] for u in s["upstream"])
         lines.append(f"then depth {s['depth']}: {name(s['a'])} vs {name(s['b'])}: "
                      f"differs only by its inputs made upstream ({paths})")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)

@@ -26,6 +26,7 @@ A replay never writes outside OUTDIR.  Its output and error go to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -37,10 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from shournal.capture.hashing import content_digest
+from shournal.confined import (
+    Confined,
+    ConfinedError,
+    UnsafePath,
+    mirror,
+    recorded_path,
+    refusal,
+    remove_tree,
+    remove_tree_at,
+)
 from shournal.redact import is_redacted
 from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
+from shournal.terminal import printable
 
 # Never bound from the archive: the sandbox has its own.
 _SPECIAL = ("/proc/", "/sys/", "/dev/")
@@ -52,7 +64,23 @@ class ReplayError(Exception):
 
 
 def _mirror(outdir: Path, path: str) -> Path:
-    return outdir / path.lstrip("/")
+    """Where ``path`` (checked by :func:`checked_paths`) is shown in OUTDIR."""
+    return outdir / mirror(path)
+
+
+def checked_paths(exp: Experiment) -> None:
+    """Refuse a command whose recorded working directory, read or written
+    path is not absolute and normalised (a journal is input from outside:
+    ``/../../home/victim/.bashrc`` must not name a file outside OUTDIR).
+
+    :raises ReplayError: one line naming the command and the path.
+    """
+    what = f"command {exp.command.id}"
+    for path in (exp.command.working_dir, *exp.reads(), *exp.writes()):
+        try:
+            recorded_path(path)
+        except UnsafePath as why:
+            raise ReplayError(refusal(what, path, why)) from None
 
 
 def _existing_ancestor(path: str) -> str:
@@ -83,17 +111,42 @@ class Changes:
         return self.local_all or path in self.local
 
 
-def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
+def _top_dirs(dirs: list[str]) -> list[str]:
+    """``dirs`` without those below another one of them: a directory below
+    a writable one is its mirror's subdirectory already (bound twice, its
+    files would be walked, compared and recorded twice)."""
+    out: list[str] = []
+    for d in sorted(set(dirs), key=lambda d: (d.count("/"), d)):
+        if not _under(d, out):
+            out.append(d)
+    return out
+
+
+def plan(exp: Experiment, outdir: Confined, archive: Archive, share_net: bool,
          bwrap: str, changes: Changes | None = None,
          ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
     """(argv of bwrap, environment, umask, notes) for replaying ``exp``
     (with ``changes``); materialises the inputs and the mirror directories
-    in ``outdir``."""
+    in ``outdir``, never outside it.
+
+    :raises ReplayError: no apparatus, a recorded path that is not
+        normalised, or OUTDIR cannot be written.
+    """
     changes = changes or Changes()
     man = exp.manifest
     if man is None:
         raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
                           "(shournal run --apparatus)")
+    checked_paths(exp)
+    try:
+        return _plan(exp, man, outdir, archive, share_net, bwrap, changes)
+    except ConfinedError as e:
+        raise ReplayError(str(e)) from None
+
+
+def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
+          share_net: bool, bwrap: str, changes: Changes,
+          ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
     cwd = exp.command.working_dir
     reads = exp.reads()
     writes = {p: f for p, f in exp.writes().items()
@@ -106,7 +159,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             raise ReplayError(f"cannot make {d} writable in the sandbox: it no longer "
                               "exists and neither does any parent below /")
         writable.append(top)
-    writable = sorted(set(writable), key=lambda d: (d.count("/"), d))
+    writable = _top_dirs(writable)
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session"]
     if share_net:
@@ -114,13 +167,12 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
     if man.get("hostname"):
         args += ["--hostname", man["hostname"]]
     for d in writable:
-        mirror = _mirror(outdir, d)
-        mirror.mkdir(parents=True, exist_ok=True)
-        args += ["--bind", str(mirror), d]
+        out.mkdirs(mirror(d))
+        args += ["--bind", str(_mirror(out.root, d)), d]
     for d in wanted:
-        _mirror(outdir, d).mkdir(parents=True, exist_ok=True)
-    inputs = outdir / META / "inputs"
-    inputs.mkdir(parents=True, exist_ok=True)
+        out.mkdirs(mirror(d))
+    inputs = f"{META}/inputs"
+    out.mkdirs(inputs)
     notes: dict[str, Any] = {"from_archive": 0, "from_host": [], "not_shown": [],
                              "stubs": [], "writable": writable, "local": [],
                              "archived_programs": []}
@@ -132,7 +184,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
         new_file = changes.inputs.get(path)
         if new_file is not None:
             if inside:
-                _stub(outdir, path, notes)
+                _stub(out, path, notes)
             args += ["--ro-bind", new_file, path]
             continue
         program = classify_read(path, f["mode"]) == "programs_libraries"
@@ -141,7 +193,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             # Outside the mirrors the host's file shows anyway; inside,
             # the mirror hides it: bind it over its stub.
             if inside and os.path.isfile(path):
-                _stub(outdir, path, notes)
+                _stub(out, path, notes)
                 args += ["--ro-bind", path, path]
             elif inside:
                 notes["not_shown"].append(path)
@@ -153,7 +205,7 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             # Not archived (too large, changed...): inside a mirror, show
             # the host's file if it is still there; outside, it is anyway.
             if inside and os.path.isfile(path):
-                _stub(outdir, path, notes)
+                _stub(out, path, notes)
                 args += ["--ro-bind", path, path]
                 notes["from_host"].append(path)
             elif inside:
@@ -161,14 +213,11 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
             continue
         if path in writes and inside:
             # read and written: a writable copy in the mirror
-            target = _mirror(outdir, path)
-            target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                target.write_bytes(archive.get(digest))
+                out.write(mirror(path), archive.get(digest), f["mode"] & 0o777)
             except ArchiveError:
                 notes["not_shown"].append(path)
                 continue
-            target.chmod(f["mode"] & 0o777)
             notes["from_archive"] += 1
             continue
         if not inside and not os.path.isfile(path):
@@ -177,16 +226,16 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
         key = (digest, f["mode"] & 0o777)  # never a setuid copy
         blob = made.get(key)
         if blob is None:
-            blob = inputs / f"{digest}-{key[1]:o}"
+            name = f"{inputs}/{digest}-{key[1]:o}"
             try:
-                blob.write_bytes(archive.get(digest))
+                out.write(name, archive.get(digest), key[1] | 0o400)
             except ArchiveError:
                 notes["not_shown"].append(path)
                 continue
-            blob.chmod(key[1] | 0o400)
+            blob = out.shown(name)
             made[key] = blob
         if inside:
-            _stub(outdir, path, notes)
+            _stub(out, path, notes)
         args += ["--ro-bind", str(blob), path]
         notes["from_archive"] += 1
     args += ["--chdir", cwd, "--"]
@@ -212,30 +261,29 @@ def plan(exp: Experiment, outdir: Path, archive: Archive, share_net: bool,
     return args, env, umask if isinstance(umask, int) else 0o022, notes
 
 
-def _stub(outdir: Path, path: str, notes: dict[str, Any]) -> None:
+def _stub(out: Confined, path: str, notes: dict[str, Any]) -> None:
     """The mount point of a read-only bind inside a mirror (bwrap cannot
     create it there as a file); removed after the run."""
-    target = _mirror(outdir, path)
-    if target.exists():
+    rel = mirror(path)
+    if out.lstat(rel) is not None:
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.touch()
-    notes["stubs"].append(target)
+    out.write(rel, b"", 0o644)
+    notes["stubs"].append(rel)
 
 
-def verdicts(exp: Experiment, outdir: Path, notes: dict[str, Any]) -> list[dict[str, Any]]:
+def verdicts(exp: Experiment, out: Confined, notes: dict[str, Any]) -> list[dict[str, Any]]:
     """identical / differs (size, content) / missing per recorded output,
-    then extra: written now, not then."""
+    then extra: written now, not then.  Read through ``out``: a symlink
+    the command left in OUTDIR is not followed, a FIFO not opened."""
     writes = {p: f for p, f in exp.writes().items()
               if stat.S_ISREG(f["mode"]) and not p.startswith(_SPECIAL)}
     chunk, reads = exp.command.hash_chunk_size, exp.command.hash_max_reads
-    out = []
+    result = []
     for path, f in sorted(writes.items()):
-        target = _mirror(outdir, path)
-        if not target.is_file():
-            out.append({"path": path, "verdict": "missing"})
+        data = out.read(mirror(path))
+        if data is None:
+            result.append({"path": path, "verdict": "missing"})
             continue
-        data = target.read_bytes()
         entry: dict[str, Any] = {"path": path}
         if len(data) != f["size"]:
             entry.update(verdict="differs", what="size", size=[f["size"], len(data)])
@@ -256,59 +304,101 @@ def verdicts(exp: Experiment, outdir: Path, notes: dict[str, Any]) -> list[dict[
             entry.update(verdict="identical")
         else:
             entry.update(verdict="differs", what="unknown: no digest recorded")
-        out.append(entry)
-    stubs = {str(s) for s in notes["stubs"]}
+        result.append(entry)
     inputs_copied = set(exp.reads()) & set(writes)
-    for d in notes["writable"]:
-        mirror = _mirror(outdir, d)
-        for root, _dirs, files in os.walk(mirror):
-            for name in files:
-                full = os.path.join(root, name)
-                host = "/" + os.path.relpath(full, outdir)
-                if full in stubs or host in writes or host in inputs_copied:
-                    continue
-                out.append({"path": host, "verdict": "extra"})
-    return out
+    for rel in made_files(out, notes):
+        host = "/" + rel
+        if host not in writes and host not in inputs_copied:
+            result.append({"path": host, "verdict": "extra"})
+    return result
+
+
+def made_files(out: Confined, notes: dict[str, Any]) -> list[str]:
+    """The regular files in the writable mirrors after the run (paths
+    relative to OUTDIR, each once), without the bind mount points."""
+    stubs = set(notes["stubs"])
+    found: list[str] = []
+    for d in _top_dirs(notes["writable"]):
+        found += [rel for rel, _st, _dfd, _name in out.files(mirror(d)) if rel not in stubs]
+    return found
 
 
 def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
-           changes: Changes | None = None, show_plan: Any = None) -> dict[str, Any]:
+           changes: Changes | None = None, show_plan: Any = None,
+           keep: bool = True) -> dict[str, Any]:
     """Replay ``exp`` (with ``changes``: rerun); ``show_plan(notes)`` is
-    called before the command runs."""
+    called before the command runs.  Without ``outdir`` the run goes to a
+    new directory under $TMPDIR, removed after unless ``keep``; the
+    archived inputs materialised for the sandbox are removed either way
+    (they are the archive's, not the run's)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ReplayError("bubblewrap is not installed (apt-get install bubblewrap)")
+    if exp.manifest is None:
+        raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
+                          "(shournal run --apparatus)")
+    checked_paths(exp)  # before anything is made on disk
+    temporary = outdir is None
     if outdir is None:
-        outdir = Path(tempfile.mkdtemp(prefix="shournal-replay-"))
+        try:
+            outdir = Path(tempfile.mkdtemp(prefix="shournal-replay-"))
+        except OSError as exc:
+            raise ReplayError(f"cannot create a directory in {tempfile.gettempdir()}: "
+                              f"{exc.strerror}") from None
     else:
         outdir = Path(os.path.abspath(outdir))
-        if outdir.exists() and (not outdir.is_dir() or any(outdir.iterdir())):
-            raise ReplayError(f"{outdir} exists and is not an empty directory")
         try:
-            outdir.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(outdir) and (not outdir.is_dir() or any(outdir.iterdir())):
+                raise ReplayError(f"{outdir} exists and is not an empty directory")
         except OSError as exc:
-            raise ReplayError(f"cannot create {outdir}: {exc.strerror}") from None
-    archive = Archive()
-    args, env, umask, notes = plan(exp, outdir, archive, share_net, bwrap, changes)
+            raise ReplayError(f"cannot use {outdir}: {exc.strerror}") from None
+    made = temporary or not os.path.lexists(outdir)  # removed again on an error
+    done = False
+    try:
+        with Confined(outdir, create=True) as out:
+            report = _replay(exp, out, share_net, changes, show_plan, bwrap)
+        done = True
+    except ConfinedError as e:
+        raise ReplayError(str(e)) from None
+    finally:
+        if (temporary and not (keep and done)) or (made and not done):
+            remove_tree(outdir)
+    report["kept"] = not temporary or keep
+    return report
+
+
+def _replay(exp: Experiment, out: Confined, share_net: bool, changes: Changes | None,
+            show_plan: Any, bwrap: str) -> dict[str, Any]:
+    args, env, umask, notes = plan(exp, out, Archive(), share_net, bwrap, changes)
     if show_plan is not None:
         show_plan(notes)
-    meta = outdir / META
+    stdout = out.open(f"{META}/stdout", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        stderr = out.open(f"{META}/stderr", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except BaseException:
+        os.close(stdout)
+        raise
     start_ns = time.time_ns()
-    with open(meta / "stdout", "wb") as out, open(meta / "stderr", "wb") as err:
-        proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                              preexec_fn=lambda: os.umask(umask), check=False)
+    try:
+        proc = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                              stderr=stderr, preexec_fn=lambda: os.umask(umask), check=False)
+    finally:
+        os.close(stdout)
+        os.close(stderr)
     end_ns = time.time_ns()
     for stub in notes["stubs"]:
-        try:
-            if stub.stat().st_size == 0:
-                stub.unlink()
-        except OSError:
-            pass
-    outputs = verdicts(exp, outdir, notes)
+        st = out.lstat(stub)
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0:
+            with contextlib.suppress(OSError):
+                out.unlink(stub)
+    with contextlib.suppress(ConfinedError):
+        with out.directory(META) as meta:
+            remove_tree_at(meta, "inputs")
+    outputs = verdicts(exp, out, notes)
     identical = bool(outputs) and all(o["verdict"] == "identical" for o in outputs)
     return {
         "command": exp.command.id,
-        "outdir": str(outdir),
+        "outdir": str(out.root),
         "exit_status": {"recorded": exp.command.return_value, "replayed": proc.returncode},
         "outputs": outputs,
         "identical": identical and proc.returncode == exp.command.return_value,
@@ -322,13 +412,16 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
 
 
 def render_human(rep: dict[str, Any]) -> str:
+    """The report for a terminal: recorded paths and names made printable."""
     lines = [f"{o['verdict']:9} {o['path']}" + (f"  ({o['what']})" if "what" in o else "")
              for o in rep["outputs"]]
     es = rep["exit_status"]
     if es["recorded"] != es["replayed"]:
         lines.append(f"exit status differs: recorded {es['recorded']}, "
                      f"replayed {es['replayed']}")
-    lines.append(f"{rep['from_archive']} files from the archive, outputs in {rep['outdir']}")
+    where = (f"outputs in {rep['outdir']}" if rep.get("kept", True)
+             else f"outputs were in {rep['outdir']}, removed (--keep or -o OUTDIR keeps them)")
+    lines.append(f"{rep['from_archive']} files from the archive, {where}")
     if rep["not_archived"]:
         lines.append("not archived when recorded: " + ", ".join(
             f"{n} {k.replace('_', ' ')}" for k, n in rep["not_archived"].items()))
@@ -339,4 +432,4 @@ def render_human(rep: dict[str, Any]) -> str:
                      + ", ".join(rep["not_shown"][:5]))
     if rep["unset_secrets"]:
         lines.append("redacted and not set now: " + ", ".join(rep["unset_secrets"]))
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)

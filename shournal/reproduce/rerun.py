@@ -33,16 +33,19 @@ from typing import Any
 
 from shournal.capture.hashing import content_digest, partial_xxh64_bytes
 from shournal.capture.record import CommandRecord, FileEvent
+from shournal.confined import Confined
 from shournal.redact import redact_env
 from shournal.reproduce.archive import MANIFEST_FORMAT, encode_manifest
 from shournal.reproduce.experiment import Experiment
-from shournal.reproduce.replay import META, Changes
+from shournal.reproduce.replay import META, Changes, made_files
 
 
 def _host_entry(path: str, hashing: tuple[int, int] | None) -> tuple[list[Any], FileEvent] | None:
     """(manifest entry tail, journal event) of a host file, or None."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None  # never block on a FIFO named as a program
         data = Path(path).read_bytes()
     except OSError:
         return None
@@ -72,19 +75,19 @@ def sandbox_record(exp: Experiment, report: dict[str, Any], changes: Changes,
             host_reads.append(got[1])
     writes: list[list[Any]] = []
     events: list[FileEvent] = []
-    stubs = {str(s) for s in notes["stubs"]}
-    for d in notes["writable"]:
-        mirror = outdir / d.lstrip("/")
-        for root, _dirs, files in os.walk(mirror):
-            for name in sorted(files):
-                full = os.path.join(root, name)
-                if full in stubs or full.startswith(str(outdir / META)):
-                    continue
-                got = _host_entry(full, hashing)
-                if got is None or not stat.S_ISREG(got[0][2]):
-                    continue
-                writes.append(["/" + os.path.relpath(full, outdir), *got[0]])
-                events.append(got[1])
+    with Confined(outdir) as out:
+        for rel in made_files(out, notes):
+            if rel == META or rel.startswith(META + "/"):
+                continue
+            data = out.read(rel)
+            st = out.lstat(rel)
+            if data is None or st is None:
+                continue
+            hsh = partial_xxh64_bytes(data, *hashing) if hashing else None
+            full = os.fsencode(str(out.shown(rel)))
+            writes.append(["/" + rel, st.st_size, st.st_mtime_ns, st.st_mode, hsh,
+                           content_digest(data).hex(), None])
+            events.append(FileEvent(full, st.st_size, st.st_mtime_ns, st.st_mode, hsh))
     env = dict(man.get("env", {}))
     env.update(changes.env)
     env, redacted = redact_env(env, cfg.apparatus.secret_env_names)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shournal.confined import UnsafePath, recorded_path, refusal
 from shournal.reproduce.experiment import load_manifest
 from shournal.rereso import image, schema
 from shournal.rereso.content import (
@@ -362,6 +363,10 @@ def _image_files(store: Store, invs: list[Invocation]) -> image.Rootfs | None:
         if man is None:
             return None
         for path, _size, _mtime, mode, _hsh, digest, why in man["reads"]:
+            try:
+                recorded_path(path)
+            except UnsafePath as bad:
+                raise DescribeError(refusal(f"command {inv.command.id}", path, bad)) from None
             if path in named or not image.want(path, mode):
                 continue
             if digest is None or why is not None:
@@ -523,6 +528,11 @@ def _bench_files(
                     f"command {inv.command.id} ({inv.command.text}) names no file it read"
                 )
             for f in inv.inputs:
+                try:
+                    recorded_path(f.version.path)
+                except UnsafePath as why:
+                    raise DescribeError(refusal(f"command {inv.command.id}", f.version.path,
+                                                why)) from None
                 try:
                     data, origin = recorded_content(f.version, src)
                 except ContentUnavailable as e:

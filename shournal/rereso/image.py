@@ -49,6 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shournal.confined import Confined, ConfinedError, UnsafePath, mirror
 from shournal.reproduce.archive import Archive, ArchiveError
 
 # The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
@@ -245,42 +246,37 @@ def complete(root: Rootfs, archive: Archive, programs: Iterable[str]) -> list[st
     return from_host
 
 
-def _put(root_dir: Path, path: str) -> Path:
-    target = root_dir / path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return target
-
-
 def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
                 from_host: list[str], launchers: dict[str, str] | None = None) -> None:
-    """Write the root file system of ``root`` into the empty ``root_dir``;
+    """Write the root file system of ``root`` into the empty ``root_dir``,
+    never outside it (:mod:`shournal.confined`: the image's symlinks point
+    anywhere on this host, and are made last, never written through);
     ``launchers``: name -> script, put in :data:`LAUNCHER_DIR`."""
-    for d in ("proc", "sys", "dev", "tmp", "etc", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/"),
+    try:
+        with Confined(root_dir, create=True) as out:
+            _materialise(root, archive, out, runner, from_host, launchers or {})
+    except (ConfinedError, UnsafePath) as e:
+        raise ImageError(str(e)) from None
+
+
+def _materialise(root: Rootfs, archive: Archive, out: Confined, runner: str,
+                 from_host: list[str], launchers: dict[str, str]) -> None:
+    for d in ("proc", "sys", "dev", "etc", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/"),
               ".singularity.d/env", ".singularity.d/libs", ".singularity.d/actions"):
-        (root_dir / d).mkdir(parents=True, exist_ok=True)
-    os.chmod(root_dir / "tmp", 0o1777)
+        out.mkdirs(d)
+    out.mkdirs("tmp")
+    with out.directory("tmp") as tmp:
+        os.fchmod(tmp, 0o1777)
     for d in sorted(root.dirs):
-        (root_dir / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        out.mkdirs(mirror(d))
     for path, (digest, mode) in sorted(root.files.items()):
-        target = _put(root_dir, path)
-        target.write_bytes(archive.get(digest))
-        target.chmod((mode & 0o755) | 0o444)  # never setuid in the image
+        out.write(mirror(path), archive.get(digest), (mode & 0o755) | 0o444)  # never setuid
     for path, mode in sorted(root.host.items()):
-        target = _put(root_dir, path)
-        shutil.copyfile(path, target)
-        target.chmod((mode & 0o755) | 0o444)
-    for path, text in sorted(root.links.items()):
-        target = _put(root_dir, path)
-        if not os.path.lexists(target):
-            os.symlink(text, target)
-    for name, text in sorted((launchers or {}).items()):
-        target = _put(root_dir, f"{LAUNCHER_DIR}/{name}")
-        target.write_text(text)
-        target.chmod(0o755)
-    wrapper = _put(root_dir, RUNNER_IN_CONTAINER)
-    wrapper.write_text(runner)
-    wrapper.chmod(0o755)
-    _put(root_dir, HOST_FILES).write_text("".join(f"{p}\n" for p in from_host))
+        out.write(mirror(path), Path(path).read_bytes(), (mode & 0o755) | 0o444)
+    for name, text in sorted(launchers.items()):
+        out.write(mirror(f"{LAUNCHER_DIR}/{name}"), text.encode(), 0o755)
+    out.write(mirror(RUNNER_IN_CONTAINER), runner.encode(), 0o755)
+    out.write(mirror(HOST_FILES), "".join(f"{p}\n" for p in from_host).encode(), 0o644)
     scripts = {
         ".singularity.d/runscript": f'#!/bin/sh\nexec {RUNNER_IN_CONTAINER} "$@"\n',
         ".singularity.d/actions/run": '#!/bin/sh\nexec /.singularity.d/runscript "$@"\n',
@@ -288,8 +284,11 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
         ".singularity.d/env/90-environment.sh": f"export PATH={_PATH}\n",
     }
     for rel, text in scripts.items():
-        (root_dir / rel).write_text(text)
-        (root_dir / rel).chmod(0o755)
+        out.write(rel, text.encode(), 0o755)
+    for path, text in sorted(root.links.items()):
+        rel = mirror(path)
+        if out.lstat(rel) is None:
+            out.symlink(text, rel)
 
 
 def _tool(name: str) -> str:

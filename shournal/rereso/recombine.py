@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shournal.confined import Confined, ConfinedError, UnsafePath
 from shournal.rereso import schema
 from shournal.rereso.mediatype import by_content
+from shournal.terminal import printable
 
 INPUT = "input"
 OUTPUT = "output"
@@ -169,13 +171,14 @@ class Pair:
         return self.state == RUNS
 
     def describe(self) -> str:
+        """One printable line (names and commands come from the bundles)."""
         head = f"{self.bench.name} x command {self.number} ({self.command.name}): "
         if self.state == RUNS:
             given = "".join(f", with --input {s.name}={p}" for s, p in self.extra)
-            return head + "match" + given
+            return printable(head + "match" + given)
         if self.state == NEEDS:
-            return head + str(self.reason)
-        return head + f"{self.state}: {self.reason}"
+            return printable(head + str(self.reason))
+        return printable(head + f"{self.state}: {self.reason}")
 
 
 def match(command: Command, bench_format: dict[str, Any],
@@ -558,23 +561,29 @@ def run_plan(the_plan: Plan, mode: str, target: str) -> list[Run]:
         stems = [f.stem for f in files]
         for f in files:
             stem = f.stem if stems.count(f.stem) == 1 else f.rel.replace("/", "_")
-            where = the_plan.out / pair.bench.name / stem
+            # Below OUT_DIR only, never through a symlink (shournal.confined):
+            # the names come from the bundles.
+            sub = f"{pair.bench.name}/{stem}"
             if per_set[pair.bench.name] > 1:
-                where = where / f"command-{pair.number}"
+                sub += f"/command-{pair.number}"
+            where = the_plan.out / sub
+            log = where / f"command-{pair.number}.log"
             try:
-                where.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise RecombineError(f"cannot create {where}: {e.strerror}") from None
+                with Confined(the_plan.out, create=True) as out:
+                    out.mkdirs(sub)
+                    log_fd = out.open(f"{sub}/{log.name}",
+                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except (ConfinedError, UnsafePath) as e:
+                raise RecombineError(f"{pair.bench.name}: benchmark {f.rel}: {e}") from None
             specs = specs_of(pair, f)
             words = invocation(mode, where, specs)
-            log = where / f"command-{pair.number}.log"
             if mode == "host" and all(not s.startswith("in+") for s in specs):
                 argv = [*_shournal_run(), *words]  # the tool itself is the journaled command
             else:
                 argv = [*_shournal_run(), sys.executable, "-m", "shournal.rereso.sandbox",
                         mode, target, str(where), *specs]
             before = _files(where)
-            with open(log, "wb") as fh:
+            with open(log_fd, "wb") as fh:
                 status = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                          cwd=where, env=env)
             # What this run made or changed, not what an earlier run left.
@@ -615,14 +624,15 @@ def render(the_plan: Plan, runs: list[Run], output_format: str,
     if planned_only or not runs:
         return ""
     assert the_plan.out is not None
+    # Names and commands come from the bundles (foreign input): printable.
     rows = [("benchmark", "command", "exit status", "outputs")]
-    rows += [(r.benchmark, f"{r.number}: {r.command}", str(r.status),
-              " ".join(os.path.relpath(o, the_plan.out) for o in r.outputs) or "-")
+    rows += [(printable(r.benchmark), printable(f"{r.number}: {r.command}"), str(r.status),
+              printable(" ".join(os.path.relpath(o, the_plan.out) for o in r.outputs) or "-"))
              for r in runs]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
              for row in rows]
-    lines += [f"ran: {r.benchmark}: {shlex.join(r.invocation)}" for r in runs]
-    lines += [f"not run: {n.benchmark or n.set} x command {n.number}: {n.reason}"
+    lines += [printable(f"ran: {r.benchmark}: {shlex.join(r.invocation)}") for r in runs]
+    lines += [printable(f"not run: {n.benchmark or n.set} x command {n.number}: {n.reason}")
               for n in not_run(the_plan)]
-    return "\n".join(lines) + f"\n(outputs under {the_plan.out})\n"
+    return "\n".join(lines) + f"\n(outputs under {printable(str(the_plan.out))})\n"

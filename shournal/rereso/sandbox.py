@@ -36,6 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shournal.confined import Confined, ConfinedError, read_regular_at
 from shournal.rereso.image import IN_DIR, OUT_DIR, ImageError, sandbox_argv
 
 _SUFFIX = {"xz": ".xz", "zstd": ".zst", "gzip": ".gz", "bzip2": ".bz2"}
@@ -110,20 +111,14 @@ def _decompress(layer: str, src: str, dest: Path) -> None:
 
 
 def _collect(stage_out: Path, where: Path) -> None:
-    """Copy every regular file the run left in ``stage_out`` to ``where``
-    (symbolic links are not followed)."""
-    for root, dirs, files in os.walk(stage_out):
-        rel = Path(root).relative_to(stage_out)
-        for d in dirs:
-            if not os.path.islink(os.path.join(root, d)):
-                (where / rel / d).mkdir(exist_ok=True)
-        for name in files:
-            src = Path(root, name)
-            if src.is_file() and not src.is_symlink():
-                target = where / rel / name
-                if target.is_symlink():
-                    target.unlink()
-                shutil.copyfile(src, target)
+    """Copy every regular file the run left in ``stage_out`` to ``where``,
+    never through a symbolic link (the tool's, or one planted in
+    ``where``): both sides are walked by :class:`shournal.confined.Confined`."""
+    with Confined(stage_out) as made, Confined(where, create=True) as out:
+        for rel, st, dfd, name in made.files():
+            data = read_regular_at(dfd, name)
+            if data is not None:
+                out.write(rel, data, st.st_mode & 0o755 | 0o644, replace=True)
 
 
 def main(argv: list[str]) -> int:
@@ -174,7 +169,11 @@ def main(argv: list[str]) -> int:
             cmd = [runtime, "exec", "--containall", "--bind", f"{stage_in}:{IN_DIR}:ro",
                    "--bind", f"{stage_out}:{OUT_DIR}", "--pwd", OUT_DIR, sif, *words]
         status = subprocess.call(cmd, stdin=subprocess.DEVNULL)
-        _collect(stage_out, where)
+        try:
+            _collect(stage_out, where)
+        except ConfinedError as e:
+            print(f"shournal: {e}", file=sys.stderr)
+            return status or 2
     return status
 
 

@@ -40,6 +40,27 @@ def archived_of_commands(conn: Connection, command_ids: Iterable[int]) -> Iterat
     return _archived_rows(conn, m.ReadEvent.command_id.in_(list(command_ids)))
 
 
+# (command id, directory, basename, mode, mtime_ns, size, apparatus manifest)
+ApparatusReadRow = tuple[int, bytes, bytes, int, int, int, bytes]
+
+
+def apparatus_reads_of_file(conn: Connection, file_id: int) -> Iterator[ApparatusReadRow]:
+    """Read file ``file_id`` once per command recorded with its apparatus
+    that read it, with that command's encoded manifest, oldest first."""
+    rf, re_ = m.ReadFile, m.ReadEvent
+    stmt = (
+        select(re_.command_id, m.Directory.path, rf.basename, rf.mode, rf.mtime_ns, rf.size,
+               m.Apparatus.manifest)
+        .join(re_, re_.read_file_id == rf.id)
+        .join(m.Directory, m.Directory.id == rf.directory_id)
+        .join(m.Apparatus, m.Apparatus.command_id == re_.command_id)
+        .where(rf.id == file_id)
+        .order_by(re_.command_id)
+    )
+    for r in conn.execute(stmt):
+        yield (r[0], bytes(r[1]), bytes(r[2]), r[3], r[4], r[5], bytes(r[6]))
+
+
 def read_file_exists(conn: Connection, file_id: int) -> bool:
     return conn.execute(select(m.ReadFile.id).where(m.ReadFile.id == file_id)).first() is not None
 

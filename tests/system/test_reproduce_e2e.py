@@ -323,3 +323,25 @@ def test_rerun_with_a_new_input_on_the_archived_apparatus(install, user_home, an
     res = run_as_user(install, user_home, "rerun", str(cid), "--input", "nope.csv=new.csv")
     assert res.returncode == 2 and res.stderr.startswith("shournal: ")
     assert res.stderr.count("\n") == 1 and "did not read" in res.stderr
+
+
+def test_restore_serves_a_file_from_the_apparatus_archive(install, user_home, analysis) -> None:
+    """data.csv is not a script (not in the journal's script archive) but
+    the apparatus archived what the command read: `restore --file-id`
+    serves that version; a read nobody archived is still 'not archived'."""
+    assert _record(install, user_home, *COMMAND).returncode == 0
+    (view,) = commands(user_home, command_id=_last_id(user_home))
+    ids = {os.path.basename(os.fsdecode(e.path)): e.id for e in view.reads}
+    _as_user(install, user_home, analysis / "data.csv", "changed since\n")
+    res = run_as_user(install, user_home, "restore", "--file-id", str(ids["data.csv"]),
+                      "-o", "restored.csv")
+    assert res.returncode == 0, res.stderr
+    assert (analysis / "restored.csv").read_text() == DATA
+    # Without the apparatus: nothing to serve (status 1, one line).
+    res = run_as_user(install, user_home, "run", "--", "cat", "data.csv")
+    assert res.returncode == 0, res.stderr
+    (plain,) = commands(user_home, command_id=_last_id(user_home))
+    (read,) = [e for e in plain.reads if e.path.endswith(b"data.csv")]
+    res = run_as_user(install, user_home, "restore", "--file-id", str(read.id), "-o", "x.csv")
+    assert res.returncode == 1 and "not archived" in res.stderr and res.stderr.count("\n") == 1
+    assert not (analysis / "x.csv").exists()

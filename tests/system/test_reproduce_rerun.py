@@ -113,3 +113,50 @@ def test_rerun_local_and_archived_programs(install, user_home, analysis) -> None
     res = run_as_user(install, user_home, "rerun", str(cid), "--local", "no-such-prog")
     assert res.returncode == 2 and "ran no such program" in res.stderr
     assert res.stderr.count("\n") == 1
+
+
+def test_sandboxed_rerun_records_and_shows_each_file_once(
+    install, user_home, analysis  # noqa: F811
+) -> None:
+    """The working directory and an output's directory below it are both
+    writable: each file they hold is one output, one `extra` line, one
+    write of the recorded rerun (main walked the nested mirror twice)."""
+    (analysis / "sub").mkdir()
+    os.chown(analysis / "sub", install.user.pw_uid, install.user.pw_gid)
+    assert _record(install, user_home, "sh", "-c", "echo a > sub/out.txt").returncode == 0
+    cid = _last_id(user_home)
+    res = run_as_user(install, user_home, "rerun", str(cid), "--command",
+                      "echo a > sub/out.txt; echo b > sub/new.txt; echo c > top.txt",
+                      "-o", str(user_home / "o"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines.count(f"identical {analysis / 'sub' / 'out.txt'}") == 1, res.stdout
+    assert lines.count(f"extra     {analysis / 'sub' / 'new.txt'}") == 1, res.stdout
+    assert lines.count(f"extra     {analysis / 'top.txt'}") == 1, res.stdout
+    new = _last_id(user_home)
+    written = [w[0] for w in _manifest(user_home, new)["writes"]]
+    assert sorted(written) == sorted({str(analysis / "sub" / "out.txt"),
+                                      str(analysis / "sub" / "new.txt"),
+                                      str(analysis / "top.txt")}), written
+    (view,) = commands(user_home, command_id=new)
+    assert len(view.writes) == 3, [e.path for e in view.writes]
+
+
+def test_diff_ignores_shournals_own_variables(install, user_home, analysis) -> None:  # noqa: F811
+    """A shell's `_` and shournal's `_SHOURNAL_*` differ for every command
+    line: never an environment difference; a real variable is (positive
+    control)."""
+    ids = []
+    for n in (1, 2):
+        env = {"_": f"/usr/bin/x{n}", "_SHOURNAL_SEQ": str(n), "_SHOURNAL_SHELL_PID": str(n),
+               "SHOURNAL_SESSION_ID": f"s{n}", "PLAIN": "same"}
+        assert _record(install, user_home, *COMMAND, env=env).returncode == 0
+        ids.append(_last_id(user_home))
+    res = run_as_user(install, user_home, "diff", *map(str, ids), "--output-format", "json")
+    rep = json.loads(res.stdout)
+    assert "environment" not in rep["differs"], rep.get("environment")
+    assert _record(install, user_home, *COMMAND, env={"PLAIN": "other"}).returncode == 0
+    res = run_as_user(install, user_home, "diff", str(ids[0]), str(_last_id(user_home)),
+                      "-d", "2")
+    assert "env ~PLAIN: same -> other" in res.stdout, res.stdout
+    assert "_SHOURNAL" not in res.stdout and "env -_=" not in res.stdout, res.stdout

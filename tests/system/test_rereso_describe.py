@@ -369,3 +369,34 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
         assert res.stderr.startswith("shournal: ") and res.stderr.count("\n") == 1, res.stderr
         assert message in res.stderr and "Traceback" not in res.stderr
         assert not dest.exists()
+
+
+def test_tool_image_refuses_a_recorded_path_that_is_not_normalised(store: Store, work: Path):
+    """A forged apparatus manifest names a read through `..`: the image is
+    not built from it (one line naming the command and the path, nothing
+    written); the normalised path gets past that check (positive
+    control: it fails later, for its content not being archived)."""
+    from shournal.reproduce.archive import encode_manifest
+
+    def with_manifest(path: str) -> int:
+        cid = store.add_command(CommandRecord(
+            text="python3 tool.py data/in1.csv out1.json", return_value=0, start_ns=T0,
+            end_ns=T0 + 1, working_dir=str(work), username="u", hostname="h",
+            session_uuid=None, hash_chunk_size=256, hash_max_reads=3,
+            reads=[ev(work / "tool.py"), ev(work / "data" / "in1.csv")],
+            writes=[ev(work / "out1.json")],
+            apparatus=encode_manifest({"reads": [[path, 1, T0, 0o100644, None, "0" * 32,
+                                                  None]], "writes": [], "env": {}})))
+        return cid
+
+    dest = work.parent / "tool"
+    forged = "/usr/lib/../../" + str(work / "secret").lstrip("/")
+    bad = with_manifest(forged)
+    with pytest.raises(DescribeError) as exc:
+        describe_tool(store, [bad], dest, Meta())
+    assert f"command {bad}" in str(exc.value) and repr(forged) in str(exc.value)
+    _nothing_written(work.parent, dest)
+    good = with_manifest("/usr/lib/libfake.so")
+    with pytest.raises(DescribeError, match="lacks the recorded content of: /usr/lib/libfake"):
+        describe_tool(store, [good], dest, Meta())
+    _nothing_written(work.parent, dest)

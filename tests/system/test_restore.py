@@ -174,7 +174,9 @@ def test_hostile_stored_paths_are_skipped(store, tmp_path):
             [
                 read(b"/a/../../../escaped", b"x"),
                 read(b"relative/escaped", b"y"),
-                read(b"/ok//twice/./file", b"z"),
+                read(b"/ok//twice/file", b"z"),
+                read(b"/ok/./file", b"w"),
+                read(b"/nul/a\0b", b"n"),
                 read(b"/fine/setuid", b"s", mode=0o106755),
             ],
         )
@@ -183,7 +185,8 @@ def test_hostile_stored_paths_are_skipped(store, tmp_path):
     dest = out / "d" / "restored"
     result = restore_read_files(store, find_commands(store, command_id=cid), dest)
     reasons = sorted(reason for _, _, reason in result.skipped)
-    assert reasons == ["contains '.'", "contains '..'", "not an absolute path"]
+    assert reasons == ["contains '.'", "contains '..'", "contains a NUL byte",
+                       "contains an empty component", "is not absolute"]
     assert tree(out) == {f"d/restored/command-{cid}/fine/setuid": b"s"}
     assert not [p for p in Path("/").glob("escaped")] + list(tmp_path.rglob("escaped"))
     # No setuid/setgid bits come back from the journal.
