@@ -356,7 +356,8 @@ class Plan:
                 elif f.layer:
                     out.append(f"{name}/{f.rel}: {f.layer}-compressed, "
                                f"decompressed for each run")
-        return out + [f"note: {n}" for n in self.notes]
+        # (set folders and file names come from the bundles: printable)
+        return [printable(line) for line in out + [f"note: {n}" for n in self.notes]]
 
 
 def load_bundle(path: Path, descriptor: str, schema_file: str) -> Bundle:

@@ -89,14 +89,29 @@ def test_rerun_plan() -> None:
 
 
 def test_recombine_pairs_and_summary(tmp_path: Path) -> None:
-    from shournal.rereso.recombine import Bundle, Pair, Plan, Run, render
+    from shournal.rereso.recombine import (
+        NO_MATCH,
+        RUNS,
+        BenchFile,
+        Bundle,
+        Pair,
+        Plan,
+        Run,
+        parse_command,
+        render,
+    )
 
     tool = Bundle(tmp_path / f"tool{EVIL}", {})
     bench = Bundle(tmp_path / f"bench{EVIL}", {})
-    pairs = [Pair(bench, 1, f"cmd {EVIL}", None), Pair(bench, 2, f"c {EVIL}", f"why {EVIL}")]
-    the_plan = Plan(tool, [bench], tmp_path / f"out{EVIL}", pairs)
-    runs = [Run(f"set{EVIL}/b", 1, f"cmd {EVIL}", 0,
+    cmd1 = parse_command(1, {"name": f"cmd {EVIL} [input.txt]"})
+    cmd2 = parse_command(2, {"name": f"c {EVIL}"})
+    pairs = [Pair(bench, cmd1, RUNS, None), Pair(bench, cmd2, NO_MATCH, f"why {EVIL}")]
+    files = {bench.name: [BenchFile(f"b{EVIL}", None, "b", problem=f"b{EVIL} is missing")]}
+    the_plan = Plan(tool, [bench], tmp_path / f"out{EVIL}", [cmd1, cmd2], pairs, files)
+    runs = [Run(bench.name, f"set{EVIL}/b", 1, f"cmd {EVIL}", ("cmd", EVIL), 0,
                 (str(tmp_path / f"out{EVIL}" / f"o{EVIL}"),), "log")]
     for pair in pairs:
         assert_printable(pair.describe())
+    for line in the_plan.lines():
+        assert_printable(line)
     assert_printable(render(the_plan, runs, "human"))
