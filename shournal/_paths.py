@@ -4,6 +4,7 @@ into _installed.py (absent in a source checkout)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -212,7 +213,8 @@ def make_private_dir(path: str | Path) -> None:
     umask.  Folders that exist are left as they are (a ``~/.local`` the
     user made 0755 is the user's business).
 
-    :raises OSError: a folder cannot be made.
+    :raises OSError: a folder cannot be made, or ``path`` (or a parent)
+        is there but is no folder (``NotADirectoryError``).
     """
     missing = []
     here = os.path.abspath(path)
@@ -227,6 +229,8 @@ def make_private_dir(path: str | Path) -> None:
             os.mkdir(folder, 0o700)
         except FileExistsError:
             pass
+    if not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
 
 
 def open_private(path: str | Path, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:

@@ -218,9 +218,23 @@ def connect_read_only(path: str, **kw: object) -> sqlite3.Connection:
     it is opened ``immutable`` then.  Nobody can be writing it: a writer
     would have made the ``-shm`` file, which stays while it is open.
 
+    A journal the user may write is opened read-write with ``query_only``
+    instead: a read-only connection cannot remove the ``-wal`` and ``-shm``
+    files it makes (SQLite's last writable connection does), so every
+    read would leave them behind.
+
     :raises sqlite3.Error: it cannot be opened or read.
     """
-    uri = f"file:{_uri_path(os.path.abspath(path))}?mode=ro"
+    full = os.path.abspath(path)
+    if os.access(full, os.W_OK) and os.access(os.path.dirname(full), os.W_OK):
+        conn = sqlite3.connect(f"file:{_uri_path(full)}?mode=rw", uri=True, **kw)  # type: ignore[arg-type]
+        try:
+            conn.execute("PRAGMA query_only=ON")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+    uri = f"file:{_uri_path(full)}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, **kw)  # type: ignore[arg-type]
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
