@@ -24,8 +24,16 @@ while the journal is locked, full, corrupt or unreachable, with one
 warning per condition (naming the command) -- the command is never lost
 to a store failure.
 
-One daemon per user: it holds flock on `<runtime dir>/daemon.lock`; a
-second one exits at once.  It exits after `[store] daemon_idle_seconds`
+One daemon per journal of a user: which journal a command line belongs to
+is decided by the shell's environment that the journal's resolution reads
+(shournal._paths.journal_key: SHOURNAL_DB_URL, XDG_CONFIG_HOME,
+XDG_DATA_HOME, HOME), and the forwarder hands it to the daemon of that
+key, `<runtime dir>/daemon.<key>.sock`; the shell starts that daemon with
+that environment, so it resolves the journal, its config and its spool
+(`<data dir>/spool/<key>`) as the line's own programs do -- and never
+takes another key's lines.  It holds flock on `<runtime
+dir>/daemon.<key>.lock`; a second one of the key exits at once.  It exits
+after `[store] daemon_idle_seconds`
 without a command line, once the spool is drained: it first removes its
 socket's name (new forwarders start a new daemon, which waits for the
 lock only through their retries), then takes what was already queued on
@@ -100,6 +108,7 @@ class Daemon:
 
         self.rundir = rundir
         self.sock = sock
+        self.key = _paths.journal_key()  # our environment does not change
         self.cfg = listener.load_listener_config()
         self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
@@ -258,7 +267,7 @@ class Daemon:
         # New forwarders must not queue up on a socket nobody accepts: the
         # name goes first, then what is queued already is taken.
         with suppress(OSError):
-            os.unlink(self.rundir / protocol.DAEMON_SOCKET)
+            os.unlink(self.rundir / (protocol.DAEMON_SOCKET % self.key))
         self.sock.setblocking(False)
         while True:
             try:
@@ -604,6 +613,8 @@ class Daemon:
         with self.lock:
             return {
                 "pid": os.getpid(),
+                "key": self.key,
+                "journal": self._location(),
                 "active": self.active,
                 "backlog_bytes": self.spool.backlog(),
                 "stored": self.stored,
@@ -611,6 +622,30 @@ class Daemon:
                 "probes": self.probes,
                 "error": self.error,
             }
+
+
+    def _location(self) -> str:
+        """The journal we store into: a file, or the URL without password."""
+        from shournal.journal import resolve_url
+
+        try:
+            url = resolve_url(config=self.cfg)
+        except Exception as exc:  # noqa: BLE001 - said as it is
+            return f"? ({str(exc).splitlines()[0]})"
+        if url is None:
+            return _paths.default_db_file()
+        if url.startswith("sqlite:///"):
+            return url.removeprefix("sqlite:///").split("?", 1)[0] or ":memory:"
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return "? (not a URL)"
+        if parts.password is not None:  # as the store shows it
+            host = parts.netloc.rpartition("@")[2]
+            parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+        return parts.geturl()
 
 
 def _is_probe(conn: socket.socket) -> bool:
@@ -646,12 +681,14 @@ class _Waiter:
 
 
 def take_lock(rundir: Path) -> int | None:
-    """The per-user daemon lock (held until exit), or None if another
-    daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
+    """The daemon lock of our journal key (held until exit), or None if
+    another daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
     in libshournal_preload.c) sees from that that its start of a daemon is
     over."""
     fd = os.open(
-        rundir / protocol.DAEMON_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        rundir / (protocol.DAEMON_LOCK % _paths.journal_key()),
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
     )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -664,7 +701,7 @@ def take_lock(rundir: Path) -> int | None:
 
 
 def bind(rundir: Path) -> socket.socket:
-    path = rundir / protocol.DAEMON_SOCKET
+    path = rundir / (protocol.DAEMON_SOCKET % _paths.journal_key())
     with suppress(FileNotFoundError):
         os.unlink(path)  # a dead daemon's: we hold the lock
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
@@ -688,7 +725,7 @@ def main() -> int:
         print(f"shournal: store daemon: {exc.strerror or exc}", file=sys.stderr)
         return 1
     if lock is None:
-        return 0  # another daemon serves this user
+        return 0  # another daemon serves this journal
     os.chdir("/")
     listener._raise_nofile()
     try:

@@ -472,10 +472,10 @@ def store_record(rec: CommandRecord, cfg) -> int:
 
 
 def _daemon_runs() -> bool:
-    """Does the user's store daemon (the pid in its lock file) run?"""
+    """Does the store daemon of our journal (the pid in its lock file) run?"""
     try:
         rundir = _paths.private_runtime_dir(create=False)
-        pid = int((rundir / protocol.DAEMON_LOCK).read_text().split()[0])
+        pid = int((rundir / (protocol.DAEMON_LOCK % _paths.journal_key())).read_text().split()[0])
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return b"daemon" in fh.read()
     except (OSError, ValueError, IndexError):

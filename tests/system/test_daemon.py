@@ -19,12 +19,15 @@ from fixtures_shell import (
     REPO,
     Shell,
     build_native,
+    daemon_file,
     journal_url,
+    spool_of,
     wait_for,
     wait_stored,
     write_config,
 )
 
+from shournal.capture import protocol
 from shournal.capture import spool as sp
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.store import Store
@@ -78,7 +81,7 @@ def file_sizes(directory: Path) -> list[int]:
 def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding the lock, if it runs."""
     try:
-        pid = int((rundir(home) / "daemon.lock").read_text().split()[0])
+        pid = int(daemon_file(home, protocol.DAEMON_LOCK).read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
     try:
@@ -109,7 +112,7 @@ def home(install, user_home):
 
 
 def spool_backlog(home: Path) -> int:
-    return sp.backlog_of(home / ".local" / "share" / "shournal" / "spool")[0]
+    return sp.backlog_of(spool_of(home))[0]
 
 
 def stored_texts(home: Path) -> Counter[str]:
@@ -182,7 +185,7 @@ def test_commands_are_stored_once_through_the_daemon(kind, install, home):
     wait_drained(home)
     assert not any("shournal" in o for o in outs), outs
     assert pid is not None, "no daemon ran"
-    assert (rundir(home) / "daemon.sock").exists()
+    assert daemon_file(home, protocol.DAEMON_SOCKET).exists()
     texts = stored_texts(home)
     assert all(texts[line] == 1 for line in lines), texts
     store = Store(journal_url(home), create=False)
@@ -327,7 +330,7 @@ def test_daemon_killed_during_a_20000_file_command_line(phase, install, home):
     pid = daemon_pid(home)
     assert pid is not None
     work = home / "work"
-    started = home / ".local" / "share" / "shournal" / "spool" / "started"
+    started = spool_of(home) / "started"
     out = ""
     if phase == "running":
         line = (f"mkdir many && (cd many && seq {MANY} | xargs touch) && "
@@ -429,9 +432,8 @@ def test_replay_after_a_commit_whose_offset_was_not_written_stores_once(install,
     """A crash after the journal's commit but before the committed offset:
     the restarted daemon finds the command in the journal."""
     uid, gid = install.user.pw_uid, install.user.pw_gid
-    data = home / ".local" / "share" / "shournal"
     write_config(home, "[store]\ndaemon_idle_seconds = 1\n", install)
-    spool = sp.Spool(data / "spool")
+    spool = sp.Spool(spool_of(home))
     spool.append([_record(0), _record(1)])
     spool.close()
     store = Store(journal_url(home))
@@ -464,10 +466,10 @@ def test_two_daemons_racing_to_start_one_wins(install, home):
     # (runuser forks: the daemon is its child)
     wait_for(lambda: daemon_pid(home) is not None and _ppid(daemon_pid(home)) == winner.pid,
              "the winner to hold the lock")
-    sock = rundir(home) / "daemon.sock"
+    sock = daemon_file(home, protocol.DAEMON_SOCKET)
     wait_for(sock.exists, "the daemon's socket")
     assert sock.stat().st_uid == install.user.pw_uid
-    assert (rundir(home) / "daemon.lock").stat().st_mode & 0o777 == 0o600
+    assert daemon_file(home, protocol.DAEMON_LOCK).stat().st_mode & 0o777 == 0o600
     winner.kill()
     winner.wait()
 
@@ -496,7 +498,7 @@ def test_a_shell_asks_whether_the_daemon_is_up_only_until_it_found_it(kind, inst
     it up keeps its pidfd and asks again only once it has exited."""
     sh = Shell(kind, install, home, extra_env=daemon_env(install))
     sh.run("echo first > first")  # starts the daemon
-    wait_for(lambda: (rundir(home) / "daemon.sock").exists(), "the daemon's socket")
+    wait_for(lambda: daemon_file(home, protocol.DAEMON_SOCKET).exists(), "the daemon's socket")
     sh.run("true")
     sh.run("true")  # found it up
     before = daemon_status(install, home)["probes"]
@@ -574,7 +576,7 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
     wait_for(lambda: daemon_pid(home) is not None, "the daemon")
     pid = daemon_pid(home)
     wait_for(lambda: daemon_pid(home) is None, "the idle daemon to exit", 60)
-    assert not (rundir(home) / "daemon.sock").exists()
+    assert not daemon_file(home, protocol.DAEMON_SOCKET).exists()
     assert stored_texts(home)["echo idle > idle"] == 1
     # The next command line starts a new one.
     sh.run("echo again > again")
@@ -588,7 +590,7 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
 def daemon_connections(home: Path) -> int:
     """Connections the daemon has accepted and not closed (/proc/net/unix:
     accepted sockets carry the listening socket's path)."""
-    path = str(rundir(home) / "daemon.sock")
+    path = str(daemon_file(home, protocol.DAEMON_SOCKET))
     n = 0
     for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
         parts = line.split()
