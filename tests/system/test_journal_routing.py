@@ -191,3 +191,28 @@ def test_doctor_names_the_journals_the_running_daemons_serve(install, home):
     assert f"{home}/proj.sqlite" in text, out
     a.exit()
     b.exit()
+
+
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_a_spare_namespace_prepared_for_another_journal_does_not_fit(kind, install, home):
+    """One exec of the helper prepares two namespaces; the line after next
+    takes the second one, prepared (and with its helper's environment)
+    before the line in between exported another journal's URL.  Lines:
+    1 takes the first of the pair prepared at `enable`, 2 its spare; the
+    prompt after 2 prepares the next pair, which 3 (the export) and 4 take
+    -- 4 the spare of the old journal, which must not fit; 5 (the unset)
+    and 6 likewise the other way."""
+    url_b = f"sqlite:///{home}/exported.sqlite"
+    sh = Shell(kind, install, home, extra_env=daemon_env(install))
+    sh.run("echo one > one")
+    sh.run("echo two > two")
+    sh.run(f"export SHOURNAL_DB_URL={url_b}")
+    sh.run("echo four > four")
+    sh.run("unset SHOURNAL_DB_URL")
+    sh.run("echo six > six")
+    wait_all_stored(home, [journal_url(home), url_b], 6)
+    assert sorted(texts(home, url_b)) == ["echo four > four", "unset SHOURNAL_DB_URL"]
+    assert sorted(texts(home, journal_url(home))) == [
+        "echo one > one", "echo six > six", "echo two > two", f"export SHOURNAL_DB_URL={url_b}"
+    ]
+    sh.exit()
