@@ -78,10 +78,15 @@ def file_sizes(directory: Path) -> list[int]:
     return sizes
 
 
-def daemon_pid(home: Path) -> int | None:
-    """The pid of the daemon holding the lock, if it runs."""
+def daemon_pid(home: Path, env: dict[str, str] | None = None) -> int | None:
+    """The pid of the daemon holding the lock of the journal of a shell of
+    `home` (with `env` added to its environment), if it runs."""
+    return _lock_pid(daemon_file(home, protocol.DAEMON_LOCK, **(env or {})))
+
+
+def _lock_pid(lock: Path) -> int | None:
     try:
-        pid = int(daemon_file(home, protocol.DAEMON_LOCK).read_text().split()[0])
+        pid = int(lock.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
     try:
@@ -93,10 +98,13 @@ def daemon_pid(home: Path) -> int | None:
 
 
 def kill_daemon(home: Path) -> None:
-    """A test's clean-up: SIGKILL the daemon of `home`, if one runs."""
-    pid = daemon_pid(home)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+    """A test's clean-up: SIGKILL the daemons (one per journal) of the
+    runtime directory of `home`, if any run."""
+    for lock in rundir(home).glob("daemon.*.lock"):
+        pid = _lock_pid(lock)
+        if pid is not None:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def listener_env(install, listener: str) -> dict[str, str]:
@@ -111,8 +119,10 @@ def home(install, user_home):
     kill_daemon(user_home)
 
 
-def spool_backlog(home: Path) -> int:
-    return sp.backlog_of(spool_of(home))[0]
+def spool_backlog(home: Path, env: dict[str, str] | None = None) -> int:
+    """The backlog of the spool of the journal of a shell of `home` (with
+    `env` added to its environment)."""
+    return sp.backlog_of(spool_of(home, **(env or {})))[0]
 
 
 def stored_texts(home: Path) -> Counter[str]:
@@ -125,9 +135,9 @@ def stored_texts(home: Path) -> Counter[str]:
     return Counter(r[0] for r in rows)
 
 
-def wait_drained(home: Path, timeout: float = 60.0) -> None:
+def wait_drained(home: Path, timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
     wait_stored(home, timeout)
-    wait_for(lambda: spool_backlog(home) == 0, "the spool to drain", timeout)
+    wait_for(lambda: spool_backlog(home, env) == 0, "the spool to drain", timeout)
 
 
 def as_user(install, argv: list[str], **kw) -> subprocess.Popen:
@@ -643,7 +653,8 @@ def test_doctor_shows_the_daemon_and_its_backlog(install, home):
     lock.release()
     sh.exit()
     line = next(x for x in out.splitlines() if "store daemon" in x)
-    assert f"running (pid {daemon_pid(home)}), 1 command(s) waiting in the spool" in line, out
+    assert f"running (pid {daemon_pid(home)}) for {home}/.local/share/shournal/journal.sqlite, " \
+        "1 command(s) waiting in the spool" in line, out
 
 
 def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
@@ -707,7 +718,7 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         env = {**daemon_env(install), "SHOURNAL_DB_URL": url}
         sh = Shell("bash", install, home, extra_env=env)
         sh.run("echo before > before")
-        wait_drained(home)
+        wait_drained(home, env=env)
         filler = small / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
@@ -720,14 +731,14 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         lines = [f"echo {i} > full{i}" for i in range(3)]
         outs = [sh.run(line) for line in lines]
         wait_stored(home)
-        assert spool_backlog(home) == len(lines)
+        assert spool_backlog(home, env) == len(lines)
         # Shown at a prompt after the first failed attempt, only once.
         wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
                  f"the disk-full warning (the shell printed {outs!r})")
         filler.unlink()
         outs.append(sh.run("true"))
         sh.exit()
-        wait_drained(home)
+        wait_drained(home, env=env)
         shown = [x for x in "".join(outs).splitlines() if "no space left" in x]
         assert len(shown) == 1, outs
         assert "kept in the spool" in shown[0]
@@ -737,10 +748,8 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         store.close()
         assert all(texts[line] == 1 for line in lines), texts
     finally:
-        pid = daemon_pid(home)
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+        kill_daemon(home)
+        wait_for(lambda: daemon_pid(home, env) is None, "the daemon to die")
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
