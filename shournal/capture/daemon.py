@@ -161,6 +161,16 @@ class Daemon:
         # (_look_for_orphaned_starts).
         self._storing = threading.Lock()
         self._journal = None
+        # The journal's URL (None: the default file; "" not resolved yet),
+        # and the changes of the config's [store] url noticed since: the
+        # lines spooled before a change (up to (inode, offset) of the
+        # spool) still go to the journal they ended with.
+        self._url: str | None = ""
+        self._url_changes: list[tuple[int, int, str | None]] = []
+        with suppress(Exception):  # (unreadable: said when the store opens)
+            from shournal.journal import resolve_url
+
+            self._url = resolve_url(config=self.cfg)
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
 
     def _forget_dead_started(self) -> None:
@@ -204,7 +214,22 @@ class Daemon:
             self._cfg_stamp = stamp
             self.cfg = listener.load_listener_config()
             listener._write_setup_args(self.cfg)
+            self._note_url(self.cfg)
         return self.cfg
+
+    def _note_url(self, cfg) -> None:
+        """After a config change: a new [store] url takes the lines spooled
+        from now on (as it does every reader's from now on)."""
+        from shournal.journal import resolve_url
+
+        try:
+            url = resolve_url(config=cfg)
+        except Exception:  # noqa: BLE001 - the store says it when it opens
+            return
+        with self._spool_lock, self.lock:
+            last = self._url_changes[-1][2] if self._url_changes else self._url
+            if last != "" and url != last:
+                self._url_changes.append((self.spool.inode, self.spool.end, url))
 
     # -- serving ------------------------------------------------------------
 
@@ -478,6 +503,9 @@ class Daemon:
         with self.lock:
             backlog = self.spool.backlog()
             batch = self.spool.pending(_BATCH) if backlog else []
+            limit = self._url_limit()
+            if limit is not None:  # the lines of the journal before the change first
+                batch = [(end, rec) for end, rec in batch if end <= limit]
         if not batch:
             # a backlog without records cannot be (the spool checked them):
             # retried later rather than at once
@@ -512,11 +540,26 @@ class Daemon:
             self.lock.notify_all()
         return True
 
+    def _url_limit(self) -> int | None:
+        """Take the config's URL changes whose earlier lines are all stored
+        (the caller holds _storing and the lock); the spool offset up to
+        which the journal open now takes lines, None: all."""
+        while self._url_changes:
+            inode, at, url = self._url_changes[0]
+            if inode == self.spool.inode and self.spool.committed < at:
+                return at
+            self._url_changes.pop(0)
+            self._drop_journal()
+            self._url = url
+        return None
+
     def _open_store(self):
         from shournal.journal import resolve_url
         from shournal.store import Store
 
-        return Store(resolve_url(config=self.cfg))
+        if self._url == "":
+            self._url = resolve_url(config=self.cfg)
+        return Store(self._url)
 
     def _recover_starts(self) -> None:
         """Store the lines whose recorder died while they ran, from their
@@ -533,6 +576,8 @@ class Daemon:
         self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
         if not names or not orphaned_starts(self.spool.dir, names):
             return
+        with self.lock:
+            self._url_limit()  # (the spool is drained: every change is due)
         try:
             if self._journal is None:
                 self._journal = self._open_store()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_shell import Shell, as_owner_of, journal_url, wait_for
+from fixtures_shell import Shell, as_owner_of, journal_url, wait_for, write_config
 from test_daemon import as_user, daemon_env, rundir
 
 from shournal.store import Store
@@ -216,3 +216,61 @@ def test_a_spare_namespace_prepared_for_another_journal_does_not_fit(kind, insta
         "echo one > one", "echo six > six", "echo two > two", f"export SHOURNAL_DB_URL={url_b}"
     ]
     sh.exit()
+
+
+def test_a_changed_store_url_in_the_config_takes_the_next_lines(install, home):
+    """The running daemon re-reads its config: lines after a change of
+    [store] url go to the new journal, as every reader's query does."""
+    url_b = f"sqlite:///{home}/configured.sqlite"
+    write_config(home, "", install)
+    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh.run("echo one > one")
+    wait_all_stored(home, [journal_url(home)], 1)
+    pids = daemon_pids(home)
+    write_config(home, f'[store]\nurl = "{url_b}"\n', install)
+    sh.run("echo two > two")
+    wait_all_stored(home, [journal_url(home), url_b], 2)
+    assert daemon_pids(home) == pids  # the same daemon
+    assert texts(home, journal_url(home)) == ["echo one > one"]
+    assert texts(home, url_b) == ["echo two > two"]
+    sh.exit()
+
+
+def test_lines_spooled_before_a_url_change_still_go_to_the_old_journal(tmp_path, monkeypatch):
+    """A change of [store] url while lines wait in the spool: they were
+    spooled for the journal of their time."""
+    import socket
+
+    from test_daemon import _record
+
+    from shournal.capture import daemon as dm
+
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"),
+                     ("XDG_DATA_HOME", "data"), ("XDG_RUNTIME_DIR", "run")):
+        (tmp_path / sub).mkdir(mode=0o700)
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.delenv("SHOURNAL_DB_URL", raising=False)
+    config = tmp_path / "config" / "shournal" / "config.toml"
+    config.parent.mkdir()
+
+    def configure(url: str) -> None:
+        new = config.with_suffix(".new")
+        new.write_text(f'[store]\nurl = "{url}"\n')
+        new.rename(config)  # another inode: the daemon sees a change
+
+    url_a, url_b = f"sqlite:///{tmp_path}/a.sqlite", f"sqlite:///{tmp_path}/b.sqlite"
+    configure(url_a)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    d = dm.Daemon(tmp_path / "run", sock)
+    d.config()
+    d.spool_record(_record(1))
+    configure(url_b)
+    d.config()
+    d.spool_record(_record(2))
+    with d._storing:
+        while d.spool.backlog():
+            assert d._store_batch()
+        d._drop_journal()
+    sock.close()
+    assert texts(tmp_path, url_a) == ["cmd 1"]
+    assert texts(tmp_path, url_b) == ["cmd 2"]
