@@ -461,6 +461,8 @@ class Daemon:
                 time.sleep(_RETRY_MAX)
 
     def _store_until_stopped(self) -> None:
+        with self._storing:
+            self._adopt_old_spool()
         delay = _RETRY_FIRST
         while True:
             with self.lock:
@@ -588,6 +590,49 @@ class Daemon:
             self._journal_failed(exc, [])
             self._drop_journal()
 
+    def _adopt_old_spool(self) -> None:
+        """The spool of a shournal of one daemon per user, in
+        `<data dir>/spool` itself (records, inbox, starts): stored, each
+        looked up first, by the daemon of the data directory's default
+        journal -- the one daemon of then served the shells of the default
+        environment, unless one with another journal had started it, which
+        nothing on disk tells.  At each start: shells that loaded the
+        earlier library still leave their lines' starts there.  (The
+        caller holds _storing; a failure leaves them for the next start.)"""
+        from shournal.capture.spool import STARTS, Spool, inbox_count
+
+        old = self.spool.dir.parent
+        if self._url is not None or old.name != "spool":
+            return
+        has_records = (old / "records").exists()
+        has_starts = any(not n.startswith(".") for n in _listdir(old / STARTS))
+        if not (has_records or has_starts or inbox_count(old)):
+            return
+        try:
+            if self._journal is None:
+                self._journal = self._open_store()
+            n = 0
+            if has_records:
+                spool = Spool(old)
+                try:
+                    while batch := spool.pending(_BATCH):
+                        recs = [rec for _end, rec in batch if rec is not None]
+                        n += self._journal.add_commands(recs, skip_stored=True)
+                        spool.commit(batch[-1][0])
+                finally:
+                    spool.close()
+                for name in ("records", "committed"):
+                    with suppress(FileNotFoundError):
+                        os.unlink(old / name)
+            n += take_inbox(self._journal, old)
+            n += listener.recover_starts(self._journal, self.cfg, self._reading, old)
+            with self.lock:
+                self.stored += n
+        except Exception as exc:  # noqa: BLE001 - left for the next start
+            self._drop_journal()
+            listener._warn(f"store daemon: the spool of an earlier shournal in {old} is kept: "
+                           f"{exc}".splitlines()[0])
+
     def _drop_journal(self) -> None:
         """After a failure (the caller holds _storing): the next attempt
         opens the journal anew."""
@@ -691,6 +736,13 @@ class Daemon:
             host = parts.netloc.rpartition("@")[2]
             parts = parts._replace(netloc=f"{parts.username}:***@{host}")
         return parts.geturl()
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _is_probe(conn: socket.socket) -> bool:

@@ -482,9 +482,11 @@ def _daemon_runs() -> bool:
         return False
 
 
-def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
+def recover_starts(store, cfg, busy: Container[int] = frozenset(),
+                   directory: Path | None = None) -> int:
     """Store the command lines whose recorder was killed while they ran
-    from their starts on disk (shournal.capture.spool.recover_starts)."""
+    from their starts on disk (shournal.capture.spool.recover_starts; in
+    the spool `directory`, default ours)."""
     from shournal.capture import spool
 
     def warn(start, message: str) -> None:
@@ -493,7 +495,7 @@ def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
 
     return spool.recover_starts(
         store, _username(os.getuid()), socket.gethostname(), lambda text: _ignored(cfg, text),
-        warn, busy=busy
+        warn, directory, busy
     )
 
 

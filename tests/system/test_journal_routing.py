@@ -274,3 +274,48 @@ def test_lines_spooled_before_a_url_change_still_go_to_the_old_journal(tmp_path,
     sock.close()
     assert texts(tmp_path, url_a) == ["cmd 1"]
     assert texts(tmp_path, url_b) == ["cmd 2"]
+
+
+@pytest.mark.parametrize("url_set", [False, True])
+def test_the_spool_of_one_daemon_per_user_goes_to_the_default_journal(
+    url_set, tmp_path, monkeypatch
+):
+    """After an upgrade: what waits in <data dir>/spool itself (records,
+    inbox) is stored by the daemon of the data directory's default journal
+    (the one daemon of then served the default environment), once; a
+    daemon of another journal leaves it."""
+    import socket
+
+    from test_daemon import _record
+
+    from shournal.capture import daemon as dm
+    from shournal.capture import spool as sp
+
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"),
+                     ("XDG_DATA_HOME", "data"), ("XDG_RUNTIME_DIR", "run")):
+        (tmp_path / sub).mkdir(mode=0o700)
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    other = f"sqlite:///{tmp_path}/other.sqlite"
+    if url_set:
+        monkeypatch.setenv("SHOURNAL_DB_URL", other)
+    else:
+        monkeypatch.delenv("SHOURNAL_DB_URL", raising=False)
+    old = tmp_path / "data" / "shournal" / "spool"
+    spool = sp.Spool(old)
+    spool.append([_record(1)])
+    spool.close()
+    sp.deposit(_record(2), old)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    d = dm.Daemon(tmp_path / "run", sock)
+    with d._storing:
+        d._adopt_old_spool()
+        d._adopt_old_spool()  # (nothing left: nothing stored twice)
+        d._drop_journal()
+    sock.close()
+    default = f"sqlite:///{tmp_path}/data/shournal/journal.sqlite"
+    if url_set:
+        assert texts(tmp_path, default) == [] and texts(tmp_path, other) == []
+        assert (old / "records").exists() and sp.inbox_count(old) == 1
+    else:
+        assert sorted(texts(tmp_path, default)) == ["cmd 1", "cmd 2"]
+        assert not (old / "records").exists() and sp.inbox_count(old) == 0
