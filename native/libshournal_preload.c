@@ -591,7 +591,7 @@ static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t wh
  * command line's mount namespace, where a daemon it started would stay for
  * good (pinning the namespace, its own writes observed by that command
  * line), so the shell starts it, from its own namespace, when none answers
- * on <rundir>/daemon.sock -- through `shournal-forward --start-daemon`,
+ * on <rundir>/daemon.<journal key>.sock -- through `shournal-forward --start-daemon`,
  * which detaches it (it is not our child) and exits.  A failed connect
  * costs microseconds.  While a start of ours is under way (a Python
  * daemon needs ~0.2 s, seconds on a busy machine) the next command lines

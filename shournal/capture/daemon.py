@@ -7,7 +7,7 @@ Why a daemon: a Python listener per command line cost ~0.27 s of CPU each
 shells, and lost the command when the journal was locked for long, full or
 corrupt.  Now shournal-suid execs native/shournal_forward.c as the
 listener: it hands the control socket and the relay (fds 3 and 4) to this
-daemon over `<runtime dir>/daemon.sock` (starting the daemon if none
+daemon over `<runtime dir>/daemon.<key>.sock` (starting the daemon if none
 runs), and waits, as a blocked C process, until the daemon says the
 command line is spooled: its markers (`<pid>.run/.end/.store`, named
 after the forwarder) keep meaning "being recorded" to the shell and to
