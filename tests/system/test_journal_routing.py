@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_shell import Shell, as_owner_of, journal_url, wait_for, write_config
-from test_daemon import as_user, daemon_env, rundir
+from test_daemon import as_user, daemon_env, listener_env, rundir
 
 from shournal.store import Store
 from shournal.store.errors import StoreMissing
@@ -136,11 +136,13 @@ def test_two_shells_typing_alternately_each_line_in_its_own_journal(
     b.exit()
 
 
-def test_a_url_exported_in_a_running_bash_decides_its_next_lines(install, home):
+@pytest.mark.parametrize("listener", ["daemon", "python"])
+def test_a_url_exported_in_a_running_bash_decides_its_next_lines(listener, install, home):
     """bash keeps an export out of its process's environ (it builds each
-    child's environment itself): the journal still follows the export."""
+    child's environment itself): the journal still follows the export,
+    with the store daemon and with the Python listener per line."""
     url_b = f"sqlite:///{home}/exported.sqlite"
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
+    sh = Shell("bash", install, home, extra_env=listener_env(install, listener))
     sh.run("echo before > before")
     sh.run(f"export SHOURNAL_DB_URL={url_b}")
     sh.run("echo after > after")
