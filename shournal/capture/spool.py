@@ -178,7 +178,7 @@ def _read_committed(path: Path, inode: int) -> int:
 
 
 class Spool:
-    """The spool of one user; only the daemon (holding the daemon lock)
+    """The spool of one journal key; only its daemon (holding its lock)
     opens it for writing.  Not thread-safe: the daemon serialises."""
 
     def __init__(self, directory: Path | None = None) -> None:
