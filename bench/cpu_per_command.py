@@ -166,9 +166,11 @@ def wait_recorded(home: Path) -> None:
         if not alive:
             break
         time.sleep(0.05)
-    spool = home / ".local" / "share" / "shournal" / "spool"
     sys.path.insert(0, str(REPO))
+    from shournal._paths import journal_key
     from shournal.capture.spool import backlog_of
+
+    spool = home / ".local" / "share" / "shournal" / "spool" / journal_key({"HOME": str(home)})
 
     while backlog_of(spool)[0] and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -176,7 +178,11 @@ def wait_recorded(home: Path) -> None:
 
 def daemon_pid(home: Path) -> int | None:
     try:
-        pid = int((home / "run" / "shournal" / "daemon.lock").read_text().split()[0])
+        sys.path.insert(0, str(REPO))
+        from shournal._paths import journal_key
+
+        lock = f"daemon.{journal_key({'HOME': str(home)})}.lock"
+        pid = int((home / "run" / "shournal" / lock).read_text().split()[0])
         os.kill(pid, 0)
     except (OSError, ValueError, IndexError):
         return None

@@ -46,6 +46,7 @@
 #include <linux/openat2.h>
 
 #include "shournal_fdpass.h"
+#include "shournal_forward.h"
 #include "shournal_protocol.h"
 
 /* Callers may pass NULL where glibc declares nonnull (Linux accepts a NULL
@@ -97,10 +98,13 @@ static int g_next_socks[MAX_NEXT];
 static int g_next_n;
 static char g_next_cwd[PATH_MAX];
 static struct stat g_next_args;
+static char g_next_key[SHOURNAL_KEY_LEN + 1]; /* their journal (see child_env) */
 static int g_mounts_fd = -1; /* /proc/self/mounts: polls POLLPRI on (u)mounts */
-/* <data dir>/shournal/spool/starts (O_PATH): the command lines' starts on
- * disk (see write_start_file); -1: none are kept */
+/* <data dir>/shournal/spool/<journal key>/starts (O_PATH): the command
+ * lines' starts on disk (see write_start_file); -1: none are kept.  The
+ * journal key it is of (see child_env). */
 static int g_startsfd = -1;
+static char g_starts_key[SHOURNAL_KEY_LEN + 1];
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
@@ -480,6 +484,60 @@ static int spawn_detached(const char *path, char *const argv[], char *const envp
 
 static int uses_daemon(void);
 
+/* The environment for the helper and the store daemon: environ with the
+ * current values of the variables that decide the command line's journal
+ * (shournal_journal_key), which bash keeps out of environ once exported
+ * at its prompt (it builds each child's environment itself; its getenv()
+ * sees them) -- so that the helper, the forwarder, the daemon and the
+ * Python listener resolve the journal the line's own programs resolve.
+ * `first` (or NULL) goes first.  One block: free() it.  NULL when out of
+ * memory (the caller uses environ). */
+static const char *const g_key_vars[] = {"SHOURNAL_DB_URL", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                         "HOME"};
+#define N_KEY_VARS (sizeof g_key_vars / sizeof g_key_vars[0])
+
+static int is_key_var(const char *entry)
+{
+    for (size_t i = 0; i < N_KEY_VARS; i++) {
+        size_t len = strlen(g_key_vars[i]);
+        if (strncmp(entry, g_key_vars[i], len) == 0 && entry[len] == '=')
+            return 1;
+    }
+    return 0;
+}
+
+static char **child_env(char *first)
+{
+    const char *vals[N_KEY_VARS];
+    size_t count = 0, text = 0, n = 0, i;
+    char **env, *p;
+
+    while (environ[count])
+        count++;
+    for (i = 0; i < N_KEY_VARS; i++) {
+        vals[i] = getenv(g_key_vars[i]);
+        if (vals[i])
+            text += strlen(g_key_vars[i]) + strlen(vals[i]) + 2;
+    }
+    env = malloc((count + N_KEY_VARS + 2) * sizeof *env + text);
+    if (env == NULL)
+        return NULL;
+    p = (char *)(env + count + N_KEY_VARS + 2);
+    if (first)
+        env[n++] = first;
+    for (i = 0; i < N_KEY_VARS; i++) {
+        if (vals[i] == NULL)
+            continue;
+        env[n++] = p;
+        p += sprintf(p, "%s=%s", g_key_vars[i], vals[i]) + 1;
+    }
+    for (i = 0; i < count; i++)
+        if (!is_key_var(environ[i]))
+            env[n++] = environ[i];
+    env[n] = NULL;
+    return env;
+}
+
 /* `*spare` (a socket, or -1) is set to -1 if the helper is not to set up
  * a spare namespace on it (see prepare_next): the caller closes it. */
 static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t whylen)
@@ -519,23 +577,13 @@ static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t wh
     args[n] = NULL;
 
     {
-        /* environ, with the apparatus switch first when the options are
-         * the apparatus's (any inherited one is overridden: getenv takes
-         * the first) */
-        char **env = environ;
-        size_t count = 0;
-        while (environ[count])
-            count++;
-        if (g_args_apparatus && (env = calloc(count + 2, sizeof *env)) != NULL) {
-            env[0] = g_apparatus_env;
-            memcpy(env + 1, environ, count * sizeof *env);
-        } else {
-            env = environ;
-        }
+        /* with the apparatus switch first when the options are the
+         * apparatus's (any inherited one is overridden: getenv takes the
+         * first) */
+        char **env = child_env(g_args_apparatus ? g_apparatus_env : NULL);
         /* `sock` and `*spare` are never 0-4 (see control_socket) */
-        rc = spawn_detached(g_suid, args, env, sock, *spare);
-        if (env != environ)
-            free(env);
+        rc = spawn_detached(g_suid, args, env ? env : environ, sock, *spare);
+        free(env);
     }
     if (rc != 0)
         snprintf(why, whylen, "cannot run %.300s: %s", g_suid, strerror(rc));
@@ -547,7 +595,7 @@ static int spawn_helper(int sock, int *spare, int prepared, char *why, size_t wh
  * command line's mount namespace, where a daemon it started would stay for
  * good (pinning the namespace, its own writes observed by that command
  * line), so the shell starts it, from its own namespace, when none answers
- * on <rundir>/daemon.sock -- through `shournal-forward --start-daemon`,
+ * on <rundir>/daemon.<journal key>.sock -- through `shournal-forward --start-daemon`,
  * which detaches it (it is not our child) and exits.  A failed connect
  * costs microseconds.  While a start of ours is under way (a Python
  * daemon needs ~0.2 s, seconds on a busy machine) the next command lines
@@ -567,10 +615,16 @@ static int uses_daemon(void)
     return base && strcmp(base + 1, FORWARDER_NAME) == 0;
 }
 
-/* <rundir>/daemon.lock into buf; 0, or -1 if it does not fit. */
+/* The journal key of the daemon ensure_daemon last looked for: one daemon
+ * per journal (see SHOURNAL_DAEMON_SOCKET). */
+static char g_daemon_key[SHOURNAL_KEY_LEN + 1];
+
+/* <rundir>/daemon.<key>.lock into buf; 0, or -1 if it does not fit. */
 static int daemon_lock_path(char *buf, size_t n)
 {
-    return (size_t)snprintf(buf, n, "%s/%s", g_rundir, SHOURNAL_DAEMON_LOCK) < n ? 0 : -1;
+    return (size_t)snprintf(buf, n, "%s/" SHOURNAL_DAEMON_LOCK, g_rundir, g_daemon_key) < n
+               ? 0
+               : -1;
 }
 
 /* What identifies a write of the daemon lock (zero if there is none). */
@@ -646,15 +700,23 @@ static void ensure_daemon(void)
     static struct stat lock_at_start;
     struct stat lock_now;
     struct sockaddr_un addr;
-    char *args[] = {g_listener_path, "--start-daemon", NULL};
+    char *args[] = {g_listener_path, "--start-daemon", NULL}, key[SHOURNAL_KEY_LEN + 1], **env;
     int s, rc, up;
 
     if (!g_rundir[0] || !uses_daemon())
         return;
+    shournal_journal_key(key);
+    if (strcmp(key, g_daemon_key) != 0) { /* another journal: its own daemon */
+        memcpy(g_daemon_key, key, sizeof key);
+        if (g_daemon_pidfd >= 0)
+            close(g_daemon_pidfd);
+        g_daemon_pidfd = -1;
+        last_start = 0;
+    }
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
-    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/%s", g_rundir,
-                         SHOURNAL_DAEMON_SOCKET) >= sizeof addr.sun_path)
+    if ((size_t)snprintf(addr.sun_path, sizeof addr.sun_path, "%s/" SHOURNAL_DAEMON_SOCKET,
+                         g_rundir, key) >= sizeof addr.sun_path)
         return;
     if (daemon_known_up(addr.sun_path))
         return;
@@ -673,7 +735,9 @@ static void ensure_daemon(void)
         return;
     last_start = now_ns();
     lock_at_start = lock_now;
-    rc = spawn_detached(g_listener_path, args, environ, -1, -1);
+    env = child_env(NULL);
+    rc = spawn_detached(g_listener_path, args, env ? env : environ, -1, -1);
+    free(env);
     if (rc != 0)
         warn_once("cannot start the store daemon: %s: %s", g_listener_path, strerror(rc));
 }
@@ -947,6 +1011,7 @@ static void prepare_next(void)
     if (getcwd(g_next_cwd, sizeof g_next_cwd) == NULL)
         return;
     args_file_state(&g_next_args);
+    shournal_journal_key(g_next_key);
     (void)poll(&pfd, 1, 0); /* forget (u)mounts made before now */
     fd = start_helper(1, &spare, why, sizeof why);
     if (fd < 0) /* a failure shows when the usual set-up repeats it */
@@ -997,11 +1062,16 @@ static void drop_next(void)
 
 static int next_still_fits(void)
 {
-    char cwd[PATH_MAX];
+    char cwd[PATH_MAX], key[SHOURNAL_KEY_LEN + 1];
     struct stat st;
     struct pollfd pfd = {g_mounts_fd, POLLPRI, 0};
 
     if (getcwd(cwd, sizeof cwd) == NULL || strcmp(cwd, g_next_cwd) != 0)
+        return 0;
+    /* prepared for another journal: its helper would hand the line to
+     * that journal's daemon */
+    shournal_journal_key(key);
+    if (strcmp(key, g_next_key) != 0)
         return 0;
     args_file_state(&st);
     if (st.st_dev != g_next_args.st_dev || st.st_ino != g_next_args.st_ino ||
@@ -1084,7 +1154,7 @@ static int private_dir(int dirfd, const char *name)
     return fd;
 }
 
-/* Open <data dir>/shournal/spool/starts as shournal.capture.spool does
+/* Open <data dir>/shournal/spool/<journal key>/starts as shournal.capture.spool does
  * (the data directory as shournal._paths.data_dir: $XDG_DATA_HOME if
  * absolute, else ~/.local/share): the shournal directory may be a link
  * (the Docker edition's shared /journal) but must be ours and writable by
@@ -1095,11 +1165,12 @@ static void setup_starts(void)
     const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
     char path[PATH_MAX];
     struct stat st;
-    int top, spool;
+    int top, spool, keyed;
 
     if (g_startsfd >= 0)
         close(g_startsfd);
     g_startsfd = -1;
+    shournal_journal_key(g_starts_key);
     if (xdg && xdg[0] == '/')
         snprintf(path, sizeof path, "%.4000s/shournal", xdg);
     else if (home && home[0] == '/')
@@ -1130,8 +1201,12 @@ static void setup_starts(void)
     close(top);
     if (spool < 0)
         goto fail;
-    top = private_dir(spool, SHOURNAL_STARTS_DIR);
+    keyed = private_dir(spool, g_starts_key);
     close(spool);
+    if (keyed < 0)
+        goto fail;
+    top = private_dir(keyed, SHOURNAL_STARTS_DIR);
+    close(keyed);
     if (top < 0)
         goto fail;
     g_startsfd = move_high(top, 1024, 1);
@@ -1195,8 +1270,12 @@ static void write_start_file(const char *text)
     uint32_t frame[3];
     size_t cwdlen, textlen = strlen(text), total = 0, done = 0;
     struct iovec iov[4];
+    char key[SHOURNAL_KEY_LEN + 1];
     int fd, i;
 
+    shournal_journal_key(key);
+    if (strcmp(key, g_starts_key) != 0) /* the line's journal changed */
+        setup_starts();
     if (g_startsfd < 0)
         return;
     if (getcwd(cwd, sizeof cwd) == NULL)

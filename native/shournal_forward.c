@@ -2,7 +2,7 @@
  * (as the user, privileges dropped for good, the control socket on fd 3
  * and the holder's relay on fd 4).  Instead of starting Python per command
  * line it hands both fds to the user's store daemon (shournal/capture/daemon.py)
- * over <runtime dir>/daemon.sock (the shell starts the daemon, see
+ * over <runtime dir>/daemon.<journal key>.sock (the shell starts the daemon, see
  * ensure_daemon() in libshournal_preload.c), and waits -- blocked, no CPU -- until the daemon answers that the command
  * line is in its durable spool.  Waiting keeps the markers named after our
  * pid meaningful: the shell and `shournal query` see a live recorder while

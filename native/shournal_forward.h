@@ -44,17 +44,42 @@ static inline int shournal_fw_runtime_dir(char *buf, size_t n)
     return 0;
 }
 
-/* <rundir>/daemon.sock; -1 if the runtime directory is unusable. */
+/* The journal key of our environment (see SHOURNAL_DAEMON_SOCKET in
+ * shournal_protocol.h; shournal._paths.journal_key): which store daemon
+ * and spool serve a command line, decided by the variables that decide
+ * its journal.  In bash's process getenv() is bash's own, which sees the
+ * shell's current exports (its environ does not). */
+static inline void shournal_journal_key(char out[SHOURNAL_KEY_LEN + 1])
+{
+    static const char *const names[] = {"SHOURNAL_DB_URL", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                        "HOME"};
+    uint64_t h = 14695981039346656037ULL;
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        for (; v && *v; v++) {
+            h ^= (unsigned char)*v;
+            h *= 1099511628211ULL;
+        }
+        h *= 1099511628211ULL; /* the NUL after each value: h ^= 0 */
+    }
+    (void)snprintf(out, SHOURNAL_KEY_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
+/* <rundir>/daemon.<key>.sock; -1 if the runtime directory is unusable. */
 static inline int shournal_fw_daemon_addr(struct sockaddr_un *addr)
 {
-    char rundir[PATH_MAX];
+    char rundir[PATH_MAX], key[SHOURNAL_KEY_LEN + 1], name[64];
 
     if (shournal_fw_runtime_dir(rundir, sizeof rundir) != 0)
         return -1;
+    shournal_journal_key(key);
+    if (snprintf(name, sizeof name, SHOURNAL_DAEMON_SOCKET, key) >= (int)sizeof name)
+        return -1;
     memset(addr, 0, sizeof *addr);
     addr->sun_family = AF_UNIX;
-    return (size_t)snprintf(addr->sun_path, sizeof addr->sun_path, "%s/%s", rundir,
-                            SHOURNAL_DAEMON_SOCKET) < sizeof addr->sun_path
+    return (size_t)snprintf(addr->sun_path, sizeof addr->sun_path, "%s/%s", rundir, name) <
+                   sizeof addr->sun_path
                ? 0
                : -1;
 }

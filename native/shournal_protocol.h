@@ -102,7 +102,7 @@ struct shournal_command {
  * shell; bash: PS0's command substitution), so that a line whose recorder
  * is killed (holder, helper or forwarder, the store daemon) or a machine
  * that crashes while it runs still leaves it: one file per line in
- * <data dir>/spool/SHOURNAL_STARTS_DIR (the user's durable spool, mode
+ * <data dir>/spool/<journal key>/SHOURNAL_STARTS_DIR (the durable spool, mode
  * 0700), named "<listener pid>-<session, 32 hex digits>-<start_ns>", whole
  * or not at all (written to "." + name, then renamed; no fsync: it
  * survives any process being killed, see docs/design.md "On disk").  One
@@ -221,9 +221,18 @@ struct shournal_flush {
  * command, answer DRAINED within `arg` ms, `arg` of the answer = commands
  * still waiting.  STATUS (`shournal doctor`): the answer's text follows
  * the header.  The daemon holds flock on SHOURNAL_DAEMON_LOCK (same
- * directory) and rewrites it (its pid) when it takes it. */
-#define SHOURNAL_DAEMON_SOCKET "daemon.sock"
-#define SHOURNAL_DAEMON_LOCK "daemon.lock"
+ * directory) and rewrites it (its pid) when it takes it.
+ * One daemon per journal: both names carry the journal key (the "%s"),
+ * SHOURNAL_KEY_LEN hex digits of the FNV-1a 64 hash of the values of
+ * SHOURNAL_DB_URL, XDG_CONFIG_HOME, XDG_DATA_HOME and HOME, each followed
+ * by a NUL byte (unset counts as empty): the environment that decides a
+ * command line's journal (shournal.journal.resolve_url: the URL, the
+ * config file, the data directory; shournal_journal_key() in
+ * shournal_forward.h, shournal._paths.journal_key).  The spool is
+ * <data dir>/spool/<key> alike. */
+#define SHOURNAL_DAEMON_SOCKET "daemon.%s.sock"
+#define SHOURNAL_DAEMON_LOCK "daemon.%s.lock"
+#define SHOURNAL_KEY_LEN 16
 #define SHOURNAL_MSG_FORWARD 9u
 #define SHOURNAL_MSG_SPOOLED 10u
 #define SHOURNAL_MSG_DRAIN 11u

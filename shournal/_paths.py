@@ -13,6 +13,7 @@ import stat
 # costs it ~3 ms.  Every function that returns a Path imports it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
 try:  # written by the installer
@@ -132,6 +133,30 @@ def archive_dir() -> Path:
     """The content archive of commands recorded with their apparatus
     (shournal.reproduce.archive), beside the default journal."""
     return data_dir() / "archive"
+
+
+# What decides a command line's journal (shournal.journal.resolve_url: the
+# URL, the config file, the data directory), in the order of the key.
+JOURNAL_KEY_VARIABLES = ("SHOURNAL_DB_URL", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HOME")
+_keys: dict[tuple[str, ...], str] = {}
+
+
+def journal_key(environ: Mapping[str, str] | None = None) -> str:
+    """The journal key of ``environ`` (default: ours): which store daemon
+    and spool serve a command line -- one daemon per journal.  The FNV-1a
+    64 hash of the values of JOURNAL_KEY_VARIABLES, each followed by a NUL
+    byte (unset counts as empty), in hex; shournal_journal_key() in
+    native/shournal_forward.h computes the same from the shell's."""
+    env = os.environ if environ is None else environ
+    values = tuple(env.get(name, "") for name in JOURNAL_KEY_VARIABLES)
+    key = _keys.get(values)
+    if key is None:
+        h = 0xCBF29CE484222325
+        for value in values:
+            for byte in os.fsencode(value) + b"\0":
+                h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        key = _keys[values] = f"{h:016x}"
+    return key
 
 
 def runtime_dir_text() -> str:

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from shournal import _paths
+from shournal.terminal import printable
 
 GROUP = "shournal"
 
@@ -242,24 +243,56 @@ def _daemon_check() -> Check:
     return check
 
 
-def _daemon_state() -> Check:
+def _daemon_statuses() -> dict[str, dict]:
+    """The status of every store daemon running in our runtime directory
+    (one per journal), by journal key."""
     import json
 
-    from shournal.capture import protocol, spool
+    from shournal.capture import protocol
 
-    answer = protocol.daemon_request(_paths.runtime_dir(), protocol.MSG_STATUS, timeout=2.0)
-    if answer is None:
+    rundir = _paths.runtime_dir()
+    prefix, suffix = protocol.DAEMON_SOCKET.split("%s")
+    try:
+        names = os.listdir(rundir)
+    except OSError:
+        return {}
+    out: dict[str, dict] = {}
+    for name in sorted(names):
+        key = name[len(prefix) : -len(suffix)]
+        if not (name.startswith(prefix) and name.endswith(suffix)) or len(key) != protocol.KEY_LEN:
+            continue
+        answer = protocol.daemon_request(rundir, protocol.MSG_STATUS, timeout=2.0, key=key)
+        if answer is None:
+            continue
+        try:
+            out[key] = json.loads(answer[1])
+        except ValueError:
+            out[key] = {}
+    return out
+
+
+def _daemon_state() -> Check:
+    from shournal.capture import spool
+
+    statuses = _daemon_statuses()
+    status = statuses.pop(_paths.journal_key(), None)
+    others = "".join(
+        f"; also running for {printable(str(s.get('journal', '?')))} (pid {s.get('pid')})"
+        for s in statuses.values()
+    )
+    if status is None:
         waiting, _ = spool.backlog_of()
-        detail = "not running (the next command line starts it)"
+        detail = "not running for this journal (the next command line starts it)"
         if waiting:
             detail += f"; {waiting} command(s) in the spool, stored once it runs"
-        return Check("store daemon", True, detail)
-    try:
-        status = json.loads(answer[1])
-    except ValueError:
-        return Check("store daemon", False, "answers, but not with a status", "")
+        return Check("store daemon", True, detail + others)
+    if not status:
+        return Check("store daemon", False, "answers, but not with a status" + others, "")
     waiting, _ = spool.backlog_of()
-    detail = f"running (pid {status.get('pid')}), {waiting} command(s) waiting in the spool"
+    detail = (
+        f"running (pid {status.get('pid')}) for {printable(str(status.get('journal', '?')))}, "
+        f"{waiting} command(s) waiting in the spool{others}"
+    )
     error = status.get("error")
     if error:
         return Check(

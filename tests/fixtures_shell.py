@@ -203,6 +203,24 @@ def write_config(home: Path, text: str, install: Install) -> None:
     subprocess.run(["chown", "-R", owner, str(home / ".config")])
 
 
+def spool_of(home: Path, **env: str) -> Path:
+    """The spool of the journal of a shell of `home` (with `env` added to
+    its environment): one per journal key."""
+    from shournal._paths import journal_key
+
+    e = {"HOME": str(home), **env}
+    data = e.get("XDG_DATA_HOME") or f"{e['HOME']}/.local/share"
+    return Path(data) / "shournal" / "spool" / journal_key(e)
+
+
+def daemon_file(home: Path, name: str, **env: str) -> Path:
+    """`name` (protocol.DAEMON_SOCKET or DAEMON_LOCK) of the store daemon
+    of the journal of a shell of `home` (with `env` added)."""
+    from shournal._paths import journal_key
+
+    return home / "run" / "shournal" / (name % journal_key({"HOME": str(home), **env}))
+
+
 def journal_url(home: Path) -> str:
     return f"sqlite:///{home}/.local/share/shournal/journal.sqlite"
 

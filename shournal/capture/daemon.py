@@ -7,7 +7,7 @@ Why a daemon: a Python listener per command line cost ~0.27 s of CPU each
 shells, and lost the command when the journal was locked for long, full or
 corrupt.  Now shournal-suid execs native/shournal_forward.c as the
 listener: it hands the control socket and the relay (fds 3 and 4) to this
-daemon over `<runtime dir>/daemon.sock` (starting the daemon if none
+daemon over `<runtime dir>/daemon.<key>.sock` (starting the daemon if none
 runs), and waits, as a blocked C process, until the daemon says the
 command line is spooled: its markers (`<pid>.run/.end/.store`, named
 after the forwarder) keep meaning "being recorded" to the shell and to
@@ -24,8 +24,16 @@ while the journal is locked, full, corrupt or unreachable, with one
 warning per condition (naming the command) -- the command is never lost
 to a store failure.
 
-One daemon per user: it holds flock on `<runtime dir>/daemon.lock`; a
-second one exits at once.  It exits after `[store] daemon_idle_seconds`
+One daemon per journal of a user: which journal a command line belongs to
+is decided by the shell's environment that the journal's resolution reads
+(shournal._paths.journal_key: SHOURNAL_DB_URL, XDG_CONFIG_HOME,
+XDG_DATA_HOME, HOME), and the forwarder hands it to the daemon of that
+key, `<runtime dir>/daemon.<key>.sock`; the shell starts that daemon with
+that environment, so it resolves the journal, its config and its spool
+(`<data dir>/spool/<key>`) as the line's own programs do -- and never
+takes another key's lines.  It holds flock on `<runtime
+dir>/daemon.<key>.lock`; a second one of the key exits at once.  It exits
+after `[store] daemon_idle_seconds`
 without a command line, once the spool is drained: it first removes its
 socket's name (new forwarders start a new daemon, which waits for the
 lock only through their retries), then takes what was already queued on
@@ -100,6 +108,7 @@ class Daemon:
 
         self.rundir = rundir
         self.sock = sock
+        self.key = _paths.journal_key()  # our environment does not change
         self.cfg = listener.load_listener_config()
         self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
@@ -152,6 +161,16 @@ class Daemon:
         # (_look_for_orphaned_starts).
         self._storing = threading.Lock()
         self._journal = None
+        # The journal's URL (None: the default file; "" not resolved yet),
+        # and the changes of the config's [store] url noticed since: the
+        # lines spooled before a change (up to (inode, offset) of the
+        # spool) still go to the journal they ended with.
+        self._url: str | None = ""
+        self._url_changes: list[tuple[int, int, str | None]] = []
+        with suppress(Exception):  # (unreadable: said when the store opens)
+            from shournal.journal import resolve_url
+
+            self._url = resolve_url(config=self.cfg)
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
 
     def _forget_dead_started(self) -> None:
@@ -195,7 +214,22 @@ class Daemon:
             self._cfg_stamp = stamp
             self.cfg = listener.load_listener_config()
             listener._write_setup_args(self.cfg)
+            self._note_url(self.cfg)
         return self.cfg
+
+    def _note_url(self, cfg) -> None:
+        """After a config change: a new [store] url takes the lines spooled
+        from now on (as it does every reader's from now on)."""
+        from shournal.journal import resolve_url
+
+        try:
+            url = resolve_url(config=cfg)
+        except Exception:  # noqa: BLE001 - the store says it when it opens
+            return
+        with self._spool_lock, self.lock:
+            last = self._url_changes[-1][2] if self._url_changes else self._url
+            if last != "" and url != last:
+                self._url_changes.append((self.spool.inode, self.spool.end, url))
 
     # -- serving ------------------------------------------------------------
 
@@ -258,7 +292,7 @@ class Daemon:
         # New forwarders must not queue up on a socket nobody accepts: the
         # name goes first, then what is queued already is taken.
         with suppress(OSError):
-            os.unlink(self.rundir / protocol.DAEMON_SOCKET)
+            os.unlink(self.rundir / (protocol.DAEMON_SOCKET % self.key))
         self.sock.setblocking(False)
         while True:
             try:
@@ -427,6 +461,8 @@ class Daemon:
                 time.sleep(_RETRY_MAX)
 
     def _store_until_stopped(self) -> None:
+        with self._storing:
+            self._adopt_old_spool()
         delay = _RETRY_FIRST
         while True:
             with self.lock:
@@ -469,6 +505,9 @@ class Daemon:
         with self.lock:
             backlog = self.spool.backlog()
             batch = self.spool.pending(_BATCH) if backlog else []
+            limit = self._url_limit()
+            if limit is not None:  # the lines of the journal before the change first
+                batch = [(end, rec) for end, rec in batch if end <= limit]
         if not batch:
             # a backlog without records cannot be (the spool checked them):
             # retried later rather than at once
@@ -503,11 +542,26 @@ class Daemon:
             self.lock.notify_all()
         return True
 
+    def _url_limit(self) -> int | None:
+        """Take the config's URL changes whose earlier lines are all stored
+        (the caller holds _storing and the lock); the spool offset up to
+        which the journal open now takes lines, None: all."""
+        while self._url_changes:
+            inode, at, url = self._url_changes[0]
+            if inode == self.spool.inode and self.spool.committed < at:
+                return at
+            self._url_changes.pop(0)
+            self._drop_journal()
+            self._url = url
+        return None
+
     def _open_store(self):
         from shournal.journal import resolve_url
         from shournal.store import Store
 
-        store = Store(resolve_url(config=self.cfg))
+        if self._url == "":
+            self._url = resolve_url(config=self.cfg)
+        store = Store(self._url)
         for note in store.notes:
             listener._warn(note)
         return store
@@ -527,6 +581,8 @@ class Daemon:
         self._starts_period = _STARTS_CHECK if present else _STARTS_IDLE_CHECK
         if not names or not orphaned_starts(self.spool.dir, names):
             return
+        with self.lock:
+            self._url_limit()  # (the spool is drained: every change is due)
         try:
             if self._journal is None:
                 self._journal = self._open_store()
@@ -536,6 +592,49 @@ class Daemon:
         except Exception as exc:  # noqa: BLE001 - retried at the next check
             self._journal_failed(exc, [])
             self._drop_journal()
+
+    def _adopt_old_spool(self) -> None:
+        """The spool of a shournal of one daemon per user, in
+        `<data dir>/spool` itself (records, inbox, starts): stored, each
+        looked up first, by the daemon of the data directory's default
+        journal -- the one daemon of then served the shells of the default
+        environment, unless one with another journal had started it, which
+        nothing on disk tells.  At each start: shells that loaded the
+        earlier library still leave their lines' starts there.  (The
+        caller holds _storing; a failure leaves them for the next start.)"""
+        from shournal.capture.spool import STARTS, Spool, inbox_count
+
+        old = self.spool.dir.parent
+        if self._url is not None or old.name != "spool":
+            return
+        has_records = (old / "records").exists()
+        has_starts = any(not n.startswith(".") for n in _listdir(old / STARTS))
+        if not (has_records or has_starts or inbox_count(old)):
+            return
+        try:
+            if self._journal is None:
+                self._journal = self._open_store()
+            n = 0
+            if has_records:
+                spool = Spool(old)
+                try:
+                    while batch := spool.pending(_BATCH):
+                        recs = [rec for _end, rec in batch if rec is not None]
+                        n += self._journal.add_commands(recs, skip_stored=True)
+                        spool.commit(batch[-1][0])
+                finally:
+                    spool.close()
+                for name in ("records", "committed"):
+                    with suppress(FileNotFoundError):
+                        os.unlink(old / name)
+            n += take_inbox(self._journal, old)
+            n += listener.recover_starts(self._journal, self.cfg, self._reading, old)
+            with self.lock:
+                self.stored += n
+        except Exception as exc:  # noqa: BLE001 - left for the next start
+            self._drop_journal()
+            listener._warn(f"store daemon: the spool of an earlier shournal in {old} is kept: "
+                           f"{exc}".splitlines()[0])
 
     def _drop_journal(self) -> None:
         """After a failure (the caller holds _storing): the next attempt
@@ -607,6 +706,8 @@ class Daemon:
         with self.lock:
             return {
                 "pid": os.getpid(),
+                "key": self.key,
+                "journal": self._location(),
                 "active": self.active,
                 "backlog_bytes": self.spool.backlog(),
                 "stored": self.stored,
@@ -614,6 +715,37 @@ class Daemon:
                 "probes": self.probes,
                 "error": self.error,
             }
+
+
+    def _location(self) -> str:
+        """The journal we store into: a file, or the URL without password."""
+        from shournal.journal import resolve_url
+
+        try:
+            url = resolve_url(config=self.cfg)
+        except Exception as exc:  # noqa: BLE001 - said as it is
+            return f"? ({str(exc).splitlines()[0]})"
+        if url is None:
+            return _paths.default_db_file()
+        if url.startswith("sqlite:///"):
+            return url.removeprefix("sqlite:///").split("?", 1)[0] or ":memory:"
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return "? (not a URL)"
+        if parts.password is not None:  # as the store shows it
+            host = parts.netloc.rpartition("@")[2]
+            parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+        return parts.geturl()
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _is_probe(conn: socket.socket) -> bool:
@@ -649,12 +781,14 @@ class _Waiter:
 
 
 def take_lock(rundir: Path) -> int | None:
-    """The per-user daemon lock (held until exit), or None if another
-    daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
+    """The daemon lock of our journal key (held until exit), or None if
+    another daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
     in libshournal_preload.c) sees from that that its start of a daemon is
     over."""
     fd = os.open(
-        rundir / protocol.DAEMON_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        rundir / (protocol.DAEMON_LOCK % _paths.journal_key()),
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
     )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -667,7 +801,7 @@ def take_lock(rundir: Path) -> int | None:
 
 
 def bind(rundir: Path) -> socket.socket:
-    path = rundir / protocol.DAEMON_SOCKET
+    path = rundir / (protocol.DAEMON_SOCKET % _paths.journal_key())
     with suppress(FileNotFoundError):
         os.unlink(path)  # a dead daemon's: we hold the lock
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
@@ -691,7 +825,7 @@ def main() -> int:
         print(f"shournal: store daemon: {exc.strerror or exc}", file=sys.stderr)
         return 1
     if lock is None:
-        return 0  # another daemon serves this user
+        return 0  # another daemon serves this journal
     os.chdir("/")
     listener._raise_nofile()
     try:

@@ -473,19 +473,21 @@ def store_record(rec: CommandRecord, cfg) -> int:
 
 
 def _daemon_runs() -> bool:
-    """Does the user's store daemon (the pid in its lock file) run?"""
+    """Does the store daemon of our journal (the pid in its lock file) run?"""
     try:
         rundir = _paths.private_runtime_dir(create=False)
-        pid = int((rundir / protocol.DAEMON_LOCK).read_text().split()[0])
+        pid = int((rundir / (protocol.DAEMON_LOCK % _paths.journal_key())).read_text().split()[0])
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return b"daemon" in fh.read()
     except (OSError, ValueError, IndexError):
         return False
 
 
-def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
+def recover_starts(store, cfg, busy: Container[int] = frozenset(),
+                   directory: Path | None = None) -> int:
     """Store the command lines whose recorder was killed while they ran
-    from their starts on disk (shournal.capture.spool.recover_starts)."""
+    from their starts on disk (shournal.capture.spool.recover_starts; in
+    the spool `directory`, default ours)."""
     from shournal.capture import spool
 
     def warn(start, message: str) -> None:
@@ -494,7 +496,7 @@ def recover_starts(store, cfg, busy: Container[int] = frozenset()) -> int:
 
     return spool.recover_starts(
         store, _username(os.getuid()), socket.gethostname(), lambda text: _ignored(cfg, text),
-        warn, busy=busy
+        warn, directory, busy
     )
 
 

@@ -127,8 +127,10 @@ FLUSH = Layout("shournal_flush", ("type", "I"), ("seq", "I"))
 GO = Layout("shournal_go", ("type", "I"), ("reserved", "I"))  # GO and GO_ACK
 
 # The store daemon (see shournal.capture.daemon)
-DAEMON_SOCKET = "daemon.sock"
-DAEMON_LOCK = "daemon.lock"
+# one daemon per journal: "%s" is the journal key (shournal._paths.journal_key)
+DAEMON_SOCKET = "daemon.%s.sock"
+DAEMON_LOCK = "daemon.%s.lock"
+KEY_LEN = 16
 MSG_FORWARD = 9
 MSG_SPOOLED = 10
 MSG_DRAIN = 11
@@ -282,11 +284,15 @@ def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
 
 
 def daemon_request(
-    rundir: str | os.PathLike[str], mtype: int, arg: int = 0, timeout: float = 5.0
+    rundir: str | os.PathLike[str], mtype: int, arg: int = 0, timeout: float = 5.0,
+    key: str | None = None,
 ) -> tuple[int, bytes] | None:
-    """Ask the user's store daemon (MSG_DRAIN, MSG_STATUS): the answer's
-    `arg` and the text after it, or None when no daemon answers."""
-    path = os.path.join(rundir, DAEMON_SOCKET)
+    """Ask the store daemon of our journal (or of the journal key `key`)
+    (MSG_DRAIN, MSG_STATUS): the answer's `arg` and the text after it, or
+    None when no daemon answers."""
+    from shournal import _paths
+
+    path = os.path.join(rundir, DAEMON_SOCKET % (key or _paths.journal_key()))
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC) as s:
             s.settimeout(timeout)

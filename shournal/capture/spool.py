@@ -1,7 +1,7 @@
 """The store daemon's durable spool: finished command lines wait here until
 the journal has them.
 
-One append-only file, `<data dir>/spool/records`, in the data directory
+One append-only file, `<data dir>/spool/<journal key>/records`, in the data directory
 (not the runtime directory: that is a tmpfs, and what waits here must
 survive a reboot).  Every record is framed
 
@@ -14,7 +14,7 @@ the spool, it and everything after it are cut off (and counted); nothing
 before it is touched.  The payload is marshal of plain values (str, bytes,
 int, None, tuples), never pickle: loading it runs no code.
 
-What the journal already holds is remembered in `<data dir>/spool/committed`
+What the journal already holds is remembered in `<spool>/committed`
 ("<inode of records> <offset> <crc32 of those, hex>", padded to
 COMMITTED_SIZE bytes and overwritten in place: one write per journal
 batch, no new file): a crash between a journal commit and this file's
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from shournal import _paths
 from shournal.capture import proc
-from shournal.capture.protocol import STARTS_DIR, CommandMessage
+from shournal.capture.protocol import KEY_LEN, STARTS_DIR, CommandMessage
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.data import RETURN_VALUE_UNKNOWN
 
@@ -59,7 +59,9 @@ class SpoolError(Exception):
 
 
 def spool_dir() -> Path:
-    return _paths.data_dir() / "spool"
+    """The spool of our journal: one per journal key (see
+    shournal._paths.journal_key), as there is one store daemon per key."""
+    return _paths.data_dir() / "spool" / _paths.journal_key()
 
 
 # A record's values in field order, its events as tuples (what
@@ -134,7 +136,11 @@ def _open_dir(directory: Path) -> None:
     # The data directory may be a link (the Docker edition's shared
     # /journal): one another user made, or may write to, is not used, as
     # the journal's (shournal.store.db) -- nothing is created in it.
-    if directory.parent.exists():
+    if directory.parent.name == "spool" and len(directory.name) == KEY_LEN:
+        # a journal's spool in <data dir>/spool, which is as private
+        # (native/libshournal_preload.c makes it so as well)
+        _open_dir(directory.parent)
+    elif directory.parent.exists():
         try:
             _paths.check_own_directory(directory.parent, follow_links=True, forbidden_mode=0o022)
         except _paths.UnsafeDirectory as exc:
@@ -172,7 +178,7 @@ def _read_committed(path: Path, inode: int) -> int:
 
 
 class Spool:
-    """The spool of one user; only the daemon (holding the daemon lock)
+    """The spool of one journal key; only its daemon (holding its lock)
     opens it for writing.  Not thread-safe: the daemon serialises."""
 
     def __init__(self, directory: Path | None = None) -> None:

@@ -15,7 +15,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, Shell, recorded, wait_for, wait_stored, warnings_in
+from fixtures_shell import (
+    PROMPT,
+    Shell,
+    recorded,
+    spool_of,
+    wait_for,
+    wait_stored,
+    warnings_in,
+)
 from test_daemon import (
     JournalLock,
     daemon_env,
@@ -131,7 +139,7 @@ def test_space_prefixed_line_ending_in_exec_stays_unrecorded(kind, install, user
 
 
 def _starts(home: Path) -> Path:
-    return home / ".local" / "share" / "shournal" / "spool" / "starts"
+    return spool_of(home) / "starts"
 
 
 def _start_files(home: Path) -> list[str]:

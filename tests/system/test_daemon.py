@@ -19,12 +19,15 @@ from fixtures_shell import (
     REPO,
     Shell,
     build_native,
+    daemon_file,
     journal_url,
+    spool_of,
     wait_for,
     wait_stored,
     write_config,
 )
 
+from shournal.capture import protocol
 from shournal.capture import spool as sp
 from shournal.capture.record import CommandRecord, FileEvent
 from shournal.store import Store
@@ -75,10 +78,15 @@ def file_sizes(directory: Path) -> list[int]:
     return sizes
 
 
-def daemon_pid(home: Path) -> int | None:
-    """The pid of the daemon holding the lock, if it runs."""
+def daemon_pid(home: Path, env: dict[str, str] | None = None) -> int | None:
+    """The pid of the daemon holding the lock of the journal of a shell of
+    `home` (with `env` added to its environment), if it runs."""
+    return _lock_pid(daemon_file(home, protocol.DAEMON_LOCK, **(env or {})))
+
+
+def _lock_pid(lock: Path) -> int | None:
     try:
-        pid = int((rundir(home) / "daemon.lock").read_text().split()[0])
+        pid = int(lock.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
     try:
@@ -90,10 +98,13 @@ def daemon_pid(home: Path) -> int | None:
 
 
 def kill_daemon(home: Path) -> None:
-    """A test's clean-up: SIGKILL the daemon of `home`, if one runs."""
-    pid = daemon_pid(home)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+    """A test's clean-up: SIGKILL the daemons (one per journal) of the
+    runtime directory of `home`, if any run."""
+    for lock in rundir(home).glob("daemon.*.lock"):
+        pid = _lock_pid(lock)
+        if pid is not None:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def listener_env(install, listener: str) -> dict[str, str]:
@@ -108,8 +119,10 @@ def home(install, user_home):
     kill_daemon(user_home)
 
 
-def spool_backlog(home: Path) -> int:
-    return sp.backlog_of(home / ".local" / "share" / "shournal" / "spool")[0]
+def spool_backlog(home: Path, env: dict[str, str] | None = None) -> int:
+    """The backlog of the spool of the journal of a shell of `home` (with
+    `env` added to its environment)."""
+    return sp.backlog_of(spool_of(home, **(env or {})))[0]
 
 
 def stored_texts(home: Path) -> Counter[str]:
@@ -122,9 +135,9 @@ def stored_texts(home: Path) -> Counter[str]:
     return Counter(r[0] for r in rows)
 
 
-def wait_drained(home: Path, timeout: float = 60.0) -> None:
+def wait_drained(home: Path, timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
     wait_stored(home, timeout)
-    wait_for(lambda: spool_backlog(home) == 0, "the spool to drain", timeout)
+    wait_for(lambda: spool_backlog(home, env) == 0, "the spool to drain", timeout)
 
 
 def as_user(install, argv: list[str], **kw) -> subprocess.Popen:
@@ -182,7 +195,7 @@ def test_commands_are_stored_once_through_the_daemon(kind, install, home):
     wait_drained(home)
     assert not any("shournal" in o for o in outs), outs
     assert pid is not None, "no daemon ran"
-    assert (rundir(home) / "daemon.sock").exists()
+    assert daemon_file(home, protocol.DAEMON_SOCKET).exists()
     texts = stored_texts(home)
     assert all(texts[line] == 1 for line in lines), texts
     store = Store(journal_url(home), create=False)
@@ -327,7 +340,7 @@ def test_daemon_killed_during_a_20000_file_command_line(phase, install, home):
     pid = daemon_pid(home)
     assert pid is not None
     work = home / "work"
-    started = home / ".local" / "share" / "shournal" / "spool" / "started"
+    started = spool_of(home) / "started"
     out = ""
     if phase == "running":
         line = (f"mkdir many && (cd many && seq {MANY} | xargs touch) && "
@@ -429,9 +442,8 @@ def test_replay_after_a_commit_whose_offset_was_not_written_stores_once(install,
     """A crash after the journal's commit but before the committed offset:
     the restarted daemon finds the command in the journal."""
     uid, gid = install.user.pw_uid, install.user.pw_gid
-    data = home / ".local" / "share" / "shournal"
     write_config(home, "[store]\ndaemon_idle_seconds = 1\n", install)
-    spool = sp.Spool(data / "spool")
+    spool = sp.Spool(spool_of(home))
     spool.append([_record(0), _record(1)])
     spool.close()
     store = Store(journal_url(home))
@@ -464,10 +476,10 @@ def test_two_daemons_racing_to_start_one_wins(install, home):
     # (runuser forks: the daemon is its child)
     wait_for(lambda: daemon_pid(home) is not None and _ppid(daemon_pid(home)) == winner.pid,
              "the winner to hold the lock")
-    sock = rundir(home) / "daemon.sock"
+    sock = daemon_file(home, protocol.DAEMON_SOCKET)
     wait_for(sock.exists, "the daemon's socket")
     assert sock.stat().st_uid == install.user.pw_uid
-    assert (rundir(home) / "daemon.lock").stat().st_mode & 0o777 == 0o600
+    assert daemon_file(home, protocol.DAEMON_LOCK).stat().st_mode & 0o777 == 0o600
     winner.kill()
     winner.wait()
 
@@ -496,7 +508,7 @@ def test_a_shell_asks_whether_the_daemon_is_up_only_until_it_found_it(kind, inst
     it up keeps its pidfd and asks again only once it has exited."""
     sh = Shell(kind, install, home, extra_env=daemon_env(install))
     sh.run("echo first > first")  # starts the daemon
-    wait_for(lambda: (rundir(home) / "daemon.sock").exists(), "the daemon's socket")
+    wait_for(lambda: daemon_file(home, protocol.DAEMON_SOCKET).exists(), "the daemon's socket")
     sh.run("true")
     sh.run("true")  # found it up
     before = daemon_status(install, home)["probes"]
@@ -574,7 +586,7 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
     wait_for(lambda: daemon_pid(home) is not None, "the daemon")
     pid = daemon_pid(home)
     wait_for(lambda: daemon_pid(home) is None, "the idle daemon to exit", 60)
-    assert not (rundir(home) / "daemon.sock").exists()
+    assert not daemon_file(home, protocol.DAEMON_SOCKET).exists()
     assert stored_texts(home)["echo idle > idle"] == 1
     # The next command line starts a new one.
     sh.run("echo again > again")
@@ -588,7 +600,7 @@ def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
 def daemon_connections(home: Path) -> int:
     """Connections the daemon has accepted and not closed (/proc/net/unix:
     accepted sockets carry the listening socket's path)."""
-    path = str(rundir(home) / "daemon.sock")
+    path = str(daemon_file(home, protocol.DAEMON_SOCKET))
     n = 0
     for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
         parts = line.split()
@@ -641,7 +653,8 @@ def test_doctor_shows_the_daemon_and_its_backlog(install, home):
     lock.release()
     sh.exit()
     line = next(x for x in out.splitlines() if "store daemon" in x)
-    assert f"running (pid {daemon_pid(home)}), 1 command(s) waiting in the spool" in line, out
+    assert f"running (pid {daemon_pid(home)}) for {home}/.local/share/shournal/journal.sqlite, " \
+        "1 command(s) waiting in the spool" in line, out
 
 
 def test_spool_rotation_keeps_new_records(tmp_path, monkeypatch):
@@ -705,7 +718,7 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         env = {**daemon_env(install), "SHOURNAL_DB_URL": url}
         sh = Shell("bash", install, home, extra_env=env)
         sh.run("echo before > before")
-        wait_drained(home)
+        wait_drained(home, env=env)
         filler = small / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
@@ -718,14 +731,14 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         lines = [f"echo {i} > full{i}" for i in range(3)]
         outs = [sh.run(line) for line in lines]
         wait_stored(home)
-        assert spool_backlog(home) == len(lines)
+        assert spool_backlog(home, env) == len(lines)
         # Shown at a prompt after the first failed attempt, only once.
         wait_for(lambda: "no space left" in "".join(outs) + warnings_text(home),
                  f"the disk-full warning (the shell printed {outs!r})")
         filler.unlink()
         outs.append(sh.run("true"))
         sh.exit()
-        wait_drained(home)
+        wait_drained(home, env=env)
         shown = [x for x in "".join(outs).splitlines() if "no space left" in x]
         assert len(shown) == 1, outs
         assert "kept in the spool" in shown[0]
@@ -735,10 +748,8 @@ def test_journal_disk_full_then_freed_loses_nothing(install, home):
         store.close()
         assert all(texts[line] == 1 for line in lines), texts
     finally:
-        pid = daemon_pid(home)
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: daemon_pid(home) is None, "the daemon to die")
+        kill_daemon(home)
+        wait_for(lambda: daemon_pid(home, env) is None, "the daemon to die")
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_shell import PROMPT, REPO, Shell, recorded, wait_for, write_config
+from fixtures_shell import PROMPT, REPO, Shell, recorded, spool_of, wait_for, write_config
 
 from shournal.query.find import RETURN_VALUE_UNKNOWN
 
@@ -345,7 +345,7 @@ def test_nested_shell_leaves_no_runtime_files_in_the_journal(kind, install, user
     sh.run("true")
     sh.exit()
     rundir = os.fsencode(user_home / "run")
-    starts = os.fsencode(user_home / ".local" / "share" / "shournal" / "spool" / "starts")
+    starts = os.fsencode(spool_of(user_home) / "starts")
     outer = only(user_home, nested)
     assert [e.path for e in outer.writes if e.path.startswith(rundir)] == []
     # nor the starts the nested shell kept on disk for its lines
