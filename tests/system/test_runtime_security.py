@@ -108,6 +108,18 @@ def shournal_as(install: Install, user, home: Path, *argv: str, **env: str) -> l
     return as_user(install, user, home, str(install.cli), *argv, **env)
 
 
+def listener_warns_as(install: Install, user, home: Path, **env: str) -> list[str]:
+    """argv: the recorder's own warning (shournal.capture.listener._warn,
+    which every listener and daemon warning goes through) as ``user``.
+    `shournal run` says a config error itself now, so a broken config no
+    longer makes its listener leave a warning for the shell."""
+    python = install.listener.parent / "python"
+    interp = str(python) if python.exists() else "/usr/bin/python3"
+    code = ("from shournal.capture.listener import _warn\n"
+            "_warn('config error, using defaults: planted by the test')")
+    return as_user(install, user, home, interp, "-c", code, **env)
+
+
 def python_as(user, code: str) -> list[str]:
     return ["runuser", "-u", user.pw_name, "--", "/usr/bin/python3", "-c", code]
 
@@ -180,6 +192,7 @@ def test_runtime_dir_squatted_in_tmp_is_not_used(install, user_home, precious):
     sc.add(python_as(other, plant))
     run = sc.add(shournal_as(install, victim, user_home, "run", "--", "sh", "-c",
                              "echo rec5 > out5", **no_xdg), cwd=work)  # fmt: skip
+    sc.add(listener_warns_as(install, victim, user_home, **no_xdg), cwd=work)
     sc.add(repair_config(install, user_home))
     query = sc.add(shournal_as(install, victim, user_home, "query", "--command-text",
                                "no-such-command", **no_xdg), cwd=work)  # fmt: skip
@@ -209,6 +222,7 @@ def test_runtime_dir_of_the_victim_is_used(install, user_home):
     sc.add(as_user(install, victim, user_home, "mkdir", "-m", "700", str(rundir)))
     run = sc.add(shournal_as(install, victim, user_home, "run", "--", "sh", "-c",
                              "echo rec5 > out5"), cwd=work)  # fmt: skip
+    sc.add(listener_warns_as(install, victim, user_home), cwd=work)
     sc.add(as_user(install, victim, user_home, "touch", f"{rundir}/1.end"))
     sc.add(repair_config(install, user_home))
     query = sc.add(shournal_as(install, victim, user_home, "query", "--command-text",
