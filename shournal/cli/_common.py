@@ -152,6 +152,9 @@ Host = Annotated[
     str | None, option("--host", "Recorded on this host (case-insensitive, % wildcard).", "NAME")
 ]
 User = Annotated[str | None, option("--user", "Run by this user (% wildcard).", "NAME")]
+ExitCode = Annotated[
+    str | None, option("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
+]
 CommandText = Annotated[
     str | None,
     option(

@@ -21,6 +21,7 @@ from shournal.cli._common import (
     BoundedInt,
     CommandText,
     Cwd,
+    ExitCode,
     Host,
     SessionId,
     Since,
@@ -79,9 +80,7 @@ def history(
     command_text: CommandText = None,
     cwd: Cwd = None,
     session_id: SessionId = None,
-    exit_code: Annotated[
-        str | None, option("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
-    ] = None,
+    exit_code: ExitCode = None,
     host: Host = None,
     user: User = None,
     since: Since = None,

@@ -22,6 +22,7 @@ from shournal.cli._common import (
     OPERATORS,
     CommandText,
     Cwd,
+    ExitCode,
     Host,
     LineageOf,
     SessionId,
@@ -120,9 +121,7 @@ def query(
     command_id: Annotated[
         str | None, option("--command-id", "The command with this id (or '>100', '5..9').", "ID")
     ] = None,
-    exit_code: Annotated[
-        str | None, option("--exit-code", "Exit status, e.g. 0, '!=0', '>1'.", "N")
-    ] = None,
+    exit_code: ExitCode = None,
     host: Host = None,
     user: User = None,
     since: Since = None,
