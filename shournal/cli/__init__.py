@@ -54,18 +54,18 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
         return None
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", EXIT_INTERRUPTED
-    if isinstance(exc, ConfigError | ConfigUnusable):
-        return str(exc), EXIT_CONFIG
-    if isinstance(exc, StoreMissing):
-        return str(exc), EXIT_NOT_FOUND
-    if isinstance(exc, StoreError):
-        return str(exc), EXIT_STORE
-    if isinstance(exc, QueryError):
-        return str(exc), EXIT_USAGE
-    if isinstance(exc, NotArchived):
-        return str(exc), EXIT_NOT_FOUND
-    if isinstance(exc, RestoreError):
-        return str(exc), EXIT_USAGE
+    # The library's errors say their own line; the first match wins
+    # (StoreMissing is a StoreError).
+    for kind, status in (
+        (ConfigError | ConfigUnusable, EXIT_CONFIG),
+        (StoreMissing, EXIT_NOT_FOUND),
+        (StoreError, EXIT_STORE),
+        (QueryError, EXIT_USAGE),
+        (NotArchived, EXIT_NOT_FOUND),
+        (RestoreError, EXIT_USAGE),
+    ):
+        if isinstance(exc, kind):
+            return str(exc), status
     if isinstance(exc, OSError):
         # A path given (or derived from one given) that cannot be used.
         where = exc.filename if exc.filename is not None else ""
