@@ -573,7 +573,7 @@ def journal_stats(db: Path, prefixes: dict[str, tuple[int, str]] | None = None) 
         ).fetchone()
         out["dropped_writes"], out["dropped_reads"], out["lost_events"] = row
         if out["lost_events"]:
-            # by reason (shournal.capture.record.LOST_REASONS)
+            # by reason (shournal.record.LOST_REASONS)
             cols = [r[1] for r in con.execute("PRAGMA table_info(command)")
                     if r[1].startswith("lost_") and r[1] != "lost_events"]
             sums = con.execute(

@@ -64,8 +64,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 sys.path.insert(0, str(REPO))
 
-from shournal.capture.hashing import partial_xxh64  # noqa: E402
-from shournal.capture.record import CommandRecord  # noqa: E402
+from shournal.hashing import partial_xxh64  # noqa: E402
+from shournal.record import CommandRecord  # noqa: E402
 from shournal.store import models as m  # noqa: E402
 from shournal.store.db import Store  # noqa: E402
 

@@ -43,10 +43,10 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 import journal_gen  # noqa: E402
 
 from shournal import Journal  # noqa: E402
-from shournal.capture.hashing import partial_xxh64_bytes  # noqa: E402
-from shournal.capture.record import CommandRecord, FileEvent  # noqa: E402
+from shournal.hashing import partial_xxh64_bytes  # noqa: E402
 from shournal.provenance.graph import DiskTarget, build_lineage  # noqa: E402
 from shournal.provenance.readers import JournalReader  # noqa: E402
+from shournal.record import CommandRecord, FileEvent  # noqa: E402
 
 TARGET_MS = 200
 CHAIN_MARK = "lineage-bench-step"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shournal.capture.record import CommandRecord  # noqa: E402
+from shournal.record import CommandRecord  # noqa: E402
 from shournal.store import Store  # noqa: E402
 
 _T0 = 1_700_000_000_000_000_000

@@ -129,7 +129,7 @@ class FileCriteria:
 
 @dataclass(slots=True)
 class Criteria:
-    """AND-combined criteria on commands, as :func:`shournal.query.criteria.parse_criteria`
+    """AND-combined criteria on commands, as :func:`shournal.criteria.parse_criteria`
     makes them from the CLI's spelling.  Query, statistics and deletion
     all take this one type, so they select the same commands."""
 

@@ -131,7 +131,7 @@ def default_db_path() -> Path:
 
 def archive_dir() -> Path:
     """The content archive of commands recorded with their apparatus
-    (shournal.reproduce.archive), beside the default journal."""
+    (shournal.store.archive), beside the default journal."""
     return data_dir() / "archive"
 
 

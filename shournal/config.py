@@ -16,11 +16,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shournal import _paths
-from shournal._default_config import DEFAULT_CONFIG_TEXT
-
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
-from shournal.capture import protocol
+from shournal import _paths, limits
+from shournal._default_config import DEFAULT_CONFIG_TEXT
 from shournal.redact import DEFAULT_SECRET_NAMES
 
 TYPE_CHECKING = False
@@ -83,7 +81,7 @@ class ScriptArchiveConfig:
 
     enable: bool = True
     only_writable: bool = True
-    max_size: int = protocol.DEFAULT_ARCHIVE_MAX  # bytes
+    max_size: int = limits.DEFAULT_ARCHIVE_MAX  # bytes
     max_count_of_files: int = 3
     include_paths: tuple[str, ...] = ("/",)
     exclude_paths: tuple[str, ...] = ()
@@ -108,11 +106,11 @@ class MountsConfig:
 
 @dataclass(frozen=True, slots=True)
 class HashConfig:
-    """[hash]: the partial XXH64 parameters (see shournal.capture.hashing)."""
+    """[hash]: the partial XXH64 parameters (see shournal.hashing)."""
 
     enable: bool = True
-    chunk_size: int = protocol.DEFAULT_HASH_CHUNK
-    max_count_of_reads: int = protocol.DEFAULT_HASH_READS
+    chunk_size: int = limits.DEFAULT_HASH_CHUNK
+    max_count_of_reads: int = limits.DEFAULT_HASH_READS
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,8 +403,8 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
         HashConfig,
         {
             "enable": _bool,
-            "chunk_size": _int(protocol.HASH_CHUNK_MIN, protocol.HASH_CHUNK_MAX),
-            "max_count_of_reads": _int(protocol.HASH_READS_MIN),
+            "chunk_size": _int(limits.HASH_CHUNK_MIN, limits.HASH_CHUNK_MAX),
+            "max_count_of_reads": _int(limits.HASH_READS_MIN),
         },
     ),
     "store": (StoreConfig, {"url": _str, "daemon_idle_seconds": _int(1)}),
@@ -671,11 +669,11 @@ def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
         # read events only of files the user may write: the helper drops
         # the others before they cost the listener anything
         opts.append("--writable-reads")
-    for path in cfg.mounts.exclude_paths[: protocol.MAX_EXCLUDES]:
+    for path in cfg.mounts.exclude_paths[: limits.MAX_EXCLUDES]:
         opts += ["--exclude-mount", path]
     # The holder hashes each file when it reads the event.
     if cfg.hash.enable:
-        reads = min(cfg.hash.max_count_of_reads, protocol.HASH_READS_MAX)
+        reads = min(cfg.hash.max_count_of_reads, limits.HASH_READS_MAX)
         opts += ["--hash", f"{cfg.hash.chunk_size}:{reads}"]
     else:
         opts.append("--no-hash")
@@ -687,8 +685,8 @@ def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
     elif archive.enable:
         opts += ["--archive-max-size", str(archive.max_size)]
         exts = [os.fsencode(e) for e in archive.include_file_extensions]
-        if len(exts) <= protocol.MAX_ARCHIVE_EXT and all(
-            0 < len(e) <= protocol.MAX_EXT_LEN and not any(c in e for c in b"/.\0") for e in exts
+        if len(exts) <= limits.MAX_ARCHIVE_EXT and all(
+            0 < len(e) <= limits.MAX_EXT_LEN and not any(c in e for c in b"/.\0") for e in exts
         ):
             for ext in archive.include_file_extensions:
                 opts += ["--archive-ext", ext]

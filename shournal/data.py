@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from shournal._criteria import Condition, Criteria, FileCriteria, Period, WrittenVersion
 
 __all__ = [
+    "ArchivedFile",
+    "NotArchived",
     "DEFAULT_TOP",
     "INT64_MAX",
     "LOST_REASONS",
@@ -69,6 +71,33 @@ def __getattr__(name: str) -> Any:
 
 
 # -- errors ----------------------------------------------------------------------
+
+
+class NotArchived(Exception):
+    """No archived content for a read file id (restore, replay)."""
+
+
+class ArchivedFile:
+    """One archived read file of one command."""
+
+    __slots__ = ("file_id", "command_id", "path", "mode", "mtime_ns", "data")
+
+    def __init__(self, file_id: int, command_id: int, path: bytes, mode: int, mtime_ns: int,
+                 data: bytes) -> None:
+        self.file_id = file_id  # the read file's id, as printed after "id" by query
+        self.command_id = command_id
+        self.path = path  # original absolute path
+        self.mode = mode
+        self.mtime_ns = mtime_ns
+        self.data = data
+
+    @property
+    def name(self) -> bytes:
+        return self.path.rsplit(b"/", 1)[-1]
+
+    def __repr__(self) -> str:
+        return (f"ArchivedFile(file_id={self.file_id}, command_id={self.command_id}, "
+                f"path={self.path!r})")
 
 
 class QueryError(Exception):

@@ -184,11 +184,10 @@ def _store_check() -> Check:
 def _privacy_check() -> Check:
     """The journal holds what the user's commands read and wrote (and the
     archive, beside it, their scripts): nobody else may read it."""
-    from shournal.journal import resolve_url
-    from shournal.store.db import journal_open_to_others
+    from shournal.journal import Journal
 
     try:
-        found = journal_open_to_others(resolve_url())
+        found = Journal.open_to_others()
     except Exception as exc:  # noqa: BLE001 - the store check says what is wrong
         return Check("journal private", True, f"not checked ({exc})".splitlines()[0])
     if not found:

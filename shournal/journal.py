@@ -18,75 +18,25 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from shournal.data import FileProbe
+from shournal.data import FileProbe, QueryError
+from shournal.location import resolve_url
 
 # Not typing.TYPE_CHECKING: `shournal query`'s fast path imports this
 # module (resolve_url), and typing costs it ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator
-    from pathlib import Path
+    from collections.abc import Collection, Iterable, Iterator, Sequence
     from typing import Any
 
     from sqlalchemy import Connection
 
-    from shournal.capture.record import CommandRecord
     from shournal.config import Config
-    from shournal.data import CommandView, Criteria, JournalStats, WrittenVersion
-    from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
+    from shournal.data import ArchivedFile, CommandView, Criteria, JournalStats, WrittenVersion
+    from shournal.record import CommandRecord
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
 
 __all__ = ["Journal", "resolve_url"]
-
-# The variable that overrides the configured journal (scripts, tests, direnv).
-URL_VARIABLE = "SHOURNAL_DB_URL"
-
-
-def resolve_url(url: str | None = None, *, config: Config | None = None) -> str | None:
-    """The SQLAlchemy URL of the journal to use: ``url`` if given, else
-    ``$SHOURNAL_DB_URL``, else ``[store] url`` of the config file (or of
-    ``config``), else None: the SQLite file in the data directory.
-
-    :raises shournal.store.StoreUnavailable: the config file cannot be read,
-        so which journal is meant is unknown.
-    """
-    if url:
-        return url
-    from_env = os.environ.get(URL_VARIABLE)
-    if from_env:
-        return from_env
-    if config is None:
-        if _default_config_in_use():
-            return None
-        from shournal.config import ConfigError, load_config
-
-        try:
-            config = load_config(create=False)
-        except ConfigError as exc:
-            from shournal.store.errors import ConfigUnusable
-
-            raise ConfigUnusable(f"cannot tell which journal to use: {exc}") from None
-    return config.store.url or None
-
-
-def _default_config_in_use() -> bool:
-    """Whether the config file is absent or the commented default text
-    shournal writes, so that no ``[store] url`` is set (load_config would
-    say the same), told without importing shournal.config: its parser and
-    schema cost every `shournal query` ~20 ms."""
-    from shournal import _paths
-    from shournal._default_config import DEFAULT_CONFIG_TEXT
-
-    try:
-        with open(_paths.config_file_text(), "rb") as f:
-            raw = f.read(len(DEFAULT_CONFIG_TEXT) + 1)
-    except FileNotFoundError:
-        return True
-    except OSError:  # load_config says what is wrong
-        return False
-    return raw == DEFAULT_CONFIG_TEXT.encode()
-
 
 class Journal:
     """A shournal journal: every recorded command line with the files it
@@ -94,7 +44,7 @@ class Journal:
     (or call :meth:`close`).
 
     Criteria are the CLI's, as keywords (see
-    :func:`shournal.query.criteria.parse_criteria`): ``cwd``, ``command_text``,
+    :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
     ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
     commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
@@ -110,8 +60,8 @@ class Journal:
     """
 
     def __init__(self, store: Store) -> None:
-        """Wrap an open :class:`shournal.store.Store`; use :meth:`open`."""
-        self.store = store
+        """Wrap an open store; use :meth:`open`."""
+        self._store = store
         self._settings: list[tuple[int, int]] | None = None
         self._snapshot: Connection | None = None
 
@@ -142,13 +92,22 @@ class Journal:
 
         return cls(Store(resolve_url(url, config=config), create=create, read_only=read_only))
 
+    @staticmethod
+    def open_to_others(url: str | None = None) -> list[tuple[str, int]]:
+        """(path, st_mode) of the journal's files and folder that group or
+        others may read (a SQLite journal :func:`resolve_url` names, ``url``
+        wins; a server's journal has none), without opening it."""
+        from shournal.store.db import journal_open_to_others
+
+        return journal_open_to_others(resolve_url(url))
+
     @property
     def location(self) -> str:
         """Where the journal is: a file path, or the URL without password."""
-        return self.store.location
+        return self._store.location
 
     def close(self) -> None:
-        self.store.close()
+        self._store.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -169,7 +128,7 @@ class Journal:
         if self._snapshot is not None:
             yield self
             return
-        with self.store.reading() as conn:
+        with self._store.reading() as conn:
             self._snapshot = conn
             try:
                 yield self
@@ -181,7 +140,7 @@ class Journal:
         if self._snapshot is not None:
             yield self._snapshot
         else:
-            with self.store.reading() as conn:
+            with self._store.reading() as conn:
                 yield conn
 
     # -- finding commands --------------------------------------------------------------
@@ -211,12 +170,14 @@ class Journal:
         :raises shournal.data.QueryError: a criterion cannot be used (the
             file cannot be read, a value cannot be parsed).
         """
-        from shournal.query.find import find_commands
+        from shournal.store.find import find_commands
 
-        return find_commands(
-            self.store, self._criteria(criteria, filters), wfile=wfile, rfile=rfile,
-            history=history, limit=limit, reverse=reverse, max_files=max_files,
-        )  # fmt: skip
+        crit = self._criteria(criteria, filters)
+        with self._reading() as conn:
+            return find_commands(
+                conn, crit, wfile=wfile, rfile=rfile,
+                history=history, limit=limit, reverse=reverse, max_files=max_files,
+            )  # fmt: skip
 
     def writers_of(
         self,
@@ -262,7 +223,7 @@ class Journal:
     def apparatus_manifest(self, command_id: int) -> bytes | None:
         """The encoded apparatus manifest of a command recorded with
         ``--apparatus`` (None: recorded without it); decoded by
-        :func:`shournal.reproduce.archive.decode_manifest`."""
+        :func:`shournal.store.archive.decode_manifest`."""
         from shournal.store.archived import apparatus_manifest
 
         with self._reading() as conn:
@@ -297,42 +258,34 @@ class Journal:
         mtime and partial hash under every hash setting of the journal.
 
         :raises shournal.data.QueryFileError: it cannot be read."""
-        from shournal.query.find import probe_file
+        from shournal.probe import probe_file
 
         return probe_file(path, self.hash_settings())
 
     def _by_content(
         self, kind: int, size: int, hash: int | None, mtime_ns: int | None, max_files: int | None
     ) -> list[CommandView]:
-        from shournal.query.find import find_commands
+        from shournal.store.find import find_commands
         from shournal.store.reader import KIND_WRITE
 
         probe = FileProbe(size, mtime_ns, frozenset() if hash is None else frozenset({hash}))
         side = "written" if kind == KIND_WRITE else "read"
-        return find_commands(self.store, max_files=max_files, **{side: probe})
+        with self._reading() as conn:
+            return find_commands(conn, max_files=max_files, **{side: probe})
 
     def _criteria(self, criteria: Criteria | None, filters: dict[str, Any]) -> Criteria:
-        """``criteria`` and the keyword ``filters`` as one :class:`Criteria`,
-        with ``lineage_of`` replaced by the ids of the commands in those
-        files' lineages (intersected with ``command_ids``): the provenance
-        walk answers it, the SQL sees ids.
+        """``criteria`` and the keyword ``filters`` as one :class:`Criteria`.
+        A ``lineage_of`` criterion is a provenance walk, resolved above the
+        journal (:func:`shournal.provenance.resolve_lineage`) into command ids.
 
-        :raises shournal.data.QueryFileError: a file cannot be read."""
-        from shournal.query.find import merge_criteria
+        :raises shournal.data.QueryError: it cannot be used as given."""
+        from shournal.criteria import merge_criteria
+        from shournal.store.find import LINEAGE_UNRESOLVED
 
         crit = merge_criteria(criteria, **filters)
-        if crit.lineage_of is None:
-            return crit
-        from shournal.provenance.graph import DiskTarget, build_lineage
-        from shournal.provenance.readers import JournalReader
-
-        lin = build_lineage(JournalReader(self), [DiskTarget(p) for p in crit.lineage_of])
-        ids = set(lin.commands)
-        if crit.command_ids is not None:
-            ids &= set(crit.command_ids)
-        from dataclasses import replace
-
-        return replace(crit, lineage_of=None, command_ids=tuple(sorted(ids)))
+        if crit.lineage_of is not None:
+            raise QueryError(LINEAGE_UNRESOLVED)
+        return crit
 
     # -- statistics --------------------------------------------------------------------
 
@@ -352,7 +305,7 @@ class Journal:
         from shournal.store.stats import compute_stats
 
         return compute_stats(
-            self.store,
+            self._store,
             command_ids=command_ids,
             criteria=self._criteria(criteria, filters),
             top=DEFAULT_TOP if top is None else top,
@@ -369,7 +322,7 @@ class Journal:
         """
         from shournal.store.gc import plan_delete
 
-        return plan_delete(self.store, self._criteria(criteria, filters))
+        return plan_delete(self._store, self._criteria(criteria, filters))
 
     def delete(
         self,
@@ -387,42 +340,60 @@ class Journal:
         """
         from shournal.store.gc import delete_commands
 
-        return delete_commands(self.store, self._criteria(criteria, filters), only_ids=only_ids)
+        return delete_commands(self._store, self._criteria(criteria, filters), only_ids=only_ids,
+                               spool_waiting=_spool_waiting)
 
     # -- archived files ------------------------------------------------------------------
 
     def archived(self, file_id: int) -> ArchivedFile:
-        """The archived read file with this id (as printed after a read file).
+        """The archived read file with this id (as printed after a read
+        file); written to disk by :mod:`shournal.restore`.
 
-        :raises shournal.restore.NotArchived: no such id, or not archived.
+        :raises shournal.data.NotArchived: no such id, or not archived.
         """
-        from shournal.restore import load_archived
+        from shournal.store.archived import load_archived
 
-        return load_archived(self.store, file_id)
+        with self._reading() as conn:
+            return load_archived(conn, file_id)
 
-    def restore(self, file_id: int, target: Path, *, overwrite: bool = False) -> RestoredFile:
-        """Write archived read file ``file_id`` to ``target`` with its
-        permission bits (never setuid) and mtime.
+    def content(self, content_id: int) -> bytes | None:
+        """The script archive's bytes under ``content_id`` (a read file
+        version's ``content_id``); None: no such content."""
+        from shournal.store.archived import content
 
-        :raises shournal.restore.RestoreError: NotArchived, TargetExists
-            (without ``overwrite``), or it cannot be written.
-        """
-        from shournal.restore import restore_file
+        with self._reading() as conn:
+            return content(conn, content_id)
 
-        return restore_file(self.archived(file_id), target, overwrite=overwrite)
+    def archived_read_files(self, command_ids: Iterable[int]) -> list[ArchivedFile]:
+        """Every archived read file of these commands, by command and id."""
+        from shournal.store.archived import archived_read_files
 
-    def restore_read_files(
-        self, commands: Iterable[CommandView], dest: Path, *, overwrite: bool = False
-    ) -> RestoreResult:
-        """Restore every archived read file of ``commands`` into
-        ``dest/command-<id>/<original absolute path>``."""
-        from shournal.restore import restore_read_files
-
-        return restore_read_files(self.store, commands, dest, overwrite=overwrite)
+        with self._reading() as conn:
+            return archived_read_files(conn, command_ids)
 
     # -- writing -----------------------------------------------------------------------
 
     def add(self, record: CommandRecord) -> int:
         """Store one finished command line with its file events (one
         transaction); return its id."""
-        return self.store.add_command(record)
+        return self._store.add_command(record)
+
+    def add_many(self, records: Sequence[CommandRecord], *, skip_stored: bool = False) -> int:
+        """Store several command lines in one transaction (``skip_stored``:
+        leave out those stored already, by start, session and text); the
+        number stored."""
+        return self._store.add_commands(records, skip_stored=skip_stored)
+
+    @property
+    def notes(self) -> list[str]:
+        """What opening the journal changed that its user should hear of
+        (one line each: a permission fixed, a schema upgraded)."""
+        return list(self._store.notes)
+
+
+def _spool_waiting() -> bool:
+    """Whether command lines wait in the recorder's spool, not stored yet
+    (their archived contents must not be collected meanwhile)."""
+    from shournal.capture import spool
+
+    return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0

@@ -13,31 +13,24 @@ from __future__ import annotations
 
 import os
 import stat
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shournal.confined import Confined, ConfinedError, Exists, UnsafePath, mirror
+from shournal.data import ArchivedFile, NotArchived
 
 if TYPE_CHECKING:
     from shournal.data import CommandView
-    from shournal.store import archived
-    from shournal.store.db import Store
+    from shournal.journal import Journal
 
 # Permission bits only: a restored script must not come back setuid.
 _MODE_MASK = 0o777
 
-_IN_BATCH = 200
-
 
 class RestoreError(Exception):
     """Restoring cannot proceed (one-line message); nothing was written."""
-
-
-class NotArchived(RestoreError):
-    """No archived content for the given file id."""
 
 
 class TargetExists(RestoreError):
@@ -46,22 +39,6 @@ class TargetExists(RestoreError):
     def __init__(self, target: Path) -> None:
         super().__init__(f"{target} exists (use --force to overwrite)")
         self.target = target
-
-
-@dataclass(frozen=True, slots=True)
-class ArchivedFile:
-    """One archived read file of one command."""
-
-    file_id: int  # the read file's id, as printed after "id" by query
-    command_id: int
-    path: bytes  # original absolute path
-    mode: int
-    mtime_ns: int
-    data: bytes
-
-    @property
-    def name(self) -> bytes:
-        return self.path.rsplit(b"/", 1)[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,85 +60,6 @@ class RestoreResult:
     @property
     def count(self) -> int:
         return len(self.restored)
-
-
-# -- reading the archive ------------------------------------------------------------
-
-
-def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
-           ) -> Iterator[ArchivedFile]:
-    for file_id, command_id, directory, basename, mode, mtime_ns, data in rows:
-        yield ArchivedFile(file_id=file_id, command_id=command_id, path=directory + basename,
-                           mode=mode, mtime_ns=mtime_ns, data=data)
-
-
-def load_archived(store: Store, file_id: int) -> ArchivedFile:
-    """The archived content of read file ``file_id`` (the id query prints
-    for a read event; every command that read that version shows the same
-    id): from the script archive, else from the apparatus archive when a
-    command recorded with its apparatus read that version.  ``command_id``
-    is the first command that read it.  A version read by several commands
-    is one read file (one id).
-
-    :raises NotArchived: no such file, or its content was not archived.
-    :raises shournal.store.StoreError: the journal cannot be read.
-    """
-    from shournal.store import archived
-
-    if not 0 <= file_id < 2**63:
-        raise NotArchived(f"no file with id {file_id}")
-    with store.reading() as conn:
-        for found in _files(archived.archived_of_file(conn, file_id)):
-            return found
-        exists = archived.read_file_exists(conn, file_id)
-        apparatus = list(archived.apparatus_reads_of_file(conn, file_id)) if exists else []
-    if not exists:
-        raise NotArchived(f"no file with id {file_id} in the journal")
-    found = _from_apparatus(file_id, apparatus)
-    if found is not None:
-        return found
-    raise NotArchived(f"file {file_id} was recorded but its content was not archived")
-
-
-def _from_apparatus(file_id: int, rows: list[archived.ApparatusReadRow]) -> ArchivedFile | None:
-    """The version read file ``file_id`` names, from the apparatus archive:
-    a command recorded with its apparatus that read it lists it in its
-    manifest (same path, size and mtime) with the digest of its content."""
-    from shournal.reproduce.archive import Archive, ArchiveError, decode_manifest
-
-    archive = Archive()
-    for command_id, directory, basename, mode, mtime_ns, size, raw in rows:
-        path = directory + basename
-        try:
-            manifest = decode_manifest(raw)
-            entries = manifest["reads"]
-        except (ValueError, KeyError, TypeError, zlib.error):
-            continue  # a damaged or foreign manifest names nothing
-        for entry in entries:
-            if not (isinstance(entry, list) and len(entry) == 7):
-                continue
-            epath, esize, emtime, _emode, _hash, digest, _why = entry
-            if (not isinstance(epath, str) or os.fsencode(epath) != path or esize != size
-                    or emtime != mtime_ns or not isinstance(digest, str)):
-                continue
-            try:
-                data = archive.get(digest)
-            except ArchiveError:
-                continue
-            return ArchivedFile(file_id=file_id, command_id=command_id, path=path, mode=mode,
-                                mtime_ns=mtime_ns, data=data)
-    return None
-
-
-def archived_read_files(store: Store, command_ids: Iterable[int]) -> Iterator[ArchivedFile]:
-    """All archived read files of the given commands, by command and id."""
-    from shournal.store import archived
-
-    ids = sorted(set(command_ids))
-    for start in range(0, len(ids), _IN_BATCH):
-        with store.reading() as conn:
-            rows = list(archived.archived_of_commands(conn, ids[start : start + _IN_BATCH]))
-        yield from _files(rows)
 
 
 # -- writing files safely (shournal.confined) ------------------------------------
@@ -199,7 +97,7 @@ def restore_file(item: ArchivedFile, target: Path, *, overwrite: bool = False) -
 
 
 def restore_read_files(
-    store: Store,
+    journal: Journal,
     commands: Iterable[CommandView],
     dest: Path,
     *,
@@ -223,7 +121,7 @@ def restore_read_files(
     result = RestoreResult(dest=dest)
     # Latest version per (command, path); order of first appearance kept.
     plan: dict[str, ArchivedFile] = {}
-    for item in archived_read_files(store, (c.id for c in commands)):
+    for item in journal.archived_read_files(c.id for c in commands):
         try:
             rel = f"command-{item.command_id}/{mirror(os.fsdecode(item.path))}"
         except UnsafePath as e:
@@ -275,8 +173,6 @@ __all__ = [
     "RestoreResult",
     "RestoredFile",
     "TargetExists",
-    "archived_read_files",
-    "load_archived",
     "restore_file",
     "restore_read_files",
 ]

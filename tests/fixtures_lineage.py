@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from shournal import Journal
-from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.hashing import partial_xxh64_bytes
 from shournal.provenance.graph import build_lineage
 from shournal.provenance.readers import JournalReader
+from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 T0 = int(datetime(2026, 1, 5, 9, 0, tzinfo=UTC).timestamp()) * 1_000_000_000

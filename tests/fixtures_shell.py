@@ -254,11 +254,10 @@ def _readable_by(uid: int, path: Path) -> bool:
 def recorded(home: Path, *, create: bool = True, **criteria: Any) -> list[CommandView]:
     """The commands in the test user's journal matching ``criteria`` (as
     :func:`shournal.query.find.find_commands` takes them), oldest first."""
-    from shournal.query.find import find_commands
-    from shournal.store import Store
+    from shournal.journal import Journal
 
-    with as_owner_of(home), Store(journal_url(home), create=create) as store:
-        return find_commands(store, **criteria)
+    with as_owner_of(home), Journal.open(journal_url(home), create=create) as store:
+        return store.find(**criteria)
 
 
 def signals_as_a_terminal_gives_them() -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shournal.capture.record import CommandRecord, FileEvent
-from shournal.query.find import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
+
+from shournal.record import CommandRecord, FileEvent
 
 T0 = datetime(2024, 3, 5, 9, 0, tzinfo=UTC)
 XSS = '</script><img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'

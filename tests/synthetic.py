@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shournal.capture.hashing import partial_xxh64
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.hashing import partial_xxh64
+from shournal.record import CommandRecord, FileEvent
 
 T0 = 1_700_000_000_000_000_000
 MINUTE = 60 * 10**9

@@ -2,7 +2,7 @@
 command line keeps (the config's rules, the caps with counted drops, the
 permission test) and the archived contents of scripts it read.  Used by
 the store daemon and the standalone listener alike, and extended by the
-apparatus recorder (shournal.reproduce.recording)."""
+apparatus recorder (shournal.capture.apparatus_recording)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-from shournal import _paths
+from shournal import _paths, limits
 from shournal.capture import protocol
-from shournal.capture.record import FileEvent
+from shournal.record import FileEvent
 
 # While the command runs, messages are only received and kept; filtering
 # and building events waits until it has ended, so Python takes (almost) no
@@ -81,7 +81,7 @@ class Collector:
         self.received = 0  # records, to check against the holder's count
         self.dropped_writes = 0
         self.dropped_reads = 0
-        # lost events by reason (shournal.capture.record.LOST_REASONS)
+        # lost events by reason (shournal.record.LOST_REASONS)
         self.lost: dict[str, int] = {}
         self.archived = 0
         rules = rules_of(cfg)
@@ -237,11 +237,11 @@ class Collector:
         if data is None:
             return None
         if hsh is not None:
-            from shournal.capture.hashing import partial_xxh64_bytes
+            from shournal.hashing import partial_xxh64_bytes
 
             chunk, reads = self.hash_settings or (
-                protocol.DEFAULT_HASH_CHUNK,
-                protocol.DEFAULT_HASH_READS,
+                limits.DEFAULT_HASH_CHUNK,
+                limits.DEFAULT_HASH_READS,
             )
             if partial_xxh64_bytes(data, chunk, reads) != hsh:
                 return None

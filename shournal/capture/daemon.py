@@ -57,7 +57,6 @@ from pathlib import Path
 
 from shournal import _paths
 from shournal.capture import listener, protocol
-from shournal.capture.record import CommandRecord
 from shournal.capture.spool import (
     find_start,
     forget_start,
@@ -68,6 +67,7 @@ from shournal.capture.spool import (
     take_inbox,
 )
 from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.record import CommandRecord
 from shournal.store.errors import journal_condition
 
 # Commands stored per journal batch (the committed offset is written once
@@ -168,7 +168,7 @@ class Daemon:
         self._url: str | None = ""
         self._url_changes: list[tuple[int, int, str | None]] = []
         with suppress(Exception):  # (unreadable: said when the store opens)
-            from shournal.journal import resolve_url
+            from shournal.location import resolve_url
 
             self._url = resolve_url(config=self.cfg)
         self.store_thread = threading.Thread(target=self._store_loop, daemon=True)
@@ -220,7 +220,7 @@ class Daemon:
     def _note_url(self, cfg) -> None:
         """After a config change: a new [store] url takes the lines spooled
         from now on (as it does every reader's from now on)."""
-        from shournal.journal import resolve_url
+        from shournal.location import resolve_url
 
         try:
             url = resolve_url(config=cfg)
@@ -556,7 +556,7 @@ class Daemon:
         return None
 
     def _open_store(self):
-        from shournal.journal import resolve_url
+        from shournal.location import resolve_url
         from shournal.store import Store
 
         if self._url == "":
@@ -719,7 +719,7 @@ class Daemon:
 
     def _location(self) -> str:
         """The journal we store into: a file, or the URL without password."""
-        from shournal.journal import resolve_url
+        from shournal.location import resolve_url
 
         try:
             url = resolve_url(config=self.cfg)

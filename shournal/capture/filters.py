@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from shournal.capture import protocol
+from shournal import limits
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
@@ -174,7 +174,7 @@ class ScriptArchiveRule:
         *,
         enable: bool = True,
         only_writable: bool = True,
-        max_size: int = protocol.DEFAULT_ARCHIVE_MAX,
+        max_size: int = limits.DEFAULT_ARCHIVE_MAX,
         max_count_of_files: int = 3,
         include: Iterable[str | bytes] = ("/",),
         exclude: Iterable[str | bytes] = (),

@@ -47,8 +47,8 @@ from shournal.capture.collector import Collector, rules_of
 if TYPE_CHECKING:
     from collections.abc import Callable, Container
     from pathlib import Path
-from shournal.capture.record import CommandRecord
 from shournal.data import RETURN_VALUE_UNKNOWN
+from shournal.record import CommandRecord
 
 # (Batching like the original -- sleep after a small batch so events queue
 # up -- happens in the holder, which reads the fanotify group.)
@@ -274,10 +274,10 @@ def _write_setup_args(cfg) -> None:
     except OSError:
         return
     if cfg.apparatus.paths or apparatus_paths_left(path):
-        from shournal import reproduce
+        from shournal.capture import apparatus
 
         with suppress(OSError):
-            reproduce.write_apparatus_args(cfg)
+            apparatus.write_apparatus_args(cfg)
     setup_args.write_options(cfg, path)
 
 
@@ -453,20 +453,21 @@ def store_record(rec: CommandRecord, cfg) -> int:
     """Store `rec`, then whatever earlier listeners left in the spool's
     inbox (shournal.capture.spool.deposit) now that the journal takes commands."""
     from shournal.capture import spool
-    from shournal.journal import Journal
+    from shournal.location import resolve_url
+    from shournal.store import Store
 
-    with Journal.open(config=cfg, create=True) as journal:
-        for note in journal.store.notes:
+    with Store(resolve_url(config=cfg), create=True) as store:
+        for note in store.notes:
             _warn(note)
-        command_id = journal.add(rec)
+        command_id = store.add_command(rec)
         if spool.inbox_count():
             try:
-                spool.take_inbox(journal.store)
+                spool.take_inbox(store)
             except Exception as exc:  # noqa: BLE001 - they stay for the next taker
                 _warn(f"commands waiting in the spool not stored yet: {exc}".splitlines()[0])
         try:
             if not _daemon_runs():  # (it recovers them, knowing what it reads now)
-                recover_starts(journal.store, cfg)
+                recover_starts(store, cfg)
         except Exception as exc:  # noqa: BLE001 - they stay for the next one
             _warn(f"command lines of killed recorders not stored yet: {exc}".splitlines()[0])
         return command_id
@@ -560,10 +561,9 @@ def collect(
     gids = frozenset(os.getgroups()) | {os.getgid()}
     # The one hook of the apparatus recorder (a plain Collector unless the
     # command is recorded with its apparatus).
-    from shournal import reproduce
-    from shournal.capture import spool
+    from shournal.capture import apparatus, spool
 
-    collector = reproduce.collector(cfg, os.getuid(), gids, pid, cwd, shell_switch)
+    collector = apparatus.collector(cfg, os.getuid(), gids, pid, cwd, shell_switch)
     forwarder = os.getpid() if pid is None else pid
 
     def keep(cmd: protocol.CommandMessage) -> None:

@@ -59,17 +59,6 @@ APPARATUS_PATHS_FILE = "apparatus-paths"
 # already (by `shournal run`), so no warning is left for a shell.
 CONFIG_REPORTED_VAR = "_SHOURNAL_CONFIG_REPORTED"
 
-# The helper's limits and defaults.
-MAX_EXCLUDES = 64
-MAX_ARCHIVE_EXT = 32
-MAX_EXT_LEN = 32
-HASH_CHUNK_MIN = 8
-HASH_CHUNK_MAX = 40 * 1024
-HASH_READS_MIN = 1
-HASH_READS_MAX = 2**31 - 1
-DEFAULT_HASH_CHUNK = 256
-DEFAULT_HASH_READS = 3
-DEFAULT_ARCHIVE_MAX = 500 * 1024
 LISTENER_NICE = 10
 
 
@@ -114,7 +103,7 @@ EVENTS = Layout(
 EVENTS_LOST = 2  # the field index of `lost`
 EVENTS_LOST_BY_REASON = 8  # of lost_overflow; the holder's reasons follow
 # The reasons the holder counts, in the order of its fields (names as in
-# shournal.capture.record.LOST_REASONS).
+# shournal.record.LOST_REASONS).
 HOLDER_LOST_REASONS = ("overflow", "unreadable", "path")
 # the path follows a record, padded to a multiple of 8
 RECORD = Layout(

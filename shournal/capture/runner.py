@@ -65,21 +65,21 @@ def _helper_options(apparatus: bool, env: dict[str, str]) -> list[str]:
 def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None) -> int:
     """Spawn the helper with the socket on fd 3; return its pid.
     ``apparatus``: record the command with its apparatus (what the
-    listener needs to know, see shournal.reproduce.ENV_VAR)."""
+    listener needs to know, see shournal.apparatus.ENV_VAR)."""
     helper, listener = _paths.suid_helper(), _paths.listener()
     # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
     high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
-    from shournal import reproduce
+    from shournal.capture import apparatus
 
     env = dict(os.environ)
-    env.pop(reproduce.ENV_VAR, None)  # only --apparatus sets it
-    env.pop(reproduce.SHELL_SWITCH_VAR, None)  # only the preload library sets it
+    env.pop(apparatus.ENV_VAR, None)  # only --apparatus sets it
+    env.pop(apparatus.SHELL_SWITCH_VAR, None)  # only the preload library sets it
     if apparatus is not None:
         # For the listener, which inherits the helper's environment (the
         # command gets os.environ through the trampoline).
         mask = os.umask(0)
         os.umask(mask)
-        env[reproduce.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
+        env[apparatus.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
     opts = _helper_options(apparatus is not None, env)
     try:
         return os.posix_spawn(
@@ -101,7 +101,7 @@ def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None
 def run_observed(argv: list[str], *, apparatus: bool = False,
                  archive_outputs: bool = False, derived_from: int | None = None) -> int:
     """Run argv observed; return its exit status (128+N for signal N).
-    ``apparatus``: record it with its apparatus (shournal.reproduce);
+    ``apparatus``: record it with its apparatus (shournal.capture.apparatus);
     ``archive_outputs``: with the content of the files it wrote;
     ``derived_from``: with the apparatus, the command it derives from
     (`shournal rerun --in-place`)."""
@@ -186,12 +186,13 @@ def _report_store(listener_status: int) -> None:
     if listener_status != EXIT_KEPT:
         _warn("the command was not recorded (see the warnings of the next prompt)")
         return
-    from shournal.journal import Journal
+    from shournal.location import resolve_url
+    from shournal.store import Store
     from shournal.store.errors import journal_condition
 
     why = "the journal was not usable"
     try:
-        Journal.open(create=True).close()
+        Store(resolve_url(), create=True).close()
     except Exception as exc:  # noqa: BLE001 - any reason becomes its one-line name
         why = journal_condition(exc).splitlines()[0]
     _warn(f"{why}; the command is kept in the spool and stored once the journal is usable")
@@ -199,7 +200,7 @@ def _report_store(listener_status: int) -> None:
 
 def _show_apparatus_summary(listener_pid: int) -> None:
     """The listener's one line on what it archived and what not."""
-    from shournal.reproduce import summary_path
+    from shournal.capture.apparatus import summary_path
 
     path = summary_path(listener_pid)
     try:

@@ -43,8 +43,8 @@ from pathlib import Path
 from shournal import _paths
 from shournal.capture import proc
 from shournal.capture.protocol import KEY_LEN, STARTS_DIR, CommandMessage
-from shournal.capture.record import CommandRecord, FileEvent
 from shournal.data import RETURN_VALUE_UNKNOWN
+from shournal.record import CommandRecord, FileEvent
 
 MAGIC = b"SHSP"
 FRAME = struct.Struct("=4sII")  # magic, payload length, crc32

@@ -46,8 +46,8 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
     """The one line (without "shournal: ") and exit status for an error
     that reached a command, or None for one that is no error (an exit)."""
     from shournal.config import ConfigError
-    from shournal.data import QueryError
-    from shournal.restore import NotArchived, RestoreError
+    from shournal.data import NotArchived, QueryError
+    from shournal.restore import RestoreError
     from shournal.store.errors import ConfigUnusable, StoreError, StoreMissing
 
     if isinstance(exc, SystemExit):

@@ -57,13 +57,13 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
     (``missing`` is put before the reason); a journal that cannot be used
     3; an archived file that is not there 1, one that cannot be restored 2."""
     from shournal.cli import error_status
-    from shournal.data import QueryError
+    from shournal.data import NotArchived, QueryError
     from shournal.restore import RestoreError
     from shournal.store.errors import StoreError, StoreMissing
 
     try:
         yield
-    except (QueryError, StoreError, RestoreError) as e:
+    except (QueryError, StoreError, NotArchived, RestoreError) as e:
         # (the statuses are error_status's, as for every other error)
         message, code = error_status(e) or (str(e), EXIT_STORE)
         fail(f"{missing}{message}" if isinstance(e, StoreMissing) else message, code)
@@ -180,7 +180,7 @@ def check_files(*paths: Path | None) -> None:
     """Fail (a usage error, inside :func:`errors_to_status`) before the
     journal is opened when a file given to --wfile, --rfile or
     --lineage-of cannot be read."""
-    from shournal.query.find import check_file
+    from shournal.probe import check_file
 
     for path in paths:
         if path is not None:

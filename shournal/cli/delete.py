@@ -5,7 +5,7 @@ Exit codes: 0 deleted (or, with --dry-run, something would be); 1 nothing
 matches, no journal yet, or the prompt was declined; 2 usage error (no
 criterion, unparsable age or date, bad session id, stdin not a terminal
 without --yes); 3 the journal cannot be used.  Nothing changes on any error.
-The criteria are those of ``shournal query`` (:mod:`shournal.query.criteria`).
+The criteria are those of ``shournal query`` (:mod:`shournal.criteria`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def delete(
 ) -> None:
     """Delete commands matching all given criteria, their file events, and
     the paths, archived files and sessions nothing references any more."""
-    from shournal.query.criteria import parse_criteria
+    from shournal.criteria import parse_criteria
+    from shournal.provenance import resolve_lineage
     from shournal.store.gc import NO_CRITERIA, DeleteError
 
     # Usage errors first: a refused deletion must not touch the journal.
@@ -137,6 +138,7 @@ def delete(
         )
 
     with errors_to_status(missing="nothing to delete: "), open_journal(read_only=False) as journal:
+        criteria = resolve_lineage(journal, criteria)
         if yes and not dry_run:
             result = journal.delete(criteria)
             if result.commands == 0:

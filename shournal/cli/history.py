@@ -114,9 +114,9 @@ def history(
 ) -> None:
     """One line per command: id, when, how long, exit status, files written,
     directory and command line; newest last."""
+    from shournal.criteria import parse_criteria
     from shournal.data import QueryError
-    from shournal.query.criteria import parse_criteria
-    from shournal.query.find import wait_for_pending
+    from shournal.query.pending import wait_for_pending
     from shournal.report.history import FormatError, check_format
     from shournal.store import StoreMissing
 

@@ -63,7 +63,7 @@ def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
     from shournal.cli._common import open_journal
     from shournal.provenance.readers import JournalReader
-    from shournal.query.find import wait_for_pending
+    from shournal.query.pending import wait_for_pending
     from shournal.store import StoreMissing
 
     # A command that just finished may still be on its way into the journal.
@@ -88,7 +88,8 @@ def _run(work: Callable[[], T]) -> T:
 
 
 def _check_files(files: list[Path]) -> None:
-    from shournal.query.find import QueryError, check_file
+    from shournal.data import QueryError
+    from shournal.probe import check_file
 
     try:
         for f in files:

@@ -186,9 +186,10 @@ def query(
 ) -> None:
     """Find commands by the files they wrote or read, their text, directory,
     session, time, exit status or id.  All criteria must hold."""
+    from shournal.criteria import parse_criteria
     from shournal.data import QueryError
-    from shournal.query.criteria import parse_criteria
-    from shournal.query.find import wait_for_pending
+    from shournal.provenance import resolve_lineage
+    from shournal.query.pending import wait_for_pending
     from shournal.store import StoreMissing
 
     # Usage errors first: a failing query must not touch the journal.
@@ -222,7 +223,7 @@ def query(
         else:
             with journal:
                 commands = journal.find(
-                    criteria,
+                    resolve_lineage(journal, criteria),
                     wfile=wfile,
                     rfile=rfile,
                     history=history,
@@ -231,7 +232,7 @@ def query(
                     max_files=max_files if human else _HTML_MAX_FILES if html else None,
                 )
                 if restore_rfiles and commands:
-                    restored = _restore(journal.store, commands, restore_dir)
+                    restored = _restore(journal, commands, restore_dir)
                 if commands and (html or (human and max_stats > 0)):
                     top = None
                     if html:
@@ -266,7 +267,7 @@ def query(
     raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
 
 
-def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
+def _restore(journal: Any, commands: list[Any], restore_dir: Path | None) -> Any:
     from shournal import _paths
     from shournal.restore import RestoreError, restore_read_files
 
@@ -281,7 +282,7 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
         if default:
             # a fixed name in a shared directory: anybody may have made it first
             _paths.check_own_directory(restore_dir, follow_links=False, forbidden_mode=0o077)
-        return restore_read_files(store, commands, restore_dir)
+        return restore_read_files(journal, commands, restore_dir)
     except RestoreError as e:
         _fail(str(e), EXIT_USAGE)
     except _paths.UnsafeDirectory as e:

@@ -42,12 +42,12 @@ def _command_id(value: str) -> int:
     return n
 
 
-def _open_store() -> Any:
-    from shournal.journal import resolve_url
-    from shournal.store import Store, StoreMissing
+def _open_journal() -> Any:
+    from shournal.journal import Journal
+    from shournal.store import StoreMissing
 
     try:
-        return Store(resolve_url(), create=False, read_only=True)  # (it only loads)
+        return Journal.open(create=False, read_only=True)  # (it only loads)
     except StoreMissing:
         _fail("nothing recorded yet (no journal)", EXIT_USAGE)
     # (other errors: shournal.cli.error_status gives their line and status)
@@ -55,17 +55,17 @@ def _open_store() -> Any:
 
 @contextmanager
 def _experiments() -> Iterator[Any]:
-    """The journal's store for loading experiments, closed after; the
-    loaders' errors as one line and the documented status."""
+    """The journal for loading experiments, closed after; the loaders'
+    errors as one line and the documented status."""
     from shournal.reproduce.experiment import ExperimentError
 
-    store = _open_store()
+    journal = _open_journal()
     try:
-        yield store
+        yield journal
     except ExperimentError as e:
         _fail(str(e), EXIT_USAGE)
     finally:
-        store.close()
+        journal.close()
 
 
 def _load_experiment(cid: int) -> Any:
@@ -73,8 +73,8 @@ def _load_experiment(cid: int) -> Any:
     documented status when it cannot be loaded."""
     from shournal.reproduce.experiment import load
 
-    with _experiments() as store:
-        return load(store, cid)
+    with _experiments() as journal:
+        return load(journal, cid)
 
 
 def diff(
@@ -108,14 +108,14 @@ def diff(
         _diff_lineage(lineage, output_format)
     if (wfile is None) == (len(ids) != 2) or (wfile is not None and ids):
         _fail("give two command ids, or --wfile F1 F2", EXIT_USAGE)
-    with _experiments() as store:
+    with _experiments() as journal:
         if wfile is not None:
             for f in wfile:
                 if not Path(f).is_file():
                     _fail(f"{f}: not a regular file", EXIT_USAGE)
-            a, b = (load_by_file(store, f) for f in wfile)
+            a, b = (load_by_file(journal, f) for f in wfile)
         else:
-            a, b = (load(store, _command_id(i)) for i in ids)
+            a, b = (load(journal, _command_id(i)) for i in ids)
         report = compare(a, b, detail)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
@@ -414,7 +414,7 @@ def apparatus_switch(
     does it per directory."""
     import os
 
-    from shournal import reproduce
+    from shournal.capture import apparatus
     from shournal.capture.listener import load_listener_config
 
     shell = os.getppid() if shell_pid is None else shell_pid
@@ -424,9 +424,9 @@ def apparatus_switch(
         if os.stat(f"/proc/{shell}").st_uid != os.getuid():
             _fail(f"process {shell} is not yours", EXIT_USAGE)
         if state is not Switch.status:
-            reproduce.set_shell_state(load_listener_config(), shell, state is Switch.on)
+            apparatus.set_shell_state(load_listener_config(), shell, state is Switch.on)
     except OSError as e:
         _fail(f"apparatus {state.value}: {e}", EXIT_USAGE)
-    on = reproduce.shell_state(shell)
+    on = apparatus.shell_state(shell)
     _write(f"apparatus {'on' if on else 'off'} for shell {shell}"
            + (" (from the next command line)\n" if state is not Switch.status else "\n"))

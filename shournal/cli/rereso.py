@@ -98,7 +98,7 @@ def describe_tool_cmd(
     meta = _meta(name, description, ref, license_)
     try:
         with errors_to_status(missing=_NO_JOURNAL), open_journal() as journal:
-            result = describe_tool(journal.store, command_ids, output, meta)
+            result = describe_tool(journal, command_ids, output, meta)
     except (DescribeError, DescriptorInvalid) as e:
         _fail(str(e), EXIT_USAGE)
     _notes(result.notes)
@@ -156,7 +156,7 @@ def describe_benchmark_cmd(
             open_journal() if needs_store else nullcontext()
         ) as journal:
             result = describe_benchmark(
-                journal.store if journal is not None else None, output, meta,
+                journal, output, meta,
                 command_ids=command_id or (), rfiles=rfile or (), paths=paths or (),
                 file_licenses=file_licenses,
             )  # fmt: skip

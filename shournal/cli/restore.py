@@ -23,7 +23,7 @@ from shournal.cli._common import errors_to_status, fail, int_option, open_journa
 from shournal.confined import UnsafePath, recorded_path, refusal
 
 if TYPE_CHECKING:
-    from shournal.restore import ArchivedFile
+    from shournal.data import ArchivedFile
 
 
 def _target_for(item: ArchivedFile, output: Path | None) -> Path:

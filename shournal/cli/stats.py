@@ -45,8 +45,9 @@ def stats(
 ) -> None:
     """Commands with most file modifications, sessions with most commands,
     busiest working directories and directories, and totals."""
+    from shournal.criteria import parse_criteria
     from shournal.data import JournalStats
-    from shournal.query.criteria import parse_criteria
+    from shournal.provenance import resolve_lineage
     from shournal.store import StoreMissing
 
     with errors_to_status():
@@ -61,7 +62,7 @@ def stats(
             result = JournalStats()
         else:
             with journal:
-                result = journal.stats(criteria, top=top)
+                result = journal.stats(resolve_lineage(journal, criteria), top=top)
     if output_format is HumanOrJson.json:
         write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
     else:

@@ -812,7 +812,7 @@ def _same_content(node: FileNode) -> bool | None:
     """Whether the file at the node's path holds the node's content (size
     and partial hash; the mtime does not matter to a rebuild); None: it
     cannot be read (missing: the header lists it as an input to provide)."""
-    from shournal.capture.hashing import partial_xxh64
+    from shournal.hashing import partial_xxh64
 
     try:
         fd = os.open(node.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)

@@ -314,7 +314,7 @@ def build_lineage(
 
     :raises LineageError: ``max_depth`` < 1, or a command target does not
         exist or did not write its file.
-    :raises shournal.query.find.QueryFileError: a target cannot be read.
+    :raises shournal.data.QueryFileError: a target cannot be read.
     """
     if max_depth is not None and max_depth < 1:
         raise LineageError("--depth must be at least 1")

@@ -91,7 +91,7 @@ class JournalReader:
         manifest that cannot be read."""
         import zlib
 
-        from shournal.reproduce.archive import decode_manifest
+        from shournal.store.archive import decode_manifest
 
         raw = self.journal.apparatus_manifest(command_id)
         if raw is None:

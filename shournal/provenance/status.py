@@ -153,7 +153,7 @@ def check_status(reader: JournalReader, paths: Iterable[str]) -> list[TargetStat
     """One status per file argument; a directory gives one per file under
     it that a recorded command wrote.
 
-    :raises shournal.query.find.QueryFileError: a file argument cannot be read.
+    :raises shournal.data.QueryFileError: a file argument cannot be read.
     """
     result: list[TargetStatus] = []
     for path in paths:

@@ -33,7 +33,7 @@ STATUS_WORDS = {
 def file_status(ev: FileEventView, chunk_size: int | None, max_reads: int | None) -> str:
     """The status of the file ``ev`` recorded; ``chunk_size``/``max_reads``
     are the recording command's hash settings (None: it did not hash)."""
-    from shournal.capture.hashing import partial_xxh64
+    from shournal.hashing import partial_xxh64
 
     try:
         fd = os.open(ev.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)

@@ -221,7 +221,7 @@ def render_command(
     return lines + body
 
 
-# What an incomplete command (shournal.capture.record.CommandRecord.incomplete) is.
+# What an incomplete command (shournal.record.CommandRecord.incomplete) is.
 INCOMPLETE_TEXT = (
     "Incomplete: no prompt reported its end (exec, exit or hangup); exit status unknown, "
     "ended when its last process did"

@@ -60,7 +60,7 @@ def _command_fields(cmd: CommandView) -> dict[str, Any]:
         "droppedWriteEvents": cmd.dropped_writes,
         "droppedReadEvents": cmd.dropped_reads,
         "lostEvents": cmd.lost_events,
-        # by reason (shournal.capture.record.LOST_REASONS), those with a count
+        # by reason (shournal.record.LOST_REASONS), those with a count
         "lostEventReasons": dict(cmd.lost_reasons),
     }
 

@@ -21,8 +21,8 @@ import difflib
 import os
 from typing import Any
 
-from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.experiment import Experiment
+from shournal.store.archive import Archive, ArchiveError
 from shournal.terminal import printable
 
 # Level-1 items, in report order.

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from shournal.data import QueryError
 from shournal.redact import redact_env
-from shournal.reproduce.archive import decode_manifest
-from shournal.store import archived
+from shournal.store.archive import decode_manifest
 
 if TYPE_CHECKING:
     from shournal.data import CommandView
-    from shournal.store.db import Store
+    from shournal.journal import Journal
 
 
 class ExperimentError(Exception):
@@ -48,12 +48,11 @@ class Experiment:
         return out
 
 
-def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
+def load_manifest(journal: Journal, command_id: int) -> dict[str, Any] | None:
     """The manifest, its environment redacted again by today's default
     rules (shournal.redact): one recorded by an older shournal may hold a
     secret in clear, and every reader and exporter comes through here."""
-    with store.reading() as conn:
-        raw = archived.apparatus_manifest(conn, command_id)
+    raw = journal.apparatus_manifest(command_id)
     if raw is None:
         return None
     man = decode_manifest(raw)
@@ -63,23 +62,19 @@ def load_manifest(store: Store, command_id: int) -> dict[str, Any] | None:
     return man
 
 
-def load(store: Store, command_id: int) -> Experiment:
-    from shournal.query.find import find_commands
-
-    found = find_commands(store, command_id=command_id)
+def load(journal: Journal, command_id: int) -> Experiment:
+    found = journal.find(command_id=command_id)
     if not found:
         raise ExperimentError(f"no command with id {command_id}")
-    return Experiment(found[0], load_manifest(store, command_id))
+    return Experiment(found[0], load_manifest(journal, command_id))
 
 
-def load_by_file(store: Store, path: str) -> Experiment:
+def load_by_file(journal: Journal, path: str) -> Experiment:
     """The (newest) command that wrote the file at ``path`` (--wfile)."""
-    from shournal.query.find import QueryError, find_commands
-
     try:
-        found = find_commands(store, wfile=path, history=1, max_files=0)
+        found = journal.find(wfile=path, history=1, max_files=0)
     except QueryError as exc:
         raise ExperimentError(str(exc)) from None
     if not found:
         raise ExperimentError(f"no recorded command wrote {path}")
-    return load(store, found[-1].id)
+    return load(journal, found[-1].id)

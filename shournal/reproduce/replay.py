@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shournal.capture.hashing import content_digest
 from shournal.confined import (
     Confined,
     ConfinedError,
@@ -48,10 +47,11 @@ from shournal.confined import (
     remove_tree,
     remove_tree_at,
 )
+from shournal.hashing import content_digest
 from shournal.redact import is_redacted
-from shournal.reproduce.archive import Archive, ArchiveError
 from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
+from shournal.store.archive import Archive, ArchiveError
 from shournal.terminal import printable
 
 # Never bound from the archive: the sandbox has its own.
@@ -293,7 +293,7 @@ def verdicts(exp: Experiment, out: Confined, notes: dict[str, Any]) -> list[dict
             if not same:
                 entry["what"] = "content"
         elif f["hash"] is not None and chunk and reads:
-            from shournal.capture.hashing import partial_xxh64_bytes
+            from shournal.hashing import partial_xxh64_bytes
 
             same = partial_xxh64_bytes(data, chunk, reads) == f["hash"]
             entry.update(verdict="identical" if same else "differs",

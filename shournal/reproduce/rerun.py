@@ -31,13 +31,13 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from shournal.capture.hashing import content_digest, partial_xxh64_bytes
-from shournal.capture.record import CommandRecord, FileEvent
 from shournal.confined import Confined
+from shournal.hashing import content_digest, partial_xxh64_bytes
+from shournal.record import CommandRecord, FileEvent
 from shournal.redact import redact_env
-from shournal.reproduce.archive import MANIFEST_FORMAT, encode_manifest
 from shournal.reproduce.experiment import Experiment
 from shournal.reproduce.replay import META, Changes, made_files
+from shournal.store.archive import MANIFEST_FORMAT, encode_manifest
 
 
 def _host_entry(path: str, hashing: tuple[int, int] | None) -> tuple[list[Any], FileEvent] | None:

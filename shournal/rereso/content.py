@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shournal.data import CommandView, FileEventView
-    from shournal.reproduce.archive import Archive
-    from shournal.store.db import Store
+    from shournal.journal import Journal
+    from shournal.store.archive import Archive
 
 # Where content came from (shown to users).
 FROM_ARCHIVE = "archive"
@@ -74,16 +74,13 @@ class JournalArchive:
     """The journal's script archive (``content`` table) as a
     :data:`ContentSource`."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
 
     def __call__(self, version: FileVersion) -> bytes | None:
         if version.content_id is None:
             return None
-        from shournal.store import archived
-
-        with self._store.reading() as conn:
-            data = archived.content(conn, version.content_id)
+        data = self._journal.content(version.content_id)
         if data is None:
             return None
         # A stored row that is not this version (size differs) is not used.
@@ -96,10 +93,10 @@ class ApparatusArchive:
     ``archive_outputs``, wrote), found in that command's manifest by path,
     size and mtime and returned from the archive (digest checked)."""
 
-    def __init__(self, store: Store, archive: Archive | None = None) -> None:
-        from shournal.reproduce.archive import Archive
+    def __init__(self, journal: Journal, archive: Archive | None = None) -> None:
+        from shournal.store.archive import Archive
 
-        self._store = store
+        self._journal = journal
         self._archive = archive or Archive()
         self._manifests: dict[int, dict[str, Any] | None] = {}
 
@@ -107,11 +104,11 @@ class ApparatusArchive:
         if command_id not in self._manifests:
             from shournal.reproduce.experiment import load_manifest
 
-            self._manifests[command_id] = load_manifest(self._store, command_id)
+            self._manifests[command_id] = load_manifest(self._journal, command_id)
         return self._manifests[command_id]
 
     def __call__(self, version: FileVersion) -> bytes | None:
-        from shournal.reproduce.archive import ArchiveError
+        from shournal.store.archive import ArchiveError
 
         if version.command_id is None:
             return None
@@ -131,10 +128,10 @@ class ApparatusArchive:
         return None
 
 
-def default_source(store: Store) -> ContentSource:
-    """Every archive the journal ``store`` has: its script archive, then
+def default_source(journal: Journal) -> ContentSource:
+    """Every archive the ``journal`` has: its script archive, then
     the apparatus archive."""
-    return first_of(JournalArchive(store), ApparatusArchive(store))
+    return first_of(JournalArchive(journal), ApparatusArchive(journal))
 
 
 def first_of(*sources: ContentSource) -> ContentSource:
@@ -185,7 +182,7 @@ def read_regular(path: bytes) -> bytes | str:
 def disk_matches(version: FileVersion, data: bytes) -> str | None:
     """None when ``data`` (read from disk) is the recorded version, else
     what differs."""
-    from shournal.capture.hashing import partial_xxh64_bytes
+    from shournal.hashing import partial_xxh64_bytes
 
     if len(data) != version.size:
         return "changed since it was recorded: size differs"

@@ -34,7 +34,7 @@ from shournal.rereso.invocation import Invocation, InvocationError, analyze
 from shournal.rereso.mediatype import detect, unknown_notice
 
 if TYPE_CHECKING:
-    from shournal.store.db import Store
+    from shournal.journal import Journal
 
 UNSPECIFIED_LICENSE = (
     "Unspecified: no licence was given when this bundle was made "
@@ -173,12 +173,10 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def _load_commands(store: Store, ids: Sequence[int]) -> list[Invocation]:
-    from shournal.query.find import find_commands
-
+def _load_commands(journal: Journal, ids: Sequence[int]) -> list[Invocation]:
     invs = []
     for cid in dict.fromkeys(ids):
-        found = find_commands(store, command_id=cid) if 0 <= cid < 2**63 else []
+        found = journal.find(command_id=cid) if 0 <= cid < 2**63 else []
         if not found:
             raise DescribeError(f"no command with id {cid} in the journal")
         try:
@@ -345,21 +343,21 @@ def _definition(name: str, sif: str, patterns: list[tuple[str, Invocation]],
 """
 
 
-def _image_files(store: Store, invs: list[Invocation]) -> image.Rootfs | None:
+def _image_files(journal: Journal, invs: list[Invocation]) -> image.Rootfs | None:
     """The files of the tool's image: what the runs read except the files
     their command lines named, from their apparatus manifests; None when a
     run was recorded without its apparatus.
 
     :raises DescribeError: content the image needs is not archived.
     """
-    from shournal.reproduce.archive import Archive
     from shournal.reproduce.experiment import load_manifest
+    from shournal.store.archive import Archive
 
     named = {f.version.shown for inv in invs for f in inv.files}
     root = image.Rootfs()
     missing: dict[str, str] = {}
     for inv in sorted(invs, key=lambda i: i.command.id):
-        man = load_manifest(store, inv.command.id)
+        man = load_manifest(journal, inv.command.id)
         if man is None:
             return None
         for path, _size, _mtime, mode, _hsh, digest, why in man["reads"]:
@@ -386,7 +384,7 @@ def _image_files(store: Store, invs: list[Invocation]) -> image.Rootfs | None:
 
 
 def describe_tool(
-    store: Store,
+    journal: Journal,
     command_ids: Sequence[int],
     dest: Path,
     meta: Meta,
@@ -401,7 +399,7 @@ def describe_tool(
     """
     if not command_ids:
         raise DescribeError("no command id given")
-    invs = _load_commands(store, command_ids)
+    invs = _load_commands(journal, command_ids)
     tools = dict.fromkeys(inv.tool for inv in invs)
     if len(tools) > 1:
         shown = "; ".join(
@@ -410,7 +408,7 @@ def describe_tool(
         )
         raise DescribeError(f"the commands are runs of different programs: {shown}")
     result = Result(dest)
-    types = _Types(source or default_source(store), result.notes)
+    types = _Types(source or default_source(journal), result.notes)
     patterns: dict[str, list[Invocation]] = {}
     for inv in invs:
         patterns.setdefault(inv.pattern(), []).append(inv)
@@ -448,7 +446,7 @@ def describe_tool(
         + [v.shown for inv in invs for v in inv.tool_reads]
     )
 
-    root = _image_files(store, invs)
+    root = _image_files(journal, invs)
     if root is not None:
         tool_files = dict.fromkeys(sorted(root.files))
     runner = _runner_script(ordered)
@@ -471,7 +469,7 @@ def describe_tool(
     result.bundles.append(Path(os.path.abspath(dest)))
     if root is None:
         without = [str(inv.command.id) for inv in invs
-                   if load_manifest(store, inv.command.id) is None]
+                   if load_manifest(journal, inv.command.id) is None]
         result.notes.append(
             f"{sif} is not built: command {', '.join(without)} was recorded without its "
             f"apparatus (shournal run --apparatus); {definition} and {RUNNER} are written"
@@ -481,7 +479,7 @@ def describe_tool(
 
 def _build_image(root: image.Rootfs, runner: str, definition: Path, sif: Path, work: Path,
                  programs: set[str], notes: list[str], launchers: dict[str, str]) -> None:
-    from shournal.reproduce.archive import Archive, ArchiveError
+    from shournal.store.archive import Archive, ArchiveError
 
     archive = Archive()
     work.mkdir()
@@ -511,7 +509,7 @@ class _BenchFile:
 
 
 def _bench_files(
-    store: Store | None,
+    journal: Journal | None,
     command_ids: Sequence[int],
     rfiles: Sequence[Path],
     paths: Sequence[Path],
@@ -520,9 +518,9 @@ def _bench_files(
     files: list[_BenchFile] = []
     missing: list[str] = []
     if command_ids:
-        assert store is not None
-        src = source or default_source(store)
-        for inv in _load_commands(store, command_ids):
+        assert journal is not None
+        src = source or default_source(journal)
+        for inv in _load_commands(journal, command_ids):
             if not inv.inputs:
                 raise DescribeError(
                     f"command {inv.command.id} ({inv.command.text}) names no file it read"
@@ -546,12 +544,12 @@ def _bench_files(
             + "; ".join(missing)
         )
     if rfiles:
-        assert store is not None
-        from shournal.query.find import QueryError, find_commands
+        assert journal is not None
+        from shournal.data import QueryError
 
         for rf in rfiles:
             try:
-                readers = find_commands(store, rfile=rf, limit=1)
+                readers = journal.find(rfile=rf, limit=1)
             except QueryError as e:
                 raise DescribeError(str(e)) from None
             if not readers:
@@ -604,7 +602,7 @@ def _disk_file(path: Path) -> _BenchFile:
 
 
 def describe_benchmark(
-    store: Store | None,
+    journal: Journal | None,
     dest: Path,
     meta: Meta,
     *,
@@ -628,7 +626,7 @@ def describe_benchmark(
         invalid SPDX id, a ``file_licenses`` PATH naming no file.
     """
     result = Result(dest)
-    every = _bench_files(store, command_ids, rfiles, paths, source)
+    every = _bench_files(journal, command_ids, rfiles, paths, source)
     own = _licenses_by_name(every, file_licenses or {})
     files = _unique(every)
     groups: dict[str, list[_BenchFile]] = {}

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shournal.confined import Confined, ConfinedError, UnsafePath, mirror
-from shournal.reproduce.archive import Archive, ArchiveError
+from shournal.store.archive import Archive, ArchiveError
 
 # The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
 # tool's command N (1 = first in rereso-tool.yml) with FILE... in place of

@@ -4,11 +4,16 @@ plain tuples and bytes, never statements."""
 
 from __future__ import annotations
 
+import os
+import zlib
 from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, select
 
+from shournal.data import ArchivedFile, NotArchived
 from shournal.store import models as m
+
+_IN_BATCH = 200
 
 # (read file id, command id, directory, basename, mode, mtime_ns, content)
 ArchivedRow = tuple[int, int, bytes, bytes, int, int, bytes]
@@ -83,3 +88,75 @@ def apparatus_manifests(conn: Connection) -> Iterator[bytes]:
     """Every encoded apparatus manifest in the journal."""
     for (manifest,) in conn.execute(select(m.Apparatus.manifest)):
         yield bytes(manifest)
+
+
+
+
+def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
+           ) -> Iterator[ArchivedFile]:
+    for file_id, command_id, directory, basename, mode, mtime_ns, data in rows:
+        yield ArchivedFile(file_id=file_id, command_id=command_id, path=directory + basename,
+                           mode=mode, mtime_ns=mtime_ns, data=data)
+
+
+def load_archived(conn: Connection, file_id: int) -> ArchivedFile:
+    """The archived content of read file ``file_id`` (the id query prints
+    for a read event; every command that read that version shows the same
+    id): from the script archive, else from the apparatus archive when a
+    command recorded with its apparatus read that version.  ``command_id``
+    is the first command that read it.  A version read by several commands
+    is one read file (one id).
+
+    :raises NotArchived: no such file, or its content was not archived.
+    """
+    if not 0 <= file_id < 2**63:
+        raise NotArchived(f"no file with id {file_id}")
+    for found in _files(archived_of_file(conn, file_id)):
+        return found
+    exists = read_file_exists(conn, file_id)
+    apparatus = list(apparatus_reads_of_file(conn, file_id)) if exists else []
+    if not exists:
+        raise NotArchived(f"no file with id {file_id} in the journal")
+    found = _from_apparatus(file_id, apparatus)
+    if found is not None:
+        return found
+    raise NotArchived(f"file {file_id} was recorded but its content was not archived")
+
+
+def _from_apparatus(file_id: int, rows: list[ApparatusReadRow]) -> ArchivedFile | None:
+    """The version read file ``file_id`` names, from the apparatus archive:
+    a command recorded with its apparatus that read it lists it in its
+    manifest (same path, size and mtime) with the digest of its content."""
+    from shournal.store.archive import Archive, ArchiveError, decode_manifest
+
+    archive = Archive()
+    for command_id, directory, basename, mode, mtime_ns, size, raw in rows:
+        path = directory + basename
+        try:
+            manifest = decode_manifest(raw)
+            entries = manifest["reads"]
+        except (ValueError, KeyError, TypeError, zlib.error):
+            continue  # a damaged or foreign manifest names nothing
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 7):
+                continue
+            epath, esize, emtime, _emode, _hash, digest, _why = entry
+            if (not isinstance(epath, str) or os.fsencode(epath) != path or esize != size
+                    or emtime != mtime_ns or not isinstance(digest, str)):
+                continue
+            try:
+                data = archive.get(digest)
+            except ArchiveError:
+                continue
+            return ArchivedFile(file_id=file_id, command_id=command_id, path=path, mode=mode,
+                                mtime_ns=mtime_ns, data=data)
+    return None
+
+
+def archived_read_files(conn: Connection, command_ids: Iterable[int]) -> list[ArchivedFile]:
+    """All archived read files of the given commands, by command and id."""
+    ids = sorted(set(command_ids))
+    found: list[ArchivedFile] = []
+    for start in range(0, len(ids), _IN_BATCH):
+        found += _files(archived_of_commands(conn, ids[start : start + _IN_BATCH]))
+    return found

@@ -29,8 +29,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
-from shournal.capture.hashing import content_digest
-from shournal.capture.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.hashing import content_digest
+from shournal.record import LOST_REASONS, CommandRecord, FileEvent
 from shournal.store import models as m
 from shournal.store.errors import (
     SchemaTooNew,

@@ -9,14 +9,14 @@ sessions, env and hash-setting rows) are
 removed after one scan proves nothing else points at them.  A failure
 anywhere rolls back everything.  The deleted commands' apparatus
 manifests go with them; the archived blobs only they named are removed
-once the transaction has committed (:mod:`shournal.reproduce.archive_gc`).
+once the transaction has committed (:mod:`shournal.store.archive_gc`).
 
 SQLAlchemy is imported only when a deletion actually runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +27,7 @@ from shournal.data import Criteria, QueryError
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Select
 
-    from shournal.reproduce.archive_gc import Collection as BlobCollection
+    from shournal.store.archive_gc import Collection as BlobCollection
     from shournal.store.db import Store
 
 
@@ -199,8 +199,8 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
 
 
 def _unreferenced_blobs(rows: Iterable[tuple[bytes, bool]]) -> BlobCollection:
-    from shournal.reproduce.archive import Archive
-    from shournal.reproduce.archive_gc import unreferenced
+    from shournal.store.archive import Archive
+    from shournal.store.archive_gc import unreferenced
 
     return unreferenced(rows, Archive())
 
@@ -299,7 +299,11 @@ def _temp_table(conn: Connection, name: str, fill: str | Select[Any] | None = No
 
 
 def delete_commands(
-    store: Store, criteria: Criteria, *, only_ids: Collection[int] | None = None
+    store: Store,
+    criteria: Criteria,
+    *,
+    only_ids: Collection[int] | None = None,
+    spool_waiting: Callable[[], bool] = lambda: False,
 ) -> DeleteResult:
     """Delete the commands matching ``criteria`` with their file events, and
     garbage-collect the directories, archived contents, sessions, env and
@@ -308,6 +312,8 @@ def delete_commands(
 
     ``only_ids``: delete only those of the matching commands whose id is in
     it (the set the user confirmed after :func:`plan_delete`).
+    ``spool_waiting``: whether commands wait in the recorder's spool (their
+    apparatus manifests are not stored yet, so no archived blob is collected).
 
     :raises DeleteError: the criteria are empty.
     :raises shournal.store.StoreError: the journal cannot be written.
@@ -409,18 +415,20 @@ def delete_commands(
         for name in indexes:
             conn.execute(text(f"DROP INDEX {name}"))
     if blobs.blobs or blobs.kept_because:
-        _collect_blobs(store, blobs, result)
+        _collect_blobs(store, blobs, result, spool_waiting)
     return result
 
 
-def _collect_blobs(store: Store, found: BlobCollection, result: DeleteResult) -> None:
+def _collect_blobs(
+    store: Store, found: BlobCollection, result: DeleteResult, spool_waiting: Callable[[], bool]
+) -> None:
     """Remove the blobs the deletion left unreferenced (it has committed:
     a failure here is reported in ``result``, never undoes it)."""
-    from shournal.reproduce.archive import Archive, ArchiveError
-    from shournal.reproduce.archive_gc import collect
+    from shournal.store.archive import Archive, ArchiveError
+    from shournal.store.archive_gc import collect
 
     try:
-        done = collect(store, found, Archive())
+        done = collect(store, found, Archive(), spool_waiting)
     except ArchiveError as exc:
         result.archive_kept = str(exc)
         return

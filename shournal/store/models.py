@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
+from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
 from shournal.store.light import COMMON_MODE as COMMON_MODE
 from shournal.store.light import hash_from_bytes as hash_from_bytes
 from shournal.store.light import hash_to_bytes as hash_to_bytes
@@ -214,13 +214,13 @@ class Command(Base):
     dropped_writes: Mapped[int] = mapped_column(Integer, default=0)
     dropped_reads: Mapped[int] = mapped_column(Integer, default=0)
     lost_events: Mapped[int] = mapped_column(Integer, default=0)
-    # lost_events by reason (shournal.capture.record.LOST_REASONS); journals of
+    # lost_events by reason (shournal.record.LOST_REASONS); journals of
     # schema 4 and older have 0 in all of them (reason not recorded)
     lost_overflow: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_unreadable: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_path: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lost_relay: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # shournal.capture.record.CommandRecord.incomplete
+    # shournal.record.CommandRecord.incomplete
     incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
@@ -340,9 +340,9 @@ class ReadEvent(Base):
 class Apparatus(Base):
     """The apparatus of a command recorded with it (`shournal run
     --apparatus`): its manifest, zlib-compressed JSON written and read by
-    shournal.reproduce.recording (read and written files with their
+    shournal.capture.apparatus_recording (read and written files with their
     full-content digests, environment, ids, host); the contents are in the
-    archive beside the journal (shournal.reproduce.archive)."""
+    archive beside the journal (shournal.store.archive)."""
 
     __tablename__ = "apparatus"
 

@@ -24,6 +24,7 @@ from sqlalchemy import (
     select,
 )
 
+from shournal.criteria import ns_to_datetime
 from shournal.data import (
     RETURN_VALUE_UNKNOWN,
     CommandView,
@@ -36,7 +37,6 @@ from shournal.data import (
     Period,
     WrittenVersion,
 )
-from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
 from shournal.store.light import COMMAND_COLUMNS, COMMAND_JOINS, PREVIEW_BYTES, command_view
 from shournal.store.models import KIND_READ, KIND_WRITE

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fixtures_cli import run_shournal
 
-from shournal.capture.record import CommandRecord
-from shournal.reproduce.archive import Archive, encode_manifest
+from shournal.record import CommandRecord
 from shournal.reproduce.experiment import load_manifest
 from shournal.store import Store
+from shournal.store.archive import Archive, encode_manifest
 
 T0 = 1_767_600_000 * 1_000_000_000
 

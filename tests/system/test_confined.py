@@ -14,10 +14,10 @@ import pytest
 from fixtures_shell import as_owner_of, journal_url
 from test_run import run_as_user
 
-from shournal.capture.hashing import content_digest
-from shournal.capture.record import CommandRecord, FileEvent
-from shournal.reproduce.archive import MANIFEST_FORMAT, Archive, encode_manifest
-from shournal.store import Store
+from shournal.hashing import content_digest
+from shournal.journal import Journal
+from shournal.record import CommandRecord, FileEvent
+from shournal.store.archive import MANIFEST_FORMAT, Archive, encode_manifest
 
 pytestmark = [pytest.mark.root]
 
@@ -48,8 +48,8 @@ def _forge(home: Path, cwd: str, path: str, *, archived: bool = True) -> int:
     )
     with as_owner_of(home):
         Archive(home / ".local" / "share" / "shournal" / "archive").put(PAYLOAD, digest)
-        with Store(journal_url(home)) as store:
-            return store.add_command(rec)
+        with Journal.open(journal_url(home), create=True) as store:
+            return store.add(rec)
 
 
 @pytest.fixture
@@ -140,14 +140,14 @@ def test_restore_refuses_a_recorded_path_that_is_not_normalised(install, user_ho
     """`restore --file-id` names the file after the recorded path: a row
     whose path is not normalised is refused as replay refuses it, nothing
     written; a legitimate one is restored."""
-    from shournal.query.find import find_commands
+    from shournal.journal import Journal
 
     work = user_home / "work"
     cid = _forge(user_home, str(work), "/tmp/../srv/.bashrc")
     good_cid = _forge(user_home, str(work), "/srv/scripts/.bashrc")
-    with as_owner_of(user_home), Store(journal_url(user_home)) as store:
-        bad_id = find_commands(store, command_id=cid)[0].reads[0].id
-        good_id = find_commands(store, command_id=good_cid)[0].reads[0].id
+    with as_owner_of(user_home), Journal.open(journal_url(user_home), create=True) as store:
+        bad_id = store.find(command_id=cid)[0].reads[0].id
+        good_id = store.find(command_id=good_cid)[0].reads[0].id
     res = run_as_user(install, user_home, "restore", "--file-id", str(bad_id))
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert f"file {bad_id}" in res.stderr and "'..'" in res.stderr

@@ -29,7 +29,7 @@ from fixtures_shell import (
 
 from shournal.capture import protocol
 from shournal.capture import spool as sp
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 LOCK_SECONDS = 20  # longer than the store's busy timeout (15 s)

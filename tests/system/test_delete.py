@@ -12,10 +12,10 @@ from fixtures_cli import run_shournal as shournal
 from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
-from shournal.capture.record import CommandRecord, FileEvent
 from shournal.cli import app
+from shournal.criteria import parse_age, parse_criteria, parse_time_value
 from shournal.data import Criteria, CriteriaError, Period
-from shournal.query.criteria import parse_age, parse_criteria, parse_time_value
+from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store, StoreError
 from shournal.store import models as m
 from shournal.store.gc import DeleteError, delete_commands, plan_delete

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 from report_samples import NON_UTF8, SCRIPT, SESSION_A, SESSION_B, T0, XSS, fev, rec, view, wev
+from shournal.data import FileEventView
 
-from shournal.query.find import FileEventView, find_commands
+from shournal.journal import Journal
 from shournal.report.html import (
     render_html,
     write_html,
 )
-from shournal.store import Store
 
 SESSION_C = b"\xcc" * 16
 
@@ -206,27 +206,27 @@ class StatEvent(FileEventView):
         self.stat = stat
 
 
-def build_journal(store: Store) -> None:
+def build_journal(store: Journal) -> None:
     # Session A: a background job spanning two later commands (stacked rows).
-    store.add_command(rec("sleep 300 & wait", T0, 300, SESSION_A))
-    store.add_command(rec("make -j4", T0 + timedelta(seconds=20), 40, SESSION_A,
+    store.add(rec("sleep 300 & wait", T0, 300, SESSION_A))
+    store.add(rec("make -j4", T0 + timedelta(seconds=20), 40, SESSION_A,
                           writes=[wev(b"/home/u/project/build/app"),
                                   wev(b"/home/u/project/build/app.o", 99)],
                           reads=[wev(b"/home/u/project/build.sh", len(SCRIPT), SCRIPT),
                                  wev(b"/home/u/project/main.c", 5000)]))  # fmt: skip
-    store.add_command(rec("./test.sh", T0 + timedelta(seconds=30), 100, SESSION_A,
+    store.add(rec("./test.sh", T0 + timedelta(seconds=30), 100, SESSION_A,
                           return_value=1))  # fmt: skip
     # Session B: plain sequential commands.
     for i in range(4):
-        store.add_command(rec(f"cp in{i} out{i}", T0 + timedelta(seconds=60 * i + 5), 3,
+        store.add(rec(f"cp in{i} out{i}", T0 + timedelta(seconds=60 * i + 5), 3,
                               SESSION_B, working_dir="/data",
                               writes=[wev(f"/data/out{i}".encode())]))  # fmt: skip
     # Session C: hostile text and a path that is not UTF-8.
-    store.add_command(rec(XSS, T0 + timedelta(seconds=90), 12, SESSION_C,
+    store.add(rec(XSS, T0 + timedelta(seconds=90), 12, SESSION_C,
                           working_dir="/tmp/" + XSS, hostname='other"host',
                           writes=[wev(NON_UTF8), wev(b"/tmp/" + XSS.encode())]))  # fmt: skip
     # No session (shournal run from cron); its end never reported.
-    store.add_command(rec("backup.sh", T0 + timedelta(seconds=200), 30, None,
+    store.add(rec("backup.sh", T0 + timedelta(seconds=200), 30, None,
                           return_value=2**31 - 1, incomplete=True))  # fmt: skip
 
 
@@ -234,9 +234,9 @@ def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
     from shournal.report.html import TOP_N
     from shournal.store.stats import compute_stats
 
-    with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
+    with Journal.open(f"sqlite:///{tmp_path / 'journal.sqlite'}", create=True) as store:
         build_journal(store)
-        commands = find_commands(store)
+        commands = store.find()
         stats = compute_stats(store, command_ids=[c.id for c in commands], top=TOP_N)
     assert len(commands) == 9
     # One written file carries a --stat status, as `query --stat` would attach it.

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import Install, Shell, journal_url, wait_for, wait_stored
 
-from shournal.query.find import find_commands
-from shournal.store import Store
+from shournal.journal import Journal
 
 pytestmark = [pytest.mark.root]
 
@@ -114,8 +113,8 @@ def test_first_use_by_shournal_run_is_private(install, user_home, apparatus):
         open_up(user_home, target)
     for target in targets:
         assert other_reads(install, target), target
-    with Store(journal_url(user_home)) as store:
-        found = find_commands(store, command_text="sh %secret.sh")
+    with Journal.open(journal_url(user_home), create=True) as store:
+        found = store.find(command_text="sh %secret.sh")
     assert len(found) == 1
 
 
@@ -126,8 +125,8 @@ def test_first_use_by_a_shell_is_private(install, user_home, kind):
     sh.run("echo one > one.txt")
     sh.exit()
     wait_for(lambda: (user_home / ".local/share/shournal/journal.sqlite").exists(), "the journal")
-    with Store(journal_url(user_home)) as store:
-        wait_for(lambda: find_commands(store, command_text="echo one > one.txt"), "the line")
+    with Journal.open(journal_url(user_home), create=True) as store:
+        wait_for(lambda: store.find(command_text="echo one > one.txt"), "the line")
     journal = assert_private(user_home)
     assert not other_reads(install, journal)
     open_up(user_home, journal)
@@ -183,8 +182,8 @@ def test_an_older_open_journal_is_made_private_once_then_refused(install, user_h
     res = run_as_user(install, user_home, "run", "true")
     assert res.returncode == 0 and res.stderr == "", res.stderr
     wait_stored(user_home)
-    with Store(journal_url(user_home)) as store:
-        assert len(find_commands(store, command_text="sh -c 'echo b > b.txt'")) == 1
+    with Journal.open(journal_url(user_home), create=True) as store:
+        assert len(store.find(command_text="sh -c 'echo b > b.txt'")) == 1
     doctor = run_as_user(install, user_home, "doctor")
     assert "ok   journal private" in doctor.stdout, doctor.stdout
 
@@ -209,5 +208,5 @@ def test_the_store_daemon_makes_an_older_journal_private_with_a_note(install, us
     assert len(notes) == 1 and str(journal.parent) in notes[0], outs
     assert stat.S_IMODE(journal.parent.stat().st_mode) == 0o700
     assert not other_reads(install, journal)
-    with Store(journal_url(user_home)) as store:
-        assert len(find_commands(store, command_text="echo d > d.txt")) == 1
+    with Journal.open(journal_url(user_home), create=True) as store:
+        assert len(store.find(command_text="echo d > d.txt")) == 1

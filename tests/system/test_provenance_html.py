@@ -44,7 +44,7 @@ def test_html_report_shows_the_lineage_of_a_selected_file(
     them in the timeline and the list, and links back to each command."""
     from fixtures_lineage import _two_chains
 
-    from shournal.query.find import find_commands
+    from shournal.journal import Journal
     from shournal.report.html import write_html
 
     target, ids = _two_chains(j)
@@ -52,7 +52,7 @@ def test_html_report_shows_the_lineage_of_a_selected_file(
     j.cmd("echo x > mid", 40, writes=[j.v("mid", b"x\n", 40)])
     report = tmp_path / "report.html"
     with open(report, "w") as fp:
-        write_html(find_commands(j.store), fp, title="lineage")
+        write_html(Journal(j.store).find(), fp, title="lineage")
     browser.call("Page.navigate", url=report.as_uri())
     browser.wait_event("Page.loadEventFired")
     x, y = browser.center(f'#cmdlist tr[data-cmd="{ids["fin"]}"]')

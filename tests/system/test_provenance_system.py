@@ -16,7 +16,7 @@ import pytest
 from fixtures_shell import Shell, write_config
 from test_run import run_as_user
 
-from shournal.capture.hashing import partial_xxh64
+from shournal.hashing import partial_xxh64
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 import typer
-from synthetic import MINUTE, T0, file_event, record
-from typer.testing import CliRunner
-
-from shournal.cli.query import query
-from shournal.query.find import (
+from shournal.data import (
     BadSessionId,
     CommandView,
     QueryError,
     QueryFileError,
-    find_commands,
     session_id_bytes,
     wait_for_pending,
 )
+from synthetic import MINUTE, T0, file_event, record
+from typer.testing import CliRunner
+
+from shournal.cli.query import query
+from shournal.journal import Journal
 from shournal.store import Store
 
 
@@ -43,51 +43,51 @@ def texts(commands: list[CommandView]) -> list[str]:
 # -- --wfile / --rfile --------------------------------------------------------
 
 
-def test_wfile_found_after_rename(store: Store, tmp_path: Path) -> None:
+def test_wfile_found_after_rename(journal: Journal, tmp_path: Path) -> None:
     out = tmp_path / "out.log"
     out.write_bytes(b"result 42\n" * 100)
     other = tmp_path / "other.txt"
     other.write_bytes(b"unrelated")
-    store.add_command(record("./produce", writes=[file_event(out)], reads=[file_event(other)]))
-    store.add_command(record("cat other.txt", reads=[file_event(other)]))
+    journal.add(record("./produce", writes=[file_event(out)], reads=[file_event(other)]))
+    journal.add(record("cat other.txt", reads=[file_event(other)]))
     renamed = tmp_path / "sub" / "renamed.log"
     renamed.parent.mkdir()
     out.rename(renamed)
-    [cmd] = find_commands(store, wfile=renamed)
+    [cmd] = journal.find(wfile=renamed)
     assert cmd.text == "./produce"
     # All files of the command come along, not only the matching one.
     assert [w.path for w in cmd.writes] == [os.fsencode(out)]
     assert [r.path for r in cmd.reads] == [os.fsencode(other)]
     # Reading is not writing.
-    assert find_commands(store, rfile=renamed) == []
-    assert texts(find_commands(store, rfile=other)) == ["./produce", "cat other.txt"]
+    assert journal.find(rfile=renamed) == []
+    assert texts(journal.find(rfile=other)) == ["./produce", "cat other.txt"]
 
 
-def test_wfile_mtime_preferred_then_content_fallback(store: Store, tmp_path: Path) -> None:
+def test_wfile_mtime_preferred_then_content_fallback(journal: Journal, tmp_path: Path) -> None:
     f = tmp_path / "data.bin"
     f.write_bytes(os.urandom(5000))
     first = file_event(f)
     os.utime(f, ns=(T0, T0 + 5 * MINUTE))
     second = file_event(f)
-    store.add_command(record("first", writes=[first]))
-    store.add_command(record("second", start_ns=T0 + MINUTE, writes=[second]))
+    journal.add(record("first", writes=[first]))
+    journal.add(record("second", start_ns=T0 + MINUTE, writes=[second]))
     # Exact mtime: only the command that left the file as it is now.
-    assert texts(find_commands(store, wfile=f)) == ["second"]
+    assert texts(journal.find(wfile=f)) == ["second"]
     # An mtime nobody recorded, within no run of a writer of that content
     # (an unrecorded copy): written outside the journal, as `lineage` says.
     os.utime(f, ns=(T0, T0 + 99 * MINUTE))
-    assert find_commands(store, wfile=f) == []
+    assert journal.find(wfile=f) == []
     # An mtime nobody recorded within a writer's run (+- 2 s): that writer.
     os.utime(f, ns=(T0, T0 + MINUTE + 2 * 10**9))
-    assert texts(find_commands(store, wfile=f)) == ["second"]
+    assert texts(journal.find(wfile=f)) == ["second"]
     os.utime(f, ns=(T0, T0 + 10**9 // 2))
-    assert texts(find_commands(store, wfile=f)) == ["first"]
+    assert texts(journal.find(wfile=f)) == ["first"]
     # Different content of the same size: nothing.
     f.write_bytes(os.urandom(5000))
-    assert find_commands(store, wfile=f) == []
+    assert journal.find(wfile=f) == []
 
 
-def test_empty_file_matched_by_mtime(store: Store, tmp_path: Path) -> None:
+def test_empty_file_matched_by_mtime(journal: Journal, tmp_path: Path) -> None:
     f = tmp_path / "empty"
     f.touch()
     os.utime(f, ns=(T0, T0))
@@ -95,121 +95,123 @@ def test_empty_file_matched_by_mtime(store: Store, tmp_path: Path) -> None:
     os.utime(f, ns=(T0, T0 + MINUTE))
     new = file_event(f)
     assert old.hash is None and new.hash is None
-    store.add_command(record("touch old", writes=[old]))
-    store.add_command(record("touch new", start_ns=T0 + MINUTE, writes=[new]))
-    assert texts(find_commands(store, wfile=f)) == ["touch new"]
+    journal.add(record("touch old", writes=[old]))
+    journal.add(record("touch new", start_ns=T0 + MINUTE, writes=[new]))
+    assert texts(journal.find(wfile=f)) == ["touch new"]
     os.utime(f, ns=(T0, T0 + 7 * MINUTE))
-    assert find_commands(store, wfile=f) == []  # no content fallback for empty files
+    assert journal.find(wfile=f) == []  # no content fallback for empty files
 
 
-def test_file_hashed_with_every_stored_setting(store: Store, tmp_path: Path) -> None:
+def test_file_hashed_with_every_stored_setting(journal: Journal, tmp_path: Path) -> None:
     f = tmp_path / "big"
     f.write_bytes(os.urandom(100_000))
     ev = file_event(f, chunk=4096, max_reads=2)
-    store.add_command(
+    journal.add(
         record("custom settings", hash_chunk_size=4096, hash_max_reads=2, writes=[ev])
     )
-    store.add_command(record("default settings", writes=[file_event(tmp_path / "big")]))
-    assert texts(find_commands(store, wfile=f)) == ["custom settings", "default settings"]
+    journal.add(record("default settings", writes=[file_event(tmp_path / "big")]))
+    assert texts(journal.find(wfile=f)) == ["custom settings", "default settings"]
 
 
-def test_file_from_command_without_hashing(store: Store, tmp_path: Path) -> None:
+def test_file_from_command_without_hashing(journal: Journal, tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"content")
     ev = file_event(f)
     ev.hash = None
-    store.add_command(record("nohash", hash_chunk_size=None, hash_max_reads=None, writes=[ev]))
-    assert texts(find_commands(store, wfile=f)) == ["nohash"]
+    journal.add(record("nohash", hash_chunk_size=None, hash_max_reads=None, writes=[ev]))
+    assert texts(journal.find(wfile=f)) == ["nohash"]
 
 
-def test_missing_or_odd_file(store: Store, tmp_path: Path) -> None:
+def test_missing_or_odd_file(journal: Journal, tmp_path: Path) -> None:
     with pytest.raises(QueryFileError) as info:
-        find_commands(store, wfile=tmp_path / "nope")
+        journal.find(wfile=tmp_path / "nope")
     assert "\n" not in str(info.value) and "nope" in str(info.value)
     with pytest.raises(QueryFileError, match="regular file"):
-        find_commands(store, rfile=tmp_path)
+        journal.find(rfile=tmp_path)
 
 
 # -- other criteria -----------------------------------------------------------
 
 
-def test_history_ordering_and_filters(store: Store) -> None:
+def test_history_ordering_and_filters(journal: Journal) -> None:
     starts = [5, 1, 4, 2, 3]  # inserted out of order
     for s in starts:
-        store.add_command(record(f"cmd {s}", start_ns=T0 + s * MINUTE))
-    assert texts(find_commands(store, history=3)) == ["cmd 3", "cmd 4", "cmd 5"]
-    assert texts(find_commands(store, history=10)) == [f"cmd {s}" for s in range(1, 6)]
-    assert texts(find_commands(store)) == [f"cmd {s}" for s in range(1, 6)]
-    store.add_command(record("make 0", start_ns=T0))
-    assert texts(find_commands(store, history=2, command_text="cmd%")) == ["cmd 4", "cmd 5"]
-    assert texts(find_commands(store, limit=2)) == ["make 0", "cmd 1"]
-    assert find_commands(store, history=0) == []
+        journal.add(record(f"cmd {s}", start_ns=T0 + s * MINUTE))
+    assert texts(journal.find(history=3)) == ["cmd 3", "cmd 4", "cmd 5"]
+    assert texts(journal.find(history=10)) == [f"cmd {s}" for s in range(1, 6)]
+    assert texts(journal.find()) == [f"cmd {s}" for s in range(1, 6)]
+    journal.add(record("make 0", start_ns=T0))
+    assert texts(journal.find(history=2, command_text="cmd%")) == ["cmd 4", "cmd 5"]
+    assert texts(journal.find(limit=2)) == ["make 0", "cmd 1"]
+    assert journal.find(history=0) == []
 
 
-def test_command_text_wildcards(store: Store) -> None:
+def test_command_text_wildcards(journal: Journal) -> None:
     for t in ("make -j8", "cmake ..", "echo 100%", "ls a_b", "ls axb", "MAKE install"):
-        store.add_command(record(t))
-    assert texts(find_commands(store, command_text="%make%")) == [
+        journal.add(record(t))
+    assert texts(journal.find(command_text="%make%")) == [
         "make -j8",
         "cmake ..",
         "MAKE install",
     ]
-    assert texts(find_commands(store, command_text="make%")) == ["make -j8", "MAKE install"]
-    assert texts(find_commands(store, command_text="make -j8")) == ["make -j8"]
+    assert texts(journal.find(command_text="make%")) == ["make -j8", "MAKE install"]
+    assert texts(journal.find(command_text="make -j8")) == ["make -j8"]
     # Only % is a wildcard: _ is literal.
-    assert texts(find_commands(store, command_text="ls a_b")) == ["ls a_b"]
+    assert texts(journal.find(command_text="ls a_b")) == ["ls a_b"]
 
 
-def test_cwd_exact_or_like(store: Store) -> None:
+def test_cwd_exact_or_like(journal: Journal) -> None:
     for d in ("/home/u/proj", "/home/u/proj/sub", "/home/u/pro_j"):
-        store.add_command(record(f"in {d}", working_dir=d))
-    assert texts(find_commands(store, cwd="/home/u/proj")) == ["in /home/u/proj"]
-    assert texts(find_commands(store, cwd="/home/u/proj%")) == [
+        journal.add(record(f"in {d}", working_dir=d))
+    assert texts(journal.find(cwd="/home/u/proj")) == ["in /home/u/proj"]
+    assert texts(journal.find(cwd="/home/u/proj%")) == [
         "in /home/u/proj",
         "in /home/u/proj/sub",
     ]
-    assert texts(find_commands(store, cwd="/home/u/pro_j")) == ["in /home/u/pro_j"]
-    assert texts(find_commands(store, cwd="ne:/home/u/proj")) == [
+    assert texts(journal.find(cwd="/home/u/pro_j")) == ["in /home/u/pro_j"]
+    assert texts(journal.find(cwd="ne:/home/u/proj")) == [
         "in /home/u/proj/sub",
         "in /home/u/pro_j",
     ]
 
 
 def test_cwd_stored_once_and_found_as_typed(store: Store) -> None:
+    """A storage fact (one row per directory) and how queries see it."""
     from sqlalchemy import func, select
 
     from shournal.store import models as m
 
+    journal = Journal(store)
     odd = "/x/\udcfe y"  # an undecodable byte, as os.getcwd() returns it
     for i in range(3):
-        store.add_command(record(f"odd {i}", working_dir=odd))
-    store.add_command(record("home", working_dir="/home/u"))
+        journal.add(record(f"odd {i}", working_dir=odd))
+    journal.add(record("home", working_dir="/home/u"))
     with store.reading() as conn:
         assert conn.execute(select(func.count()).select_from(m.WorkingDir)).scalar_one() == 2
-    found = find_commands(store, cwd=odd)
+    found = journal.find(cwd=odd)
     assert texts(found) == ["odd 0", "odd 1", "odd 2"]
     assert {c.working_dir for c in found} == {"/x/\\xfe y"}
-    assert texts(find_commands(store, cwd="/x/%")) == ["odd 0", "odd 1", "odd 2"]
+    assert texts(journal.find(cwd="/x/%")) == ["odd 0", "odd 1", "odd 2"]
 
 
-def test_session_id_and_command_id(store: Store) -> None:
+def test_session_id_and_command_id(journal: Journal) -> None:
     a = uuid.uuid4().bytes
-    ida = store.add_command(record("in a", session_uuid=a))
-    store.add_command(record("in b", session_uuid=uuid.uuid4().bytes))
-    store.add_command(record("no session", session_uuid=None))
+    ida = journal.add(record("in a", session_uuid=a))
+    journal.add(record("in b", session_uuid=uuid.uuid4().bytes))
+    journal.add(record("no session", session_uuid=None))
     printed = base64.b64encode(a).decode()
-    assert texts(find_commands(store, session_id=printed)) == ["in a"]
-    assert texts(find_commands(store, session_id=printed.rstrip("="))) == ["in a"]
-    assert texts(find_commands(store, session_id=str(uuid.UUID(bytes=a)))) == ["in a"]
-    assert texts(find_commands(store, session_id=a)) == ["in a"]
-    assert texts(find_commands(store, command_id=ida)) == ["in a"]
-    assert find_commands(store, command_id=ida, command_text="in b") == []
+    assert texts(journal.find(session_id=printed)) == ["in a"]
+    assert texts(journal.find(session_id=printed.rstrip("="))) == ["in a"]
+    assert texts(journal.find(session_id=str(uuid.UUID(bytes=a)))) == ["in a"]
+    assert texts(journal.find(session_id=a)) == ["in a"]
+    assert texts(journal.find(command_id=ida)) == ["in a"]
+    assert journal.find(command_id=ida, command_text="in b") == []
     with pytest.raises(BadSessionId):
-        find_commands(store, session_id="bm90IDE2IGJ5dGVz")  # valid base64, 12 bytes
+        journal.find(session_id="bm90IDE2IGJ5dGVz")  # valid base64, 12 bytes
     with pytest.raises(BadSessionId):
         session_id_bytes("!!!")
     with pytest.raises(QueryError):
-        find_commands(store, history=-1)
+        journal.find(history=-1)
 
 
 # -- wait_for_pending ---------------------------------------------------------

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from shournal.criteria import parse_criteria
 from synthetic import MINUTE, T0, file_event, record
 from test_query import texts
 
-from shournal.capture.record import FileEvent
-from shournal.query.criteria import (
+from shournal.criteria import (
     Condition,
     CriteriaError,
     Period,
@@ -23,9 +23,8 @@ from shournal.query.criteria import (
     parse_time,
     parse_time_value,
 )
-from shournal.query.find import find_commands, parse_criteria
-from shournal.store import Store
-from shournal.store.stats import compute_stats
+from shournal.journal import Journal
+from shournal.record import FileEvent
 
 NOW = datetime(2024, 5, 10, 12, 0, tzinfo=UTC)
 NS = 10**9
@@ -140,20 +139,20 @@ def ev(path: str, size: int, mtime_ns: int = T0, digest: int | None = 7) -> File
 
 
 @pytest.fixture
-def journal(store: Store) -> Store:
+def filled(journal: Journal) -> Journal:
     day = 86400 * NS
-    store.add_command(record("make all", start_ns=T0, working_dir="/src/proj", return_value=0,
+    journal.add(record("make all", start_ns=T0, working_dir="/src/proj", return_value=0,
                              writes=[ev("/src/proj/out.o", 20_000, digest=111),
                                      ev("/src/proj/Out.log", 10)],
                              reads=[ev("/src/proj/main.c", 900, digest=222)]))  # fmt: skip
-    store.add_command(record("gzip big.tar", start_ns=T0 + day, working_dir="/data",
+    journal.add(record("gzip big.tar", start_ns=T0 + day, working_dir="/data",
                              return_value=1, hostname="cluster7", username="bob",
                              writes=[ev("/data/big.tar.gz", 3 * 1024**3, mtime_ns=T0 + day)],
                              reads=[ev("/data/big.tar", 5 * 1024**3)]))  # fmt: skip
-    store.add_command(record("echo 100% done > /tmp/x_y", start_ns=T0 + 2 * day,
+    journal.add(record("echo 100% done > /tmp/x_y", start_ns=T0 + 2 * day,
                              working_dir="/src/proj/sub", return_value=2**31 - 1,
                              writes=[ev("/tmp/x_y", 9, mtime_ns=T0 + 2 * day)]))  # fmt: skip
-    return store
+    return journal
 
 
 @pytest.mark.parametrize(
@@ -200,47 +199,47 @@ def journal(store: Store) -> Store:
         ({"wsize": ">1k", "cwd": "/data"}, ["gzip big.tar"]),
     ],
 )
-def test_criteria_in_sql(journal: Store, criteria: dict[str, str], expected: list[str]) -> None:
-    assert texts(find_commands(journal, parse_criteria(**criteria))) == expected
+def test_criteria_in_sql(filled: Journal, criteria: dict[str, str], expected: list[str]) -> None:
+    assert texts(filled.find(parse_criteria(**criteria))) == expected
 
 
-def test_since_until_and_order(journal: Store) -> None:
+def test_since_until_and_order(filled: Journal) -> None:
     start = datetime.fromtimestamp(T0 / NS, UTC)
     day_after = (start + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S%z")
-    assert texts(find_commands(journal, parse_criteria(since=day_after))) == [
+    assert texts(filled.find(parse_criteria(since=day_after))) == [
         "gzip big.tar",
         "echo 100% done > /tmp/x_y",
     ]
-    assert texts(find_commands(journal, parse_criteria(until=start.isoformat()))) == ["make all"]
+    assert texts(filled.find(parse_criteria(until=start.isoformat()))) == ["make all"]
     # Relative ages: everything is older than a day from now, younger than 100 years.
-    assert find_commands(journal, parse_criteria(since="1d")) == []
-    assert len(find_commands(journal, parse_criteria(since="100y"))) == 3
-    newest = find_commands(journal, reverse=True, limit=2)
+    assert filled.find(parse_criteria(since="1d")) == []
+    assert len(filled.find(parse_criteria(since="100y"))) == 3
+    newest = filled.find(reverse=True, limit=2)
     assert texts(newest) == ["echo 100% done > /tmp/x_y", "gzip big.tar"]
-    assert texts(find_commands(journal, history=2, reverse=True)) == texts(newest)
-    assert texts(find_commands(journal, history=2)) == ["gzip big.tar", "echo 100% done > /tmp/x_y"]
+    assert texts(filled.find(history=2, reverse=True)) == texts(newest)
+    assert texts(filled.find(history=2)) == ["gzip big.tar", "echo 100% done > /tmp/x_y"]
 
 
-def test_stats_scope(journal: Store) -> None:
-    s = compute_stats(journal)
+def test_stats_scope(filled: Journal) -> None:
+    s = filled.stats()
     assert (s.commands, s.written_events, s.read_events, s.sessions) == (3, 4, 2, 1)
     assert [(e.command_id, e.written) for e in s.most_modifications] == [(1, 2), (2, 1), (3, 1)]
     assert [(e.path, e.commands) for e in s.busiest_working_dirs][0] == ("/data", 1)
     assert [(d.path, d.written, d.read) for d in s.busiest_directories][0] == (b"/src/proj/", 2, 1)
     [sess] = s.sessions_most_commands
     assert sess.commands == 3 and sess.session_uuid == b"\x11" * 16
-    part = compute_stats(journal, command_ids=[2, 3])
+    part = filled.stats(command_ids=[2, 3])
     assert (part.commands, part.written_events, part.read_events) == (2, 2, 1)
-    assert compute_stats(journal, criteria=parse_criteria(user="bob")).commands == 1
-    assert compute_stats(journal, command_ids=[]).commands == 0
-    top1 = compute_stats(journal, top=1)
+    assert filled.stats(parse_criteria(user="bob")).commands == 1
+    assert filled.stats(command_ids=[]).commands == 0
+    top1 = filled.stats(top=1)
     assert len(top1.most_modifications) == 1 and len(top1.busiest_directories) == 1
 
 
-def test_file_criteria_with_real_file(store: Store, tmp_path: Path) -> None:
+def test_file_criteria_with_real_file(journal: Journal, tmp_path: Path) -> None:
     f = tmp_path / "a b.txt"
     f.write_bytes(b"x" * 5000)
-    store.add_command(record("write", writes=[file_event(f)], start_ns=T0 + MINUTE))
-    got = find_commands(store, parse_criteria(wname="a b.txt", wpath=str(tmp_path)))
+    journal.add(record("write", writes=[file_event(f)], start_ns=T0 + MINUTE))
+    got = journal.find(parse_criteria(wname="a b.txt", wpath=str(tmp_path)))
     assert texts(got) == ["write"]
     assert os.fsdecode(got[0].writes[0].path) == str(f)

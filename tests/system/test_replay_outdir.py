@@ -14,7 +14,7 @@ from fixtures_shell import as_owner_of, journal_url
 from test_confined import PAYLOAD, _forge
 from test_run import cli_as_user, run_as_user
 
-from shournal.store import Store
+from shournal.journal import Journal
 
 pytestmark = [pytest.mark.root]
 
@@ -23,12 +23,11 @@ pytestmark = [pytest.mark.root]
 def recorded(user_home: Path) -> tuple[int, int]:
     """(a command recorded with its apparatus, the id of its archived read
     file) -- forged through the store's writer, as a recorder stores it."""
-    from shournal.query.find import find_commands
 
     work = user_home / "work"
     cid = _forge(user_home, str(work), str(work / "in.txt"))
-    with as_owner_of(user_home), Store(journal_url(user_home)) as store:
-        file_id = find_commands(store, command_id=cid)[0].reads[0].id
+    with as_owner_of(user_home), Journal.open(journal_url(user_home), create=True) as store:
+        file_id = store.find(command_id=cid)[0].reads[0].id
     return cid, file_id
 
 

@@ -13,10 +13,10 @@ import pytest
 from fixtures_shell import journal_url
 from test_run import cli_as_user, commands, run_as_user
 
-from shournal.capture.hashing import content_digest
-from shournal.reproduce.archive import Archive
+from shournal.hashing import content_digest
 from shournal.reproduce.experiment import load_manifest
 from shournal.store import Store
+from shournal.store.archive import Archive
 
 pytestmark = [pytest.mark.root]
 

@@ -11,7 +11,7 @@ import pytest
 from test_reproduce_e2e import COMMAND, _as_user, _last_id, _manifest, _record, analysis  # noqa: F401
 from test_run import cli_as_user, commands, run_as_user
 
-from shournal.capture.hashing import content_digest
+from shournal.hashing import content_digest
 
 pytestmark = [pytest.mark.root]
 

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.record import CommandRecord, FileEvent
-from shournal.query.find import find_commands
+from shournal.hashing import partial_xxh64_bytes
+from shournal.journal import Journal
+from shournal.record import CommandRecord, FileEvent
 from shournal.rereso import content
-from shournal.store import Store
 
 CSV = b"x,y\n1,2\n"
 
 
-def test_journal_archive_returns_the_archived_script_version(store: Store, tmp_path: Path):
+def test_journal_archive_returns_the_archived_script_version(journal: Journal, tmp_path: Path):
     script = tmp_path / "run.sh"
     old = b"#!/bin/sh\necho old\n"
     script.write_bytes(b"#!/bin/sh\necho edited since\n")
@@ -33,10 +32,10 @@ def test_journal_archive_returns_the_archived_script_version(store: Store, tmp_p
                       partial_xxh64_bytes(CSV)),
         ],
     )
-    cid = store.add_command(rec)
-    (cmd,) = find_commands(store, command_id=cid)
+    cid = journal.add(rec)
+    (cmd,) = journal.find(command_id=cid)
     by_name = {os.path.basename(e.path): e for e in cmd.reads}
-    archive = content.JournalArchive(store)
+    archive = content.JournalArchive(journal)
     v_script = content.FileVersion.of(cmd, by_name[b"run.sh"], read=True)
     assert archive(v_script) == old
     assert content.recorded_content(v_script, archive) == (old, content.FROM_ARCHIVE)

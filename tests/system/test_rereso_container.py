@@ -23,9 +23,9 @@ from fixtures_shell import Shell, wait_stored
 from test_rereso_system import CSVS, HELPER, INI, TOOL, _expected, _write_as_user
 from test_run import commands, run_as_user
 
-from shournal.reproduce.archive import Archive
 from shournal.rereso import schema
 from shournal.rereso.image import IN_DIR, OUT_DIR
+from shournal.store.archive import Archive
 
 pytestmark = [pytest.mark.root]
 
@@ -133,7 +133,7 @@ def test_describe_tool_names_the_files_missing_from_the_archive(install, user_ho
     work, ids = _record(install, user_home)
     # Remove the archived helper module: its recorded content is gone.
     archive = Archive(user_home / ".local/share/shournal/archive")
-    from shournal.capture.hashing import content_digest
+    from shournal.hashing import content_digest
 
     blob = archive.path_of(content_digest(HELPER.encode()).hex())
     assert blob.exists()

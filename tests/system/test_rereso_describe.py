@@ -12,8 +12,9 @@ import pytest
 import yaml
 from fixtures_cli import run_shournal
 
-from shournal.capture.hashing import partial_xxh64_bytes
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.hashing import partial_xxh64_bytes
+from shournal.journal import Journal
+from shournal.record import CommandRecord, FileEvent
 from shournal.rereso import schema
 from shournal.rereso.describe import (
     UNSPECIFIED_LICENSE,
@@ -25,7 +26,6 @@ from shournal.rereso.describe import (
 from shournal.rereso.image import RUNNER
 from shournal.rereso.invocation import analyze, placeholders
 from shournal.rereso.recombine import accepts
-from shournal.store import Store
 
 T0 = 1_700_000_000_000_000_000
 
@@ -45,9 +45,9 @@ def ev(path: Path, data: bytes | None = None, *, archive: bool = False) -> FileE
                      content=data if archive else None)
 
 
-def add(store: Store, cwd: Path, text: str, reads: list[FileEvent],
+def add(journal: Journal, cwd: Path, text: str, reads: list[FileEvent],
         writes: list[FileEvent] | None = None) -> int:
-    return store.add_command(CommandRecord(
+    return journal.add(CommandRecord(
         text=text, return_value=0, start_ns=T0, end_ns=T0 + 1, working_dir=str(cwd),
         username="u", hostname="h", session_uuid=None, hash_chunk_size=256, hash_max_reads=3,
         reads=reads, writes=writes or []))
@@ -66,19 +66,19 @@ def work(tmp_path: Path) -> Path:
     return w
 
 
-def record_runs(store: Store, w: Path) -> list[int]:
+def record_runs(journal: Journal, w: Path) -> list[int]:
     tool_reads = [ev(w / "tool.py", archive=True), ev(w / "helper.py")]
     return [
-        add(store, w, f"python3 tool.py data/in{n}.csv out{n}.json",
+        add(journal, w, f"python3 tool.py data/in{n}.csv out{n}.json",
             [*tool_reads, ev(w / "data" / f"in{n}.csv")], [ev(w / f"out{n}.json")])
         for n in (1, 2)
     ]
 
 
-def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: Path):
-    ids = record_runs(store, work)
+def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(journal: Journal, work: Path):
+    ids = record_runs(journal, work)
     dest = work.parent / "bundle"
-    res = describe_tool(store, ids, dest, Meta())
+    res = describe_tool(journal, ids, dest, Meta())
     doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
     assert schema.errors(doc, schema.TOOL_SCHEMA) == []
     assert doc["rereso-tool-version"] == "0.3"
@@ -115,10 +115,10 @@ def test_tool_bundle_is_valid_and_its_runner_runs_the_tool(store: Store, work: P
     assert yaml.safe_load(out.read_text()) == {"rows": 4, "tag": "v1"}
 
 
-def test_metadata_options_and_licence(store: Store, work: Path):
-    ids = record_runs(store, work)
+def test_metadata_options_and_licence(journal: Journal, work: Path):
+    ids = record_runs(journal, work)
     dest = work.parent / "b"
-    res = describe_tool(store, ids, dest, Meta(name="Row counter", description="Counts rows.",
+    res = describe_tool(journal, ids, dest, Meta(name="Row counter", description="Counts rows.",
                                                 references=("https://example.org/rc",),
                                                 license="MIT"))
     doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
@@ -129,16 +129,15 @@ def test_metadata_options_and_licence(store: Store, work: Path):
     assert not any("license" in n for n in res.notes)
 
 
-def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, work: Path):
+def test_placeholders_for_numbered_option_and_relative_arguments(journal: Journal, work: Path):
     sub = work / "sub"
     sub.mkdir()
-    cid = add(store, sub,
+    cid = add(journal, sub,
               "python3 ../tool.py -v ../data/in1.csv --second=../data/in2.csv --out=r.json name",
               [ev(work / "tool.py"), ev(work / "data" / "in1.csv"), ev(work / "data" / "in2.csv")],
               [ev(sub / "r.json", b"{}")])
-    from shournal.query.find import find_commands
 
-    inv = analyze(find_commands(store, command_id=cid)[0])
+    inv = analyze(journal.find(command_id=cid)[0])
     assert inv.tool == ("python3", str(work / "tool.py"))
     name = inv.pattern()
     assert name == "tool.py -v [input1.csv] --second=[input2.csv] --out=[output.json] name"
@@ -146,13 +145,13 @@ def test_placeholders_for_numbered_option_and_relative_arguments(store: Store, w
     assert [os.path.basename(v.path) for v in inv.tool_reads] == [b"tool.py"]
 
 
-def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
-    ids = record_runs(store, work)
-    ids.append(add(store, work, "LC_ALL=C python3 tool.py --fast data/in1.csv out1.json",
+def test_distinct_patterns_are_distinct_commands(journal: Journal, work: Path):
+    ids = record_runs(journal, work)
+    ids.append(add(journal, work, "LC_ALL=C python3 tool.py --fast data/in1.csv out1.json",
                    [ev(work / "tool.py"), ev(work / "data" / "in1.csv")],
                    [ev(work / "out1.json")]))
     dest = work.parent / "b"
-    describe_tool(store, ids, dest, Meta(license="MIT"))
+    describe_tool(journal, ids, dest, Meta(license="MIT"))
     doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
     assert [c["name"] for c in doc["commands"]] == [
         "tool.py [input.csv] [output.json]", "tool.py --fast [input.csv] [output.json]"]
@@ -163,12 +162,12 @@ def test_distinct_patterns_are_distinct_commands(store: Store, work: Path):
             in runner)
 
 
-def test_unknown_media_type_falls_back_with_a_notice(store: Store, work: Path):
+def test_unknown_media_type_falls_back_with_a_notice(journal: Journal, work: Path):
     blob = work / "input.zzq"
     blob.write_bytes(b"\x00\x01\x02\xfe\xff")
-    cid = add(store, work, "python3 tool.py input.zzq", [ev(work / "tool.py"), ev(blob)])
+    cid = add(journal, work, "python3 tool.py input.zzq", [ev(work / "tool.py"), ev(blob)])
     dest = work.parent / "b"
-    res = describe_tool(store, [cid], dest, Meta(license="MIT"))
+    res = describe_tool(journal, [cid], dest, Meta(license="MIT"))
     doc = yaml.safe_load((dest / schema.TOOL_DESCRIPTOR).read_text())
     assert doc["commands"][0]["input-formats"] == [{"media-type": "application/octet-stream"}]
     assert f"{blob}: media type unknown, using application/octet-stream" in res.notes
@@ -179,12 +178,12 @@ def _nothing_written(parent: Path, dest: Path) -> None:
     assert not [p for p in parent.iterdir() if p.name.startswith(f".{dest.name}.")]
 
 
-def test_bad_input_writes_nothing(store: Store, work: Path):
-    ids = record_runs(store, work)
-    no_reads = add(store, work, "python3 tool.py", [])
-    other = add(store, work, "python3 other.py data/in1.csv",
+def test_bad_input_writes_nothing(journal: Journal, work: Path):
+    ids = record_runs(journal, work)
+    no_reads = add(journal, work, "python3 tool.py", [])
+    other = add(journal, work, "python3 other.py data/in1.csv",
                 [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
-    piped = add(store, work, "python3 tool.py data/in1.csv | sort > out.txt",
+    piped = add(journal, work, "python3 tool.py data/in1.csv | sort > out.txt",
                 [ev(work / "tool.py"), ev(work / "data" / "in1.csv")])
     dest = work.parent / "b"
     cases = [
@@ -195,24 +194,24 @@ def test_bad_input_writes_nothing(store: Store, work: Path):
     ]
     for command_ids, message in cases:
         with pytest.raises(DescribeError, match=message):
-            describe_tool(store, command_ids, dest, Meta())
+            describe_tool(journal, command_ids, dest, Meta())
         _nothing_written(work.parent, dest)
     dest.mkdir()
     (dest / "keep").write_text("x")
     with pytest.raises(DescribeError, match="exists and is not empty"):
-        describe_tool(store, ids, dest, Meta())
+        describe_tool(journal, ids, dest, Meta())
     assert [p.name for p in dest.iterdir()] == ["keep"]
 
 
-def test_benchmark_from_commands_copies_recorded_versions(store: Store, work: Path):
+def test_benchmark_from_commands_copies_recorded_versions(journal: Journal, work: Path):
     """An archived version is copied as it was read, not as it is today."""
-    ids = record_runs(store, work)
-    archived = add(store, work, "python3 tool.py data/in3.csv out3.json",
+    ids = record_runs(journal, work)
+    archived = add(journal, work, "python3 tool.py data/in3.csv out3.json",
                    [ev(work / "tool.py"), ev(work / "data" / "in3.csv", CSV2 + b"3,3,3\n",
                                              archive=True)])
     (work / "data" / "in3.csv").write_bytes(b"today\n")
     dest = work.parent / "bench"
-    res = describe_benchmark(store, dest, Meta(license="CC0-1.0"), command_ids=[*ids, archived])
+    res = describe_benchmark(journal, dest, Meta(license="CC0-1.0"), command_ids=[*ids, archived])
     assert res.bundles == [dest] and res.notes == []
     doc = yaml.safe_load((dest / schema.BENCHMARK_DESCRIPTOR).read_text())
     assert schema.errors(doc, schema.BENCHMARK_SCHEMA) == []
@@ -223,24 +222,24 @@ def test_benchmark_from_commands_copies_recorded_versions(store: Store, work: Pa
     assert (dest / "in3.csv").read_bytes() == CSV2 + b"3,3,3\n"
 
 
-def test_benchmark_refuses_content_that_is_neither_archived_nor_unchanged(store: Store,
+def test_benchmark_refuses_content_that_is_neither_archived_nor_unchanged(journal: Journal,
                                                                          work: Path):
-    ids = record_runs(store, work)
+    ids = record_runs(journal, work)
     (work / "data" / "in1.csv").write_bytes(CSV1.replace(b"6", b"0"))
     (work / "data" / "in2.csv").unlink()
     dest = work.parent / "bench"
     with pytest.raises(DescribeError) as exc:
-        describe_benchmark(store, dest, Meta(), command_ids=ids)
+        describe_benchmark(journal, dest, Meta(), command_ids=ids)
     msg = str(exc.value)
     assert f"{work}/data/in1.csv (changed since it was recorded: hash differs)" in msg
     assert f"{work}/data/in2.csv (missing)" in msg
     _nothing_written(work.parent, dest)
 
 
-def test_benchmark_from_rfile_needs_a_recorded_read(store: Store, work: Path):
-    record_runs(store, work)
+def test_benchmark_from_rfile_needs_a_recorded_read(journal: Journal, work: Path):
+    record_runs(journal, work)
     dest = work.parent / "bench"
-    res = describe_benchmark(store, dest, Meta(license="MIT"), rfiles=[work / "data" / "in2.csv"])
+    res = describe_benchmark(journal, dest, Meta(license="MIT"), rfiles=[work / "data" / "in2.csv"])
     doc = yaml.safe_load((dest / schema.BENCHMARK_DESCRIPTOR).read_text())
     assert doc["benchmarks"] == [{"path": "in2.csv"}] and res.notes == []
     assert (dest / "in2.csv").read_bytes() == CSV2
@@ -248,7 +247,7 @@ def test_benchmark_from_rfile_needs_a_recorded_read(store: Store, work: Path):
     never.write_bytes(b"x,y\n1,2\n")
     other = work.parent / "other"
     with pytest.raises(DescribeError, match="no recorded command read this file's content"):
-        describe_benchmark(store, other, Meta(), rfiles=[never])
+        describe_benchmark(journal, other, Meta(), rfiles=[never])
     _nothing_written(work.parent, other)
 
 
@@ -341,8 +340,8 @@ def test_accepts_says_why_not():
 
 
 def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Path):
-    with Store(cli_env["SHOURNAL_DB_URL"]) as store:
-        cid = add(store, tmp_path, "true", [])
+    with Journal.open(cli_env["SHOURNAL_DB_URL"], create=True) as journal:
+        cid = add(journal, tmp_path, "true", [])
     dest = tmp_path / "b"
     for args, message in (
         (["describe", "tool", str(cid), "-o", str(dest)], "read no recorded files"),
@@ -371,15 +370,15 @@ def test_cli_bad_input_is_one_line_exit_2(cli_env: dict[str, str], tmp_path: Pat
         assert not dest.exists()
 
 
-def test_tool_image_refuses_a_recorded_path_that_is_not_normalised(store: Store, work: Path):
+def test_tool_image_refuses_a_recorded_path_that_is_not_normalised(journal: Journal, work: Path):
     """A forged apparatus manifest names a read through `..`: the image is
     not built from it (one line naming the command and the path, nothing
     written); the normalised path gets past that check (positive
     control: it fails later, for its content not being archived)."""
-    from shournal.reproduce.archive import encode_manifest
+    from shournal.store.archive import encode_manifest
 
     def with_manifest(path: str) -> int:
-        cid = store.add_command(CommandRecord(
+        cid = journal.add(CommandRecord(
             text="python3 tool.py data/in1.csv out1.json", return_value=0, start_ns=T0,
             end_ns=T0 + 1, working_dir=str(work), username="u", hostname="h",
             session_uuid=None, hash_chunk_size=256, hash_max_reads=3,
@@ -393,10 +392,10 @@ def test_tool_image_refuses_a_recorded_path_that_is_not_normalised(store: Store,
     forged = "/usr/lib/../../" + str(work / "secret").lstrip("/")
     bad = with_manifest(forged)
     with pytest.raises(DescribeError) as exc:
-        describe_tool(store, [bad], dest, Meta())
+        describe_tool(journal, [bad], dest, Meta())
     assert f"command {bad}" in str(exc.value) and repr(forged) in str(exc.value)
     _nothing_written(work.parent, dest)
     good = with_manifest("/usr/lib/libfake.so")
     with pytest.raises(DescribeError, match="lacks the recorded content of: /usr/lib/libfake"):
-        describe_tool(store, [good], dest, Meta())
+        describe_tool(journal, [good], dest, Meta())
     _nothing_written(work.parent, dest)

@@ -15,9 +15,8 @@ import yaml
 from fixtures_shell import journal_url
 from test_run import commands, run_as_user
 
-from shournal.query.find import find_commands
+from shournal.journal import Journal
 from shournal.rereso import schema
-from shournal.store import Store
 
 pytestmark = [pytest.mark.root]
 
@@ -114,10 +113,10 @@ def test_describe_and_recombine_recorded_tool(install, user_home):
          "command": "tool.py [input.csv] [output.json]",
          "reason": "no match: it accepts text/csv; the set is application/json"}]
     # Each run is a journaled command that wrote its output.
-    store = Store(journal_url(user_home))
+    store = Journal.open(journal_url(user_home), create=True)
     try:
         for r in report["runs"]:
-            (cmd,) = find_commands(store, wfile=r["outputs"][0])
+            (cmd,) = store.find(wfile=r["outputs"][0])
             assert cmd.text.startswith("tool.py ") and cmd.return_value == 0
     finally:
         store.close()

@@ -12,14 +12,13 @@ from fixtures_cli import answer_shournal
 from fixtures_cli import run_shournal as shournal
 from typer.testing import CliRunner
 
-from shournal.capture.record import CommandRecord, FileEvent
 from shournal.cli import app
-from shournal.query.find import find_commands
+from shournal.journal import Journal
+from shournal.record import CommandRecord, FileEvent
 from shournal.restore import (
     NotArchived,
     RestoreError,
     TargetExists,
-    load_archived,
     restore_file,
     restore_read_files,
 )
@@ -56,22 +55,10 @@ def record(text: str, reads: list[FileEvent], writes: list[FileEvent] | None = N
     )
 
 
-def event_ids(store: Store, command_id: int) -> list[int]:
+def event_ids(journal: Journal, command_id: int) -> list[int]:
     """The command's write ids, then its read (read file) ids."""
-    from sqlalchemy import select
-
-    with store.reading() as conn:
-        writes = conn.execute(
-            select(m.WriteEvent.id)
-            .where(m.WriteEvent.command_id == command_id)
-            .order_by(m.WriteEvent.id)
-        ).scalars()
-        reads = conn.execute(
-            select(m.ReadEvent.read_file_id)
-            .where(m.ReadEvent.command_id == command_id)
-            .order_by(m.ReadEvent.read_file_id)
-        ).scalars()
-        return [*writes, *reads]
+    (cmd,) = journal.find(command_id=command_id)
+    return [*sorted(e.id for e in cmd.writes), *sorted(e.id for e in cmd.reads)]
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -83,11 +70,11 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def two_versions(store: Store) -> tuple[int, int]:
+def two_versions(journal: Journal) -> tuple[int, int]:
     """The README scenario: demo.sh run in two versions, the second run
     also sourcing a helper; a read without archived content."""
-    a = store.add_command(record("./demo.sh", [read(b"/home/u/demo.sh", V1)]))
-    b = store.add_command(
+    a = journal.add(record("./demo.sh", [read(b"/home/u/demo.sh", V1)]))
+    b = journal.add(
         record(
             "./demo.sh",
             [
@@ -100,13 +87,13 @@ def two_versions(store: Store) -> tuple[int, int]:
     return a, b
 
 
-def test_restore_read_files_into_command_dirs(store, two_versions, tmp_path):
+def test_restore_read_files_into_command_dirs(journal, two_versions, tmp_path):
     a, b = two_versions
     dest = tmp_path / "restored"
     # As query hands them over for display: the read lists cut to nothing.
-    commands = find_commands(store, command_text="./demo.sh", max_files=0)
+    commands = journal.find(command_text="./demo.sh", max_files=0)
     assert [c.id for c in commands] == [a, b] and commands[1].reads == []
-    result = restore_read_files(store, commands, dest)
+    result = restore_read_files(journal, commands, dest)
     assert result.count == 3 and result.skipped == []
     assert tree(dest) == {
         f"command-{a}/home/u/demo.sh": V1,
@@ -120,34 +107,34 @@ def test_restore_read_files_into_command_dirs(store, two_versions, tmp_path):
     assert {r.source for r in result.restored} == {b"/home/u/demo.sh", b"/home/u/lib/helper.sh"}
 
 
-def test_existing_target_stops_before_anything_is_written(store, two_versions, tmp_path):
+def test_existing_target_stops_before_anything_is_written(journal, two_versions, tmp_path):
     a, b = two_versions
     dest = tmp_path / "restored"
     existing = dest / f"command-{b}/home/u/lib/helper.sh"
     existing.parent.mkdir(parents=True)
     existing.write_bytes(b"mine")
-    commands = find_commands(store, command_text="./demo.sh")
+    commands = journal.find(command_text="./demo.sh")
     with pytest.raises(TargetExists) as info:
-        restore_read_files(store, commands, dest)
+        restore_read_files(journal, commands, dest)
     assert "helper.sh exists" in str(info.value) and "\n" not in str(info.value)
     assert tree(dest) == {f"command-{b}/home/u/lib/helper.sh": b"mine"}
 
-    result = restore_read_files(store, commands, dest, overwrite=True)
+    result = restore_read_files(journal, commands, dest, overwrite=True)
     assert result.count == 3
     assert existing.read_bytes() == HELPER
     assert not [p for p in existing.parent.iterdir() if p.name.startswith(".shournal")]
 
 
-def test_symlinks_below_dest_are_never_followed(store, two_versions, tmp_path):
+def test_symlinks_below_dest_are_never_followed(journal, two_versions, tmp_path):
     a, b = two_versions
     dest, outside = tmp_path / "restored", tmp_path / "outside"
     outside.mkdir()
     dest.mkdir()
     # A planted link in place of a directory: refused, nothing written.
     (dest / f"command-{a}").symlink_to(outside)
-    commands = find_commands(store, command_id=a)
+    commands = journal.find(command_id=a)
     with pytest.raises(RestoreError) as info:
-        restore_read_files(store, commands, dest, overwrite=True)
+        restore_read_files(journal, commands, dest, overwrite=True)
     assert "symlink" in str(info.value)
     assert list(outside.iterdir()) == []
 
@@ -157,18 +144,18 @@ def test_symlinks_below_dest_are_never_followed(store, two_versions, tmp_path):
     target_dir = dest / f"command-{b}/home/u"
     target_dir.mkdir(parents=True)
     (target_dir / "demo.sh").symlink_to(victim)
-    commands = find_commands(store, command_id=b)
+    commands = journal.find(command_id=b)
     with pytest.raises(TargetExists):
-        restore_read_files(store, commands, dest)
-    restore_read_files(store, commands, dest, overwrite=True)
+        restore_read_files(journal, commands, dest)
+    restore_read_files(journal, commands, dest, overwrite=True)
     assert victim.read_bytes() == b"precious"
     assert not (target_dir / "demo.sh").is_symlink()
     assert (target_dir / "demo.sh").read_bytes() == V2
 
 
-def test_hostile_stored_paths_are_skipped(store, tmp_path):
+def test_hostile_stored_paths_are_skipped(journal, tmp_path):
     """A shared journal may hold anything: paths are data, not trusted."""
-    cid = store.add_command(
+    cid = journal.add(
         record(
             "evil",
             [
@@ -183,7 +170,7 @@ def test_hostile_stored_paths_are_skipped(store, tmp_path):
     )
     out = tmp_path / "out"
     dest = out / "d" / "restored"
-    result = restore_read_files(store, find_commands(store, command_id=cid), dest)
+    result = restore_read_files(journal, journal.find(command_id=cid), dest)
     reasons = sorted(reason for _, _, reason in result.skipped)
     assert reasons == ["contains '.'", "contains '..'", "contains a NUL byte",
                        "contains an empty component", "is not absolute"]
@@ -193,17 +180,17 @@ def test_hostile_stored_paths_are_skipped(store, tmp_path):
     assert stat.S_IMODE((dest / f"command-{cid}/fine/setuid").stat().st_mode) == 0o755
 
 
-def test_nothing_archived_creates_nothing(store, tmp_path):
-    cid = store.add_command(record("cat", [read(b"/usr/bin/cat", None)]))
-    result = restore_read_files(store, find_commands(store, command_id=cid), tmp_path / "r")
+def test_nothing_archived_creates_nothing(journal, tmp_path):
+    cid = journal.add(record("cat", [read(b"/usr/bin/cat", None)]))
+    result = restore_read_files(journal, journal.find(command_id=cid), tmp_path / "r")
     assert result.count == 0
     assert not (tmp_path / "r").exists()
 
 
-def test_load_archived_and_restore_file(store, two_versions, tmp_path):
+def test_load_archived_and_restore_file(journal, two_versions, tmp_path):
     a, b = two_versions
-    first = event_ids(store, a)[0]
-    item = load_archived(store, first)
+    first = event_ids(journal, a)[0]
+    item = journal.archived(first)
     assert (item.path, item.data, item.command_id) == (b"/home/u/demo.sh", V1, a)
     target = tmp_path / "demo.sh"
     restore_file(item, target)
@@ -211,10 +198,10 @@ def test_load_archived_and_restore_file(store, two_versions, tmp_path):
     with pytest.raises(TargetExists):
         restore_file(item, target)
     with pytest.raises(NotArchived, match="no file with id"):
-        load_archived(store, 10**9)
-    not_archived = event_ids(store, b)[-1]
+        journal.archived(10**9)
+    not_archived = event_ids(journal, b)[-1]
     with pytest.raises(NotArchived, match="not archived"):
-        load_archived(store, not_archived)
+        journal.archived(not_archived)
 
 
 # -- the CLI ---------------------------------------------------------------------------
@@ -223,8 +210,8 @@ def test_load_archived_and_restore_file(store, two_versions, tmp_path):
 @pytest.fixture
 def cli_journal(tmp_path: Path) -> tuple[Path, list[int]]:
     path = tmp_path / "journal.sqlite"
-    with Store(f"sqlite:///{path}") as s:
-        cid = s.add_command(
+    with Journal.open(f"sqlite:///{path}", create=True) as s:
+        cid = s.add(
             record(
                 "./demo.sh",
                 [read(b"/home/u/demo.sh", V1), read(b"/usr/bin/cat", None)],
@@ -325,8 +312,8 @@ def test_cli_asks_before_overwriting_on_a_terminal(tmp_path, cli_env, cli_journa
 
 
 def test_cli_postgresql(pg_fresh_url, tmp_path, cli_env):
-    with Store(pg_fresh_url) as s:
-        cid = s.add_command(record("./demo.sh", [read(b"/home/u/demo.sh", V2)]))
+    with Journal.open(pg_fresh_url, create=True) as s:
+        cid = s.add(record("./demo.sh", [read(b"/home/u/demo.sh", V2)]))
         (file_id,) = event_ids(s, cid)
     res = shournal(
         ["restore", "--file-id", str(file_id)],

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import journal_url, wait_for, write_config
 
-from shournal.query.find import find_commands
-from shournal.store import Store
+from shournal.journal import Journal
 
 pytestmark = [pytest.mark.root]
 
@@ -32,9 +31,9 @@ def run_as_user(install, home, *argv, **kw):
 
 
 def commands(home, **criteria):
-    store = Store(journal_url(home))
+    store = Journal.open(journal_url(home), create=True)
     try:
-        return find_commands(store, **criteria)
+        return store.find(**criteria)
     finally:
         store.close()
 

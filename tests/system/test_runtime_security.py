@@ -27,9 +27,8 @@ import pytest
 from fixtures_cli import run_shournal
 from fixtures_shell import REPO, Install, journal_url, write_config
 
-from shournal.capture.record import CommandRecord, FileEvent
-from shournal.query.find import find_commands
-from shournal.store import Store
+from shournal.journal import Journal
+from shournal.record import CommandRecord, FileEvent
 
 # Links planted per PID: far more processes than any scenario here starts.
 PLANTED_PIDS = range(1, 3000)
@@ -357,9 +356,9 @@ def victim_journal(install: Install, user_home: Path) -> str:
     """A journal of the victim with one archived script."""
     url = journal_url(user_home)
     Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
-    store = Store(url)
+    store = Journal.open(url, create=True)
     try:
-        store.add_command(CommandRecord(
+        store.add(CommandRecord(
             text="sh secret.sh", return_value=0, start_ns=1_700_000_000 * 10**9,
             end_ns=1_700_000_001 * 10**9, working_dir="/home/u", username="u",
             hostname="box", session_uuid=b"\x01" * 16, hash_chunk_size=256,
@@ -456,9 +455,9 @@ def test_escapes_recorded_by_one_user_never_reach_the_readers_terminal(install, 
                              cwd=work, capture_output=True)  # fmt: skip
         assert res.returncode == 0, res.stderr
     # positive control: the journal holds the raw sequences
-    store = Store(journal_url(user_home))
+    store = Journal.open(journal_url(user_home), create=True)
     try:
-        cmds = find_commands(store, history=5)
+        cmds = store.find(history=5)
     finally:
         store.close()
     assert any(OSC52 in c.text for c in cmds)

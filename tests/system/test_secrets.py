@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fixtures_shell import Install, journal_url, wait_stored
 
-from shournal.query.find import find_commands
+from shournal.journal import Journal
 from shournal.redact import MARKER
-from shournal.reproduce.archive import decode_manifest
-from shournal.store import Store, archived
+from shournal.store import archived
+from shournal.store.archive import decode_manifest
 
 pytestmark = [pytest.mark.root]
 
@@ -70,8 +70,8 @@ def test_secrets_are_neither_stored_nor_exported(install, user_home):
     wait_stored(user_home)
 
     # stored: the manifest as it is in the journal, not as a reader gets it
-    with Store(journal_url(user_home)) as store:
-        found = find_commands(store, command_text="sh tool.sh %")
+    with Journal.open(journal_url(user_home), create=True) as store:
+        found = store.find(command_text="sh tool.sh %")
         assert len(found) == 2
         ids = [str(c.id) for c in found]
         with store.reading() as conn:
@@ -121,10 +121,10 @@ def test_an_older_journals_clear_secrets_are_redacted_when_read(install, user_ho
                           f"o{n}.csv", env={"X": str(n)})
         assert res.returncode == 0, res.stderr
     wait_stored(user_home)
-    from shournal.reproduce.archive import encode_manifest
+    from shournal.store.archive import encode_manifest
 
-    with Store(journal_url(user_home)) as store:
-        found = find_commands(store, command_text="cp in.csv %")
+    with Journal.open(journal_url(user_home), create=True) as store:
+        found = store.find(command_text="cp in.csv %")
         with store.writing() as conn:
             for c in found:
                 row = conn.exec_driver_sql(

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from fixtures_shell import PROMPT, REPO, Shell, recorded, spool_of, wait_for, write_config
 
-from shournal.query.find import RETURN_VALUE_UNKNOWN
+from shournal.data import RETURN_VALUE_UNKNOWN
 
 pytestmark = [pytest.mark.shell, pytest.mark.root]
 

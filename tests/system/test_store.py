@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, func, select, text
 
-from shournal.capture.record import LOST_REASONS, CommandRecord, FileEvent
-from shournal.data import RETURN_VALUE_UNKNOWN
-from shournal.query.find import find_commands, parse_criteria
+from shournal.criteria import parse_criteria
+from shournal.data import RETURN_VALUE_UNKNOWN, CommandView
+from shournal.journal import Journal
+from shournal.record import LOST_REASONS, CommandRecord, FileEvent
 from shournal.store import (
     SchemaTooNew,
     Store,
@@ -31,6 +32,11 @@ from shournal.store import models as m
 from shournal.store.db import _fs_type
 
 T0 = 1_700_000_000_123_456_000  # ns, UTC
+
+
+def find_commands(store: Store, *args: Any, **kw: Any) -> list[CommandView]:
+    """What the journal's readers see of what these tests stored."""
+    return Journal(store).find(*args, **kw)
 
 
 def sqlite_url(path: Path) -> str:
@@ -793,7 +799,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
     target = tmp_path / "out.bin"
     target.write_bytes(b"x" * 1000)
     st = target.stat()
-    from shournal.capture.hashing import partial_xxh64_bytes
+    from shournal.hashing import partial_xxh64_bytes
     from shournal.restore import load_archived
 
     h = partial_xxh64_bytes(target.read_bytes())
@@ -941,7 +947,7 @@ def test_store_paths_are_exact(store: Store) -> None:
 def test_which_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An explicit URL, else $SHOURNAL_DB_URL, else [store] url, else None
     (the default file); Store itself reads neither."""
-    from shournal.journal import resolve_url
+    from shournal.location import resolve_url
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("SHOURNAL_DB_URL", "sqlite:////tmp/x.sqlite")

@@ -49,6 +49,7 @@ from test_suid_security import (
     user_dir,
 )
 
+from shournal import limits
 from shournal.capture import protocol
 
 pytestmark = [
@@ -75,8 +76,8 @@ SETUP_OPTS: list[list[bytes]] = [
 ]
 # options with a count limit in setup
 LIMITED: dict[tuple[bytes, ...], int] = {
-    (b"--exclude-mount", b"/nonexistent"): protocol.MAX_EXCLUDES,
-    (b"--archive-ext", b"sh"): protocol.MAX_ARCHIVE_EXT,
+    (b"--exclude-mount", b"/nonexistent"): limits.MAX_EXCLUDES,
+    (b"--archive-ext", b"sh"): limits.MAX_ARCHIVE_EXT,
 }
 WORDS: list[bytes] = [
     b"setup", b"exec", b"check", b"--version", b"--help", b"--", b"-", b"",

@@ -40,8 +40,7 @@ from fixtures_shell import (
 from sqlalchemy import select as sql_select
 
 from shournal.capture import protocol
-from shournal.query.find import find_commands
-from shournal.store import Store
+from shournal.journal import Journal
 from shournal.store.models import Content
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
@@ -883,9 +882,9 @@ def test_journal_never_holds_what_the_user_cannot_read(install, user_home, tools
     assert "euid 0" in out_suid and f"read {public.name} " in out_suid, out_suid
     assert f"read {secret.name} " in out_suid and f"read {other_secret.name} " in out_suid
 
-    store = Store(journal_url(user_home))
+    store = Journal.open(journal_url(user_home), create=True)
     try:
-        cmds = find_commands(store)
+        cmds = store.find()
         with store.reading() as conn:
             contents = [bytes(row[0]) for row in conn.execute(sql_select(Content.data))]
     finally:

@@ -15,8 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import journal_gen  # noqa: E402
 
-from shournal.query.find import find_commands  # noqa: E402
-from shournal.store import Store  # noqa: E402
+from shournal.journal import Journal
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +54,8 @@ def test_probes_found_by_library_and_cli(small: tuple[Path, dict]) -> None:
 
 def test_history_in_time_order(small: tuple[Path, dict]) -> None:
     db, _ = small
-    with Store(f"sqlite:///{db}", create=False) as store:
-        last = find_commands(store, history=5)
+    with Journal.open(f"sqlite:///{db}", create=False) as store:
+        last = store.find(history=5)
     con = sqlite3.connect(db)
     expected = [
         r[0]

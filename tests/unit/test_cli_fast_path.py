@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from synthetic import MINUTE, T0, file_event, record
 
-from shournal.capture.record import LOST_REASONS, FileEvent
 from shournal.config import DEFAULT_CONFIG_TEXT
 from shournal.data import RETURN_VALUE_UNKNOWN
+from shournal.record import LOST_REASONS, FileEvent
 from shournal.store import Store, light
 from shournal.store import models as m
 
@@ -325,8 +325,8 @@ def test_the_console_script_imports_neither_sqlalchemy_nor_typer(
 NOT_ON_THE_FAST_PATH = (
     "dataclasses", "inspect", "typing", "socket", "json", "re", "pathlib", "urllib",
     "base64", "enum",
-    "shournal._criteria", "shournal.query.find", "shournal.query.criteria",
-    "shournal.capture.protocol", "shournal.capture.record", "shournal.config",
+    "shournal._criteria", "shournal.query.find", "shournal.criteria",
+    "shournal.capture.protocol", "shournal.record", "shournal.config",
 )  # fmt: skip
 
 

@@ -207,7 +207,7 @@ def test_stdlib_only_and_no_toml_parser_for_an_untouched_file() -> None:
         "import sys\n"
         "before = set(sys.modules)\n"
         "from shournal import config\n"
-        "from shournal.capture import filters, hashing\n"
+        "from shournal import hashing\nfrom shournal.capture import filters\n"
         "config.parse_config(config.DEFAULT_CONFIG_TEXT)\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(sorted(new - set(sys.stdlib_module_names) - {'shournal', 'xxhash'}))\n"

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from shournal.capture.hashing import content_digest
 from shournal.confined import (
     Confined,
     ConfinedError,
@@ -22,9 +21,10 @@ from shournal.confined import (
     recorded_path,
     remove_tree,
 )
-from shournal.reproduce.archive import Archive
+from shournal.hashing import content_digest
 from shournal.reproduce.experiment import Experiment
 from shournal.reproduce.replay import ReplayError, plan
+from shournal.store.archive import Archive
 
 
 @pytest.mark.parametrize("path", ["/", "/a", "/a/b.c", "/a/..b/c..", "/a/.hidden", b"/x/y"])

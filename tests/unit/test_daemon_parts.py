@@ -16,7 +16,7 @@ import pytest
 from shournal.capture import spool
 from shournal.capture.daemon import _is_probe
 from shournal.capture.protocol import CommandMessage
-from shournal.capture.record import CommandRecord, FileEvent
+from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store
 
 

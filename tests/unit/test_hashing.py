@@ -12,7 +12,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shournal.capture.hashing import (
+from shournal.hashing import (
     _digest,
     hash_from_bytes,
     hash_to_bytes,

@@ -14,7 +14,7 @@ from typing import Any
 
 from report_samples import NON_UTF8, SCRIPT, SESSION_A, SESSION_B, T0, XSS, fev, rec, view, wev
 
-from shournal.query.find import find_commands
+from shournal.journal import Journal
 from shournal.report.html import (
     clean_text,
     commands_per_day,
@@ -22,7 +22,6 @@ from shournal.report.html import (
     render_html,
     write_html,
 )
-from shournal.store import Store
 
 
 def data_block(page: str) -> dict[str, Any]:
@@ -183,13 +182,11 @@ def test_empty_report() -> None:
 def test_report_takes_the_statistics_the_cli_computes(tmp_path: Path) -> None:
     """The JournalStats of shournal.store.stats (what `shournal query` computes for
     the commands it found) is what the report draws."""
-    from shournal.store.stats import compute_stats
-
-    with Store(f"sqlite:///{tmp_path / 'journal.sqlite'}") as store:
-        store.add_command(rec("make", T0, 10, SESSION_A, writes=[wev(b"/p/a"), wev(b"/p/b")]))
-        store.add_command(rec("ls", T0 + timedelta(seconds=30), 1, SESSION_B))
-        commands = find_commands(store)
-        stats = compute_stats(store, command_ids=[c.id for c in commands])
+    with Journal.open(f"sqlite:///{tmp_path / 'journal.sqlite'}", create=True) as store:
+        store.add(rec("make", T0, 10, SESSION_A, writes=[wev(b"/p/a"), wev(b"/p/b")]))
+        store.add(rec("ls", T0 + timedelta(seconds=30), 1, SESSION_B))
+        commands = store.find()
+        stats = store.stats(command_ids=[c.id for c in commands])
     page = render_html(commands, stats=stats, generated_at=T0)
     assert "#1 make" in page and "2 files" in page
     assert base64.b64encode(SESSION_B).decode() in page

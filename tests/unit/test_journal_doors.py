@@ -14,7 +14,7 @@ import pytest
 from fixtures_cli import run_shournal
 from synthetic import T0, record
 
-from shournal.capture.record import FileEvent
+from shournal.record import FileEvent
 from shournal.store import Store
 
 DAY = 86400 * 10**9

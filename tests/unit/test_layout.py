@@ -76,7 +76,7 @@ def test_the_rule_sees_function_level_and_from_imports() -> None:
         "import os\n"
         "from shournal import report\n"
         "def f():\n"
-        "    from shournal.query.find import find_commands\n"
+        "    from shournal.data import find_commands\n"
         "    import sqlalchemy\n"
     )
     assert sorted(n for n in imported_modules(code) if not allowed(n)) == [

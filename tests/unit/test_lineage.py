@@ -11,7 +11,7 @@ import pytest
 from fixtures_lineage import J, _two_chains
 
 from shournal import Journal
-from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.hashing import partial_xxh64_bytes
 from shournal.provenance.graph import CommandTarget, DiskTarget, LineageError, build_lineage
 from shournal.provenance.readers import JournalReader
 from shournal.provenance.render import lineage_object, render_dot, render_human
@@ -322,7 +322,7 @@ def test_the_content_lookup_and_the_command_load_use_indexes(j):
 
 
 def test_lineage_of_is_a_criterion_combined_with_the_others(j):
-    from shournal.query.criteria import parse_criteria
+    from shournal.criteria import parse_criteria
 
     target, ids = _two_chains(j)
     journal = Journal(j.store)

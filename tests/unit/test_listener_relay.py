@@ -16,10 +16,10 @@ import pytest
 from shournal.capture import listener as listener_mod
 from shournal.capture import protocol
 from shournal.capture.collector import Collector
-from shournal.capture.hashing import partial_xxh64_bytes
 from shournal.capture.listener import Relay
 from shournal.capture.protocol import FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE
 from shournal.config import load_config
+from shournal.hashing import partial_xxh64_bytes
 
 
 def record(path: bytes, mask: int, size: int, *, hsh: int | None = None, fd: bool = False,

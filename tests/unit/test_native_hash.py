@@ -13,7 +13,7 @@ import pytest
 import xxhash
 from test_hashing import FILE_VECTORS
 
-from shournal.capture.hashing import partial_xxh64
+from shournal.hashing import partial_xxh64
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
-from shournal.reproduce.archive import Archive
 from shournal.reproduce.experiment import Experiment
+from shournal.store.archive import Archive
 
 EVIL = "x\x1b]0;pwned\x07\x1b[2J\r\x9b31m\x00\x7f\nFAKE LINE"
 

@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from shournal import data
+from shournal import data, limits
 from shournal.capture import protocol
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 HEADER = NATIVE / "shournal_protocol.h"
 PROGRAM = Path(__file__).resolve().parents[1] / "native" / "protocol_layout.c"
 # Macros whose Python side is not shournal.capture.protocol.
-ELSEWHERE = {"RETURN_VALUE_UNKNOWN": data}
+ELSEWHERE = {"RETURN_VALUE_UNKNOWN": data} | {
+    name: limits for name in dir(limits) if name.isupper()
+}
 
 
 def compiler_view(header_dir: Path, tmp_path: Path) -> list[list[str]]:

@@ -428,7 +428,7 @@ def test_rocrate_gives_the_recorded_environment_redacted(j: J, tmp_path: Path) -
 
     from shournal.provenance.records import export_record
     from shournal.redact import MARKER as REDACTED
-    from shournal.reproduce.archive import encode_manifest
+    from shournal.store.archive import encode_manifest
 
     manifest = encode_manifest({"env": {"LANG": "C.UTF-8", "API_TOKEN": REDACTED,
                                         "DB_PASS": "hunter2"}})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from synthetic import record
 
-from shournal.capture.record import FileEvent
+from shournal.record import FileEvent
 from shournal.store import Store
 
 README = Path(__file__).resolve().parents[2] / "README.md"

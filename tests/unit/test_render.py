@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shournal.query.find import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView
 from shournal.report.human import INCOMPLETE_TEXT, NO_RESULTS, format_size, render_human
 from shournal.report.json import render_json
 from shournal.terminal import printable

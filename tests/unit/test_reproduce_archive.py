@@ -1,4 +1,4 @@
-"""The apparatus archive (shournal.reproduce.archive): deduplication,
+"""The apparatus archive (shournal.store.archive): deduplication,
 atomic publication, damaged blobs detected."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from shournal import _paths
-from shournal.capture.hashing import content_digest
-from shournal.reproduce import archive as archive_mod
-from shournal.reproduce.archive import Archive, ArchiveError
+from shournal.hashing import content_digest
+from shournal.store import archive as archive_mod
+from shournal.store.archive import Archive, ArchiveError
 
 
 def _blobs(root: Path) -> list[Path]:

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-from shournal.capture.record import CommandRecord
 from shournal.config import ApparatusConfig, Config, ConfigError, helper_options, parse_config
+from shournal.journal import Journal
+from shournal.record import CommandRecord
 from shournal.redact import MARKER as REDACTED
 from shournal.redact import is_secret_name as is_secret
 from shournal.redact import redact_env
-from shournal.reproduce.archive import decode_manifest, encode_manifest
-from shournal.store import Store
 from shournal.store import models as m
+from shournal.store.archive import decode_manifest, encode_manifest
 
 DEFAULT = ApparatusConfig().secret_env_names
 
@@ -71,9 +71,9 @@ def test_manifest_is_stored_with_its_command_and_deleted_with_it(tmp_path: Path)
     from shournal.reproduce.experiment import load_manifest
 
     man = {"format": 1, "reads": [["/w/\udcff", 1, 2, 3, None, None, "too_large"]]}
-    with Store(f"sqlite:///{tmp_path}/j.sqlite") as s:
-        plain = s.add_command(_record(None))
-        cid = s.add_command(_record(encode_manifest(man)))
+    with Journal.open(f"sqlite:///{tmp_path}/j.sqlite", create=True) as s:
+        plain = s.add(_record(None))
+        cid = s.add(_record(encode_manifest(man)))
         assert load_manifest(s, cid) == man == decode_manifest(encode_manifest(man))
         assert load_manifest(s, plain) is None
         with s.writing() as conn:
@@ -84,17 +84,17 @@ def test_manifest_is_stored_with_its_command_and_deleted_with_it(tmp_path: Path)
 
 def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/j.sqlite"
-    with Store(url) as s:
-        cid = s.add_command(_record(None))
+    with Journal.open(url, create=True) as s:
+        cid = s.add(_record(None))
         with s.writing() as conn:
             conn.execute(text("DROP TABLE apparatus"))
             conn.execute(m.SchemaVersion.__table__.update().values(version=3))
-    with Store(url) as s:
+    with Journal.open(url, create=True) as s:
         assert "apparatus" in inspect(s.engine).get_table_names()
         with s.reading() as conn:
             version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
             assert version == m.SCHEMA_VERSION
-        s.add_command(_record(encode_manifest({"format": 1})))
+        s.add(_record(encode_manifest({"format": 1})))
         assert cid == 1
 
 
@@ -106,23 +106,23 @@ def test_default_config_has_the_apparatus_defaults() -> None:
 def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from shournal.query.find import find_commands
+    from shournal.journal import Journal
     from shournal.reproduce.experiment import load_manifest
 
     url = f"sqlite:///{tmp_path}/j.sqlite"
     man = {"format": 1}
-    with Store(url) as s:
-        old = s.add_command(_record(encode_manifest(man)))
+    with Journal.open(url, create=True) as s:
+        old = s.add(_record(encode_manifest(man)))
         with s.writing() as conn:
             conn.execute(text("ALTER TABLE apparatus DROP COLUMN derived_from"))
             conn.execute(m.SchemaVersion.__table__.update().values(version=4))
-    with Store(url) as s:
+    with Journal.open(url, create=True) as s:
         cols = {c["name"] for c in inspect(s.engine).get_columns("apparatus")}
         assert "derived_from" in cols
         assert load_manifest(s, old) == man
-        new = s.add_command(replace(_record(encode_manifest(man)), derived_from=old))
-        plain = s.add_command(_record(None))
-        views = {v.id: v.derived_from for v in find_commands(s)}
+        new = s.add(replace(_record(encode_manifest(man)), derived_from=old))
+        plain = s.add(_record(None))
+        views = {v.id: v.derived_from for v in s.find()}
         assert views == {old: None, new: old, plain: None}
 
 
@@ -144,7 +144,7 @@ def test_a_forwarders_environment_is_parsed_only_when_it_switches_the_apparatus_
     import subprocess
     import sys
 
-    from shournal.reproduce import SHELL_SWITCH_VAR, _environ_of
+    from shournal.capture.apparatus import SHELL_SWITCH_VAR, _environ_of
 
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
@@ -169,18 +169,18 @@ def test_a_line_handed_over_by_the_helper_is_not_looked_at_for_the_apparatus() -
     import subprocess
     import sys
 
-    from shournal import reproduce
+    from shournal.capture import apparatus
     from shournal.capture.collector import Collector
 
     cfg = parse_config("")
-    env = {"PATH": "/usr/bin:/bin", reproduce.SHELL_SWITCH_VAR: "1"}
+    env = {"PATH": "/usr/bin:/bin", apparatus.SHELL_SWITCH_VAR: "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
         env=env, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"up\n"  # exec'd
-        looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/")
-        not_looked = reproduce.collector(cfg, 0, frozenset(), proc.pid, "/", shell_switch=False)
+        looked = apparatus.collector(cfg, 0, frozenset(), proc.pid, "/")
+        not_looked = apparatus.collector(cfg, 0, frozenset(), proc.pid, "/", shell_switch=False)
     finally:
         proc.kill()
         proc.wait()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shournal.capture.hashing import partial_xxh64_bytes
+from shournal.hashing import partial_xxh64_bytes
 from shournal.rereso import content, mediatype
 
 CSV = b"a,b,c\n1,2,3\n4,5,6\n"

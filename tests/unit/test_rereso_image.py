@@ -8,8 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from shournal.reproduce.archive import Archive
 from shournal.rereso import image
+from shournal.store.archive import Archive
 
 
 def test_only_canonical_absolute_regular_files_enter_the_image():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from shournal.capture import protocol
 from shournal.capture import spool as sp
-from shournal.capture.record import CommandRecord
 from shournal.data import RETURN_VALUE_UNKNOWN
+from shournal.record import CommandRecord
 
 SESSION = bytes(range(16))
 

@@ -15,7 +15,7 @@ whole blob or none, and ``get`` checks the digest of what it returns
 anyway (a disk error, a hand-edited file), so archived content is never
 silently wrong.
 
-Garbage collection (``shournal delete``, :mod:`shournal.reproduce.archive_gc`)
+Garbage collection (``shournal delete``, :mod:`shournal.store.archive_gc`)
 removes blobs no manifest in the journal names any more.  A recorder
 finds a blob archived already and names it in a manifest it stores only
 later, so it holds ``lock`` shared (:meth:`Archive.hold_for_recording`)
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from shournal import _paths
-from shournal.capture.hashing import content_digest
+from shournal.hashing import content_digest
 
 _ZLIB = b"Z"
 _RAW = b"R"

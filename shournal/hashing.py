@@ -16,6 +16,8 @@ from functools import partial
 
 import xxhash
 
+from shournal import limits
+
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,14 +91,10 @@ def _digest(
 
 
 def _defaults(chunk_size: int | None, max_reads: int | None) -> tuple[int, int]:
-    """The helper's defaults (native/shournal_protocol.h) for what is None.
-    Imported only then: protocol (socket, dataclasses) would cost `shournal
-    query --wfile`, which always passes the journal's settings, ~8 ms."""
-    from shournal.capture import protocol
-
+    """The helper's defaults (native/shournal_protocol.h) for what is None."""
     return (
-        protocol.DEFAULT_HASH_CHUNK if chunk_size is None else chunk_size,
-        protocol.DEFAULT_HASH_READS if max_reads is None else max_reads,
+        limits.DEFAULT_HASH_CHUNK if chunk_size is None else chunk_size,
+        limits.DEFAULT_HASH_READS if max_reads is None else max_reads,
     )
 
 

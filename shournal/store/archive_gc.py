@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shournal.reproduce.archive import Archive, ArchiveError, check_digest
+from shournal.store.archive import Archive, ArchiveError, check_digest
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
@@ -45,7 +45,7 @@ def digests_of(manifest: bytes) -> set[str]:
 
     :raises ValueError: it cannot be decoded.
     """
-    from shournal.reproduce.archive import decode_manifest
+    from shournal.store.archive import decode_manifest
 
     try:
         data = decode_manifest(manifest)
@@ -92,17 +92,13 @@ def _live(store: Store) -> set[str]:
     return live
 
 
-def _waiting_in_spool() -> bool:
-    from shournal.capture import spool
-
-    return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0
-
-
-def collect(store: Store, found: Collection, archive: Archive) -> Collection:
+def collect(
+    store: Store, found: Collection, archive: Archive, spool_waiting: Callable[[], bool]
+) -> Collection:
     """Remove ``found``'s blobs (after the deletion committed); what was
     removed, or why nothing was.  Not while a recorder holds the archive
-    (see :mod:`shournal.reproduce.archive`) or commands wait in the spool
-    (their manifests are not in the journal yet); then the manifests are
+    (see :mod:`shournal.store.archive`) or commands wait in the spool
+    (``spool_waiting()``: their manifests are not in the journal yet); then the manifests are
     read again, for those stored since the deletion.
 
     :raises ArchiveError: a blob cannot be removed (those before it are).
@@ -114,7 +110,7 @@ def collect(store: Store, found: Collection, archive: Archive) -> Collection:
         return Collection(kept_because="a command is being recorded with its apparatus "
                           "and may name them")
     try:
-        if _waiting_in_spool():
+        if spool_waiting():
             return Collection(kept_because="commands waiting in the spool may name them")
         try:
             live = _live(store)

@@ -47,7 +47,7 @@ def check_file(path: str | os.PathLike[str]) -> None:
 
 def probe_file(path: str | os.PathLike[str], hash_settings: Iterable[tuple[int, int]]) -> FileProbe:
     """Stat ``path`` and hash it under every (chunk size, max reads) given."""
-    from shournal.capture.hashing import partial_xxh64
+    from shournal.hashing import partial_xxh64
 
     fd, st = _open_regular(path)
     hashes: set[int] = set()

@@ -4,7 +4,7 @@
 its fd (config.helper_options(apparatus=True): no ``--writable-reads``,
 any extension, up to ``[apparatus] max_file_size``) and tells the listener
 through ``SHOURNAL_APPARATUS`` in the helper's environment (never the
-command's).  The listener's one hook, :func:`shournal.reproduce.collector`, then returns an
+command's).  The listener's one hook, :func:`shournal.capture.apparatus.collector`, then returns an
 :class:`ApparatusCollector`: the ordinary record is made exactly as
 without it, and beside it
 
@@ -36,10 +36,10 @@ from typing import Any
 import xxhash
 
 from shournal import _paths, redact
+from shournal.capture.apparatus import ENV_VAR, summary_path
 from shournal.capture.collector import Collector, read_all
-from shournal.capture.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
-from shournal.reproduce import ENV_VAR, summary_path
-from shournal.reproduce.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
+from shournal.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
+from shournal.store.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
 
 # Reasons a read or written file's content is not in the archive.
 TOO_LARGE = "too_large"  # beyond [apparatus] max_file_size
@@ -54,7 +54,7 @@ _OUTPUT_BLOCK = 1 << 20
 def apparatus_collector(cfg: Any, uid: int, gids: frozenset[int],
                         shell: dict[str, Any] | None = None) -> ApparatusCollector:
     """``shell``: a shell's command line recorded with its apparatus
-    (shournal.reproduce.shell_apparatus), not `shournal run --apparatus`."""
+    (shournal.capture.apparatus.shell_apparatus), not `shournal run --apparatus`."""
     if shell is not None:
         return ApparatusCollector(cfg, uid, gids, shell)
     spec = os.environ.pop(ENV_VAR, "")

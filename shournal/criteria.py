@@ -49,6 +49,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from contextlib import suppress
+from dataclasses import fields, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -527,6 +528,29 @@ def parse_criteria(
     return c
 
 
+def merge_criteria(criteria: Criteria | None, **filters: Any) -> Criteria:
+    """``criteria`` with the criteria ``filters`` (parse_criteria's
+    keywords) added; a filter replaces the criterion of the same name."""
+    crit = criteria if criteria is not None else Criteria()
+    given = {k: v for k, v in filters.items() if v is not None}
+    if not given:
+        return crit
+    extra = parse_criteria(**given)
+    changes: dict[str, Any] = {
+        f.name: getattr(extra, f.name)
+        for f in fields(Criteria)
+        if f.name not in ("written", "read") and getattr(extra, f.name) is not None
+    }
+    for side in ("written", "read"):
+        mine, theirs = getattr(crit, side), getattr(extra, side)
+        changes[side] = replace(
+            mine,
+            **{f.name: getattr(theirs, f.name) for f in fields(FileCriteria)
+               if getattr(theirs, f.name) is not None},
+        )  # fmt: skip
+    return replace(crit, **changes)
+
+
 def _lineage_paths(
     value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
 ) -> tuple[str, ...]:
@@ -540,4 +564,4 @@ def _lineage_paths(
 
 # FileCriteria is filled in place above; re-exported for callers building
 # criteria by hand.
-__all__ += ["Condition", "Criteria", "FileCriteria", "Period"]
+__all__ += ["Condition", "Criteria", "FileCriteria", "Period", "merge_criteria"]

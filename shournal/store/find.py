@@ -1,0 +1,107 @@
+"""Finding commands: criteria and file probes made into one read of the
+journal (:mod:`shournal.store.reader` builds the SQL).
+
+Criteria are AND-combined.  ``--wfile``/``--rfile`` match by content, never
+by name (original §5): a file is identified by its size, partial hash and
+mtime, so a renamed or moved file still leads to the command that wrote it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from shournal._criteria import possible_writers
+from shournal.criteria import merge_criteria
+from shournal.data import INT64_MAX, CommandView, Criteria, FileProbe, QueryError
+from shournal.probe import probe_file
+from shournal.store import reader
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+# A lineage is walked above the journal (shournal.provenance), then handed
+# down as command ids.
+LINEAGE_UNRESOLVED = ("lineage_of is a provenance walk: resolve it with "
+                      "shournal.provenance.resolve_lineage(journal, criteria) first")
+
+
+def find_commands(
+    conn: Connection,
+    criteria: Criteria | None = None,
+    *,
+    wfile: str | os.PathLike[str] | None = None,
+    rfile: str | os.PathLike[str] | None = None,
+    written: FileProbe | None = None,
+    read: FileProbe | None = None,
+    history: int | None = None,
+    limit: int | None = None,
+    reverse: bool = False,
+    max_files: int | None = None,
+    **filters: Any,
+) -> list[CommandView]:
+    """Commands matching all given criteria, oldest first (newest first with
+    ``reverse``), with their files.
+
+    ``criteria``: from :func:`shournal.criteria.parse_criteria`; keyword
+    ``filters`` (its keywords: ``cwd``, ``command_text``, ``since``...) are
+    parsed the same way and added; a ``lineage_of`` criterion arrives
+    resolved to command ids (:data:`LINEAGE_UNRESOLVED`).
+    ``wfile``/``rfile``: commands that wrote/read this file's content.
+    ``written``/``read``: commands that wrote/read this content (size,
+    partial hashes, and the mtime unless it is None).
+    ``history``: only the last N matching commands by start time.
+    ``limit``: at most N commands, taken in output order.
+    ``max_files``: load at most N written and N read files per command
+    (the stored totals are still reported); None loads all.
+
+    :raises QueryError: a criterion cannot be used (missing file, bad id).
+    """
+    crit = merge_criteria(criteria, **filters)
+    if crit.lineage_of is not None:
+        raise QueryError(LINEAGE_UNRESOLVED)
+    for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
+        if value is not None and not 0 <= value <= INT64_MAX:
+            raise QueryError(f"{name} must be between 0 and {INT64_MAX}")
+    probes = []
+    if written is not None:
+        probes.append((reader.KIND_WRITE, written))
+    if read is not None:
+        probes.append((reader.KIND_READ, read))
+    if wfile is not None or rfile is not None:
+        settings = reader.hash_settings(conn)
+        if wfile is not None:
+            probes.append((reader.KIND_WRITE, probe_file(wfile, settings)))
+        if rfile is not None:
+            probes.append((reader.KIND_READ, probe_file(rfile, settings)))
+    probes, crit = _writers_by_run(conn, probes, crit)
+    return reader.select_commands(
+        conn,
+        probes=probes,
+        criteria=crit,
+        history=history,
+        limit=limit,
+        reverse=reverse,
+        max_files=max_files,
+    )
+
+
+def _writers_by_run(
+    conn: Any, probes: list[tuple[int, FileProbe]], crit: Criteria
+) -> tuple[list[tuple[int, FileProbe]], Criteria]:
+    """A written content with an mtime (``--wfile``) as the ids of the
+    commands that can have written that version, chosen as the lineage
+    walk chooses (:func:`shournal._criteria.possible_writers`): the same
+    mtime, else a run that covers it."""
+    rest = []
+    for kind, probe in probes:
+        if kind != reader.KIND_WRITE or probe.mtime_ns is None:
+            rest.append((kind, probe))
+            continue
+        found = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
+        ids = {w.command_id for w in possible_writers(found, probe.mtime_ns)}
+        if crit.command_ids is not None:
+            ids &= set(crit.command_ids)
+        crit = replace(crit, command_ids=tuple(sorted(ids)))
+    return rest, crit
