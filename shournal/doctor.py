@@ -165,8 +165,8 @@ def _config_check() -> Check:
 def _store_check() -> Check:
     """The journal every command uses, opened read-only: a check must not
     create one."""
+    from shournal.errors import StoreError, StoreMissing
     from shournal.journal import Journal
-    from shournal.store import StoreError, StoreMissing
 
     fix = "set SHOURNAL_DB_URL or [store] url to a sqlite:/// or postgresql URL"
     try:

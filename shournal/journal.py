@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
     from shournal.config import Config
     from shournal.data import ArchivedFile, CommandView, Criteria, JournalStats, WrittenVersion
+    from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
     from shournal.store.db import Store
-    from shournal.store.gc import DeletePlan, DeleteResult
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -318,7 +318,7 @@ class Journal:
         commands (oldest first) and their number of file events.  Reads
         only.
 
-        :raises shournal.store.gc.DeleteError: no criteria.
+        :raises shournal.deletion.DeleteError: no criteria.
         """
         from shournal.store.gc import plan_delete
 
@@ -336,7 +336,7 @@ class Journal:
         any more (directories, archived files, sessions...).  One
         transaction: on any error nothing changes.
 
-        :raises shournal.store.gc.DeleteError: no criteria.
+        :raises shournal.deletion.DeleteError: no criteria.
         """
         from shournal.store.gc import delete_commands
 

@@ -38,7 +38,7 @@ def resolve_url(url: str | None = None, *, config: Config | None = None) -> str 
         try:
             config = load_config(create=False)
         except ConfigError as exc:
-            from shournal.store.errors import ConfigUnusable
+            from shournal.errors import ConfigUnusable
 
             raise ConfigUnusable(f"cannot tell which journal to use: {exc}") from None
     return config.store.url or None

@@ -48,7 +48,7 @@ class CommandRecord:
     dropped_writes: int = 0
     dropped_reads: int = 0
     lost_events: int = 0
-    # The apparatus manifest (shournal.capture.apparatus_recording), encoded; None:
+    # The apparatus manifest (shournal.capture.apparatus.recording), encoded; None:
     # recorded without its apparatus.
     apparatus: bytes | None = None
     # With the apparatus: the command it derives from (`shournal rerun`).

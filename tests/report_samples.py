@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shournal.data import CommandView, FileEventView
-
 from shournal.record import CommandRecord, FileEvent
 
 T0 = datetime(2024, 3, 5, 9, 0, tzinfo=UTC)

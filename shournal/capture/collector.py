@@ -2,7 +2,7 @@
 command line keeps (the config's rules, the caps with counted drops, the
 permission test) and the archived contents of scripts it read.  Used by
 the store daemon and the standalone listener alike, and extended by the
-apparatus recorder (shournal.capture.apparatus_recording)."""
+apparatus recorder (shournal.capture.apparatus.recording)."""
 
 from __future__ import annotations
 

@@ -67,8 +67,8 @@ from shournal.capture.spool import (
     take_inbox,
 )
 from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.errors import journal_condition
 from shournal.record import CommandRecord
-from shournal.store.errors import journal_condition
 
 # Commands stored per journal batch (the committed offset is written once
 # per batch).

@@ -507,7 +507,7 @@ def keep_record(rec: CommandRecord, exc: BaseException) -> int:
     EXIT_KEPT, or 1 when even that failed.  A shell's command line gets a
     warning at its prompt; `shournal run` (no session) says it itself."""
     from shournal.capture import spool
-    from shournal.store.errors import journal_condition
+    from shournal.errors import journal_condition
 
     condition = journal_condition(exc)
     try:

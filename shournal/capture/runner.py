@@ -186,9 +186,9 @@ def _report_store(listener_status: int) -> None:
     if listener_status != EXIT_KEPT:
         _warn("the command was not recorded (see the warnings of the next prompt)")
         return
+    from shournal.errors import journal_condition
     from shournal.location import resolve_url
     from shournal.store import Store
-    from shournal.store.errors import journal_condition
 
     why = "the journal was not usable"
     try:

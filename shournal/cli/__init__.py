@@ -47,8 +47,8 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
     that reached a command, or None for one that is no error (an exit)."""
     from shournal.config import ConfigError
     from shournal.data import NotArchived, QueryError
+    from shournal.errors import ConfigUnusable, StoreError, StoreMissing
     from shournal.restore import RestoreError
-    from shournal.store.errors import ConfigUnusable, StoreError, StoreMissing
 
     if isinstance(exc, SystemExit):
         return None

@@ -58,8 +58,8 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
     3; an archived file that is not there 1, one that cannot be restored 2."""
     from shournal.cli import error_status
     from shournal.data import NotArchived, QueryError
+    from shournal.errors import StoreError, StoreMissing
     from shournal.restore import RestoreError
-    from shournal.store.errors import StoreError, StoreMissing
 
     try:
         yield

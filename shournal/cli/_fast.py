@@ -85,10 +85,10 @@ def answer(argv: list[str]) -> int | None:
         write,
     )
     from shournal.data import QueryError
+    from shournal.errors import StoreError
     from shournal.location import resolve_url
     from shournal.probe import check_file, probe_file
     from shournal.query.pending import wait_for_pending
-    from shournal.store.errors import StoreError
     from shournal.store.light import LightReader, Unanswered, journal_file
 
     human = output_format == "human"

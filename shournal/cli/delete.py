@@ -33,7 +33,7 @@ from shournal.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from shournal.store.gc import CommandSummary, DeleteResult
+    from shournal.deletion import CommandSummary, DeleteResult
 
 # Commands listed before the confirmation prompt (all with --dry-run).
 _PROMPT_LIST = 20
@@ -110,8 +110,8 @@ def delete(
     """Delete commands matching all given criteria, their file events, and
     the paths, archived files and sessions nothing references any more."""
     from shournal.criteria import parse_criteria
+    from shournal.deletion import NO_CRITERIA, DeleteError
     from shournal.provenance import resolve_lineage
-    from shournal.store.gc import NO_CRITERIA, DeleteError
 
     # Usage errors first: a refused deletion must not touch the journal.
     with errors_to_status():

@@ -116,9 +116,9 @@ def history(
     directory and command line; newest last."""
     from shournal.criteria import parse_criteria
     from shournal.data import QueryError
+    from shournal.errors import StoreMissing
     from shournal.query.pending import wait_for_pending
     from shournal.report.history import FormatError, check_format
-    from shournal.store import StoreMissing
 
     with errors_to_status():
         if recursive and not here:

@@ -62,9 +62,9 @@ _WORKFLOWS = (ExportFormat.snakemake, ExportFormat.make)
 def _reader() -> Iterator[Any]:
     """The journal for reading; None when there is none yet."""
     from shournal.cli._common import open_journal
+    from shournal.errors import StoreMissing
     from shournal.provenance.readers import JournalReader
     from shournal.query.pending import wait_for_pending
-    from shournal.store import StoreMissing
 
     # A command that just finished may still be on its way into the journal.
     # (Other errors: shournal.cli.error_status gives their line and status.)

@@ -188,9 +188,9 @@ def query(
     session, time, exit status or id.  All criteria must hold."""
     from shournal.criteria import parse_criteria
     from shournal.data import QueryError
+    from shournal.errors import StoreMissing
     from shournal.provenance import resolve_lineage
     from shournal.query.pending import wait_for_pending
-    from shournal.store import StoreMissing
 
     # Usage errors first: a failing query must not touch the journal.
     with errors_to_status():

@@ -43,8 +43,8 @@ def _command_id(value: str) -> int:
 
 
 def _open_journal() -> Any:
+    from shournal.errors import StoreMissing
     from shournal.journal import Journal
-    from shournal.store import StoreMissing
 
     try:
         return Journal.open(create=False, read_only=True)  # (it only loads)

@@ -47,8 +47,8 @@ def stats(
     busiest working directories and directories, and totals."""
     from shournal.criteria import parse_criteria
     from shournal.data import JournalStats
+    from shournal.errors import StoreMissing
     from shournal.provenance import resolve_lineage
-    from shournal.store import StoreMissing
 
     with errors_to_status():
         criteria = parse_criteria(

@@ -6,7 +6,7 @@ in SQLAlchemy.
 
 from __future__ import annotations
 
-from shournal.store.errors import (
+from shournal.errors import (
     SchemaTooNew,
     StoreCorrupt,
     StoreError,

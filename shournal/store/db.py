@@ -29,16 +29,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.sql.dml import Insert
 
 from shournal import _paths
-from shournal.hashing import content_digest
-from shournal.record import LOST_REASONS, CommandRecord, FileEvent
-from shournal.store import models as m
-from shournal.store.errors import (
+from shournal.errors import (
     SchemaTooNew,
     StoreCorrupt,
     StoreError,
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.hashing import content_digest
+from shournal.record import LOST_REASONS, CommandRecord, FileEvent
+from shournal.store import models as m
 from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
 from shournal.store.precompiled import Precompiled
 
@@ -469,7 +469,7 @@ class Store:
     journal is writable), so a read-only file, directory or mount is
     browsable; writes then fail as a read-only journal's.
 
-    :raises StoreError: see :mod:`shournal.store.errors`.
+    :raises StoreError: see :mod:`shournal.errors`.
     """
 
     def __init__(

@@ -340,7 +340,7 @@ class ReadEvent(Base):
 class Apparatus(Base):
     """The apparatus of a command recorded with it (`shournal run
     --apparatus`): its manifest, zlib-compressed JSON written and read by
-    shournal.capture.apparatus_recording (read and written files with their
+    shournal.capture.apparatus.recording (read and written files with their
     full-content digests, environment, ids, host); the contents are in the
     archive beside the journal (shournal.store.archive)."""
 

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 from shournal.cli import app
 from shournal.criteria import parse_age, parse_criteria, parse_time_value
 from shournal.data import Criteria, CriteriaError, Period
+from shournal.deletion import DeleteError
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store, StoreError
 from shournal.store import models as m
-from shournal.store.gc import DeleteError, delete_commands, plan_delete
+from shournal.store.gc import delete_commands, plan_delete
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14 22:13:20 UTC
 DAY = 86400 * 10**9

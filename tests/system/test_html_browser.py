@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 from report_samples import NON_UTF8, SCRIPT, SESSION_A, SESSION_B, T0, XSS, fev, rec, view, wev
-from shournal.data import FileEventView
 
+from shournal.data import FileEventView
 from shournal.journal import Journal
 from shournal.report.html import (
     render_html,

@@ -19,8 +19,8 @@ import pytest
 from fixtures_shell import Shell, as_owner_of, journal_url, wait_for, write_config
 from test_daemon import as_user, daemon_env, listener_env, rundir
 
+from shournal.errors import StoreMissing
 from shournal.store import Store
-from shournal.store.errors import StoreMissing
 
 
 @pytest.fixture

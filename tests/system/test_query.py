@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from synthetic import MINUTE, T0, file_event, record
+from typer.testing import CliRunner
+
+from shournal.cli.query import query
 from shournal.data import (
     BadSessionId,
     CommandView,
@@ -22,10 +26,6 @@ from shournal.data import (
     session_id_bytes,
     wait_for_pending,
 )
-from synthetic import MINUTE, T0, file_event, record
-from typer.testing import CliRunner
-
-from shournal.cli.query import query
 from shournal.journal import Journal
 from shournal.store import Store
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from shournal.criteria import parse_criteria
 from synthetic import MINUTE, T0, file_event, record
 from test_query import texts
 
@@ -16,6 +15,7 @@ from shournal.criteria import (
     Condition,
     CriteriaError,
     Period,
+    parse_criteria,
     parse_hash,
     parse_int,
     parse_size,

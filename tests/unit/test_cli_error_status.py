@@ -15,14 +15,14 @@ import shournal.cli as cli
 from shournal.cli import error_status
 from shournal.config import ConfigError
 from shournal.data import CriteriaError
-from shournal.restore import NotArchived, RestoreError
-from shournal.store.errors import (
+from shournal.errors import (
     ConfigUnusable,
     SchemaTooNew,
     StoreCorrupt,
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.restore import NotArchived, RestoreError
 
 
 @pytest.mark.parametrize(

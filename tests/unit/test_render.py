@@ -211,7 +211,7 @@ def test_stats_command_text_is_escaped() -> None:
 
 def test_delete_listing_escapes_command_text_and_directory() -> None:
     from shournal.cli.delete import _command_line
-    from shournal.store.gc import CommandSummary
+    from shournal.deletion import CommandSummary
 
     line = _command_line(
         CommandSummary(id=4, start_time=START, working_dir="/w\x1b[8m", text=f"a\nb{OSC52}")

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select, text
 from synthetic import record
 
+from shournal.errors import StoreError
 from shournal.journal import Journal
-from shournal.store import StoreError
 from shournal.store import models as m
 
 

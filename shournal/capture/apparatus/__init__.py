@@ -3,7 +3,7 @@ Rex: every file it read, with its content, the digests of what it wrote,
 its environment; replayed and compared by :mod:`shournal.reproduce`).
 
 The switches here decide, per command line, whether its apparatus is
-recorded; :mod:`shournal.capture.apparatus_recording` does it, imported only
+recorded; :mod:`shournal.capture.apparatus.recording` does it, imported only
 for such a command.
 """
 
@@ -51,12 +51,12 @@ def collector(cfg: Any, uid: int, gids: frozenset[int], pid: int | None = None,
     recorded with its apparatus (nothing of the forwarder is read).  Imports
     nothing more for an ordinary command."""
     if ENV_VAR in os.environ and pid is None:
-        from shournal.capture.apparatus_recording import apparatus_collector
+        from shournal.capture.apparatus.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids)
     found = shell_apparatus(cfg, pid, cwd) if shell_switch else None
     if found is not None:
-        from shournal.capture.apparatus_recording import apparatus_collector
+        from shournal.capture.apparatus.recording import apparatus_collector
 
         return apparatus_collector(cfg, uid, gids, found)
     from shournal.capture.collector import Collector

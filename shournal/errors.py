@@ -1,5 +1,6 @@
-"""Exceptions of the store.  Every message is a single line, ready to be
-printed after "shournal: "; the CLI maps the classes to exit codes."""
+"""The journal's errors, raised by the store and translated in one place
+(:func:`shournal.cli.error_status`).  Every message is a single line, ready
+to be printed after "shournal: "."""
 
 from __future__ import annotations
 
