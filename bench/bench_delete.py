@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--delete", type=int, default=100_000)
     args = ap.parse_args()
     with Journal.open(args.url, create=True) as journal:
-        store = journal.store
+        store = journal._store  # (it times the store's own deletion)
         began = time.perf_counter()
         t0 = build(store, args.commands, args.events)
         print(f"built {args.commands} commands, {args.commands * args.events} events "

@@ -134,7 +134,7 @@ def measure(copy: Path, target: Path, reps: int, depth: int, plans: bool) -> dic
         statements: list[tuple[str, Any]] = []
         capture = [False]
 
-        @event.listens_for(journal.store.engine, "before_cursor_execute")
+        @event.listens_for(journal._store.engine, "before_cursor_execute")
         def _seen(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
             if capture[0]:
                 statements.append((statement, parameters))

@@ -120,7 +120,7 @@ class Capture:
         self.statements: list[tuple[str, Any]] = []
         self.on = False
 
-        @event.listens_for(journal.store.engine, "before_cursor_execute")
+        @event.listens_for(journal._store.engine, "before_cursor_execute")
         def _capture(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
             if self.on:
                 self.statements.append((statement, parameters))
@@ -353,7 +353,7 @@ def copy_to_pg(db: Path, url: str) -> float:
 
 def pg_explain(journal: Journal, statements: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    with journal.store.engine.connect() as conn:
+    with journal._store.engine.connect() as conn:
         for sql, params in statements:
             if not sql.lstrip().upper().startswith("SELECT") or "pg_catalog" in sql:
                 continue
@@ -371,7 +371,7 @@ def measure_pg(db: Path, meta: dict, reps: int, seed: int) -> dict[str, Any]:
     with private_pg() as url:
         out["copy_s"] = copy_to_pg(db, url)
         with Journal.open(url) as journal:
-            with journal.store.reading() as conn:
+            with journal._store.reading() as conn:
                 from sqlalchemy import text
 
                 out["database_bytes"] = conn.execute(

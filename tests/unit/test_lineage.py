@@ -322,19 +322,31 @@ def test_the_content_lookup_and_the_command_load_use_indexes(j):
 
 
 def test_lineage_of_is_a_criterion_combined_with_the_others(j):
+    """The lineage is walked above the door (shournal.provenance) and handed
+    to the journal as command ids; the door refuses an unresolved one."""
     from shournal.criteria import parse_criteria
+    from shournal.data import QueryError
+    from shournal.provenance import resolve_lineage
 
     target, ids = _two_chains(j)
     journal = Journal(j.store)
+
+    def crit(**kw):
+        return resolve_lineage(journal, parse_criteria(**kw))
+
     lineage = [ids["gen"], ids["sort"], ids["fin"]]
-    assert [c.id for c in journal.find(lineage_of=str(target))] == lineage
-    assert [c.id for c in journal.find(lineage_of=target, command_text="%sort%")] == [ids["sort"]]
-    crit = parse_criteria(lineage_of=[str(target)], command_id=[ids["fin"], ids["other"]])
-    assert [c.id for c in journal.find(crit)] == [ids["fin"]]
-    assert journal.stats(lineage_of=str(target)).commands == 3
-    assert [c.id for c in journal.plan_delete(lineage_of=str(target)).commands] == lineage
+    assert [c.id for c in journal.find(crit(lineage_of=str(target)))] == lineage
+    assert [c.id for c in journal.find(crit(lineage_of=target, command_text="%sort%"))] == [
+        ids["sort"]]
+    both = crit(lineage_of=[str(target)], command_id=[ids["fin"], ids["other"]])
+    assert [c.id for c in journal.find(both)] == [ids["fin"]]
+    assert journal.stats(crit(lineage_of=str(target))).commands == 3
+    assert [c.id for c in journal.plan_delete(crit(lineage_of=str(target))).commands] == lineage
     # a file no recorded command wrote: an empty lineage, nothing matches
-    assert journal.find(lineage_of=str(j.disk("seed", b"s" * 10, 1))) == []
+    assert journal.find(crit(lineage_of=str(j.disk("seed", b"s" * 10, 1)))) == []
+    for call in (journal.find, journal.stats, journal.plan_delete):
+        with pytest.raises(QueryError, match="resolve_lineage"):
+            call(lineage_of=str(target))
 
 
 def test_query_lineage_of_in_every_output_format(cli_env, tmp_path):

@@ -54,7 +54,7 @@ def test_help_documents_the_journal() -> None:
                          capture_output=True, text=True, env={**os.environ, "PAGER": "cat"},
                          timeout=60)  # fmt: skip
     assert res.returncode == 0, res.stderr
-    for name in ("open(", "find(", "stats(", "plan_delete(", "delete(", "restore(",
+    for name in ("open(", "find(", "stats(", "plan_delete(", "delete(", "archived(",
                  "writers_of(", "readers_of("):  # fmt: skip
         assert name in res.stdout, name
     assert "SHOURNAL_DB_URL" in res.stdout or "resolve_url" in res.stdout

@@ -14,6 +14,7 @@ from shournal.record import CommandRecord
 from shournal.redact import MARKER as REDACTED
 from shournal.redact import is_secret_name as is_secret
 from shournal.redact import redact_env
+from shournal.store import Store
 from shournal.store import models as m
 from shournal.store.archive import decode_manifest, encode_manifest
 
@@ -71,11 +72,11 @@ def test_manifest_is_stored_with_its_command_and_deleted_with_it(tmp_path: Path)
     from shournal.reproduce.experiment import load_manifest
 
     man = {"format": 1, "reads": [["/w/\udcff", 1, 2, 3, None, None, "too_large"]]}
-    with Journal.open(f"sqlite:///{tmp_path}/j.sqlite", create=True) as s:
-        plain = s.add(_record(None))
-        cid = s.add(_record(encode_manifest(man)))
-        assert load_manifest(s, cid) == man == decode_manifest(encode_manifest(man))
-        assert load_manifest(s, plain) is None
+    with Store(f"sqlite:///{tmp_path}/j.sqlite") as s:
+        plain = s.add_command(_record(None))
+        cid = s.add_command(_record(encode_manifest(man)))
+        assert load_manifest(Journal(s), cid) == man == decode_manifest(encode_manifest(man))
+        assert load_manifest(Journal(s), plain) is None
         with s.writing() as conn:
             conn.execute(text(f"DELETE FROM command WHERE id = {cid}"))
         with s.reading() as conn:
@@ -84,17 +85,17 @@ def test_manifest_is_stored_with_its_command_and_deleted_with_it(tmp_path: Path)
 
 def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/j.sqlite"
-    with Journal.open(url, create=True) as s:
-        cid = s.add(_record(None))
+    with Store(url) as s:
+        cid = s.add_command(_record(None))
         with s.writing() as conn:
             conn.execute(text("DROP TABLE apparatus"))
             conn.execute(m.SchemaVersion.__table__.update().values(version=3))
-    with Journal.open(url, create=True) as s:
+    with Store(url) as s:
         assert "apparatus" in inspect(s.engine).get_table_names()
         with s.reading() as conn:
             version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
             assert version == m.SCHEMA_VERSION
-        s.add(_record(encode_manifest({"format": 1})))
+        s.add_command(_record(encode_manifest({"format": 1})))
         assert cid == 1
 
 
@@ -111,18 +112,18 @@ def test_schema_4_journal_gets_derived_from_and_keeps_its_manifests(tmp_path: Pa
 
     url = f"sqlite:///{tmp_path}/j.sqlite"
     man = {"format": 1}
-    with Journal.open(url, create=True) as s:
-        old = s.add(_record(encode_manifest(man)))
+    with Store(url) as s:
+        old = s.add_command(_record(encode_manifest(man)))
         with s.writing() as conn:
             conn.execute(text("ALTER TABLE apparatus DROP COLUMN derived_from"))
             conn.execute(m.SchemaVersion.__table__.update().values(version=4))
-    with Journal.open(url, create=True) as s:
+    with Store(url) as s:
         cols = {c["name"] for c in inspect(s.engine).get_columns("apparatus")}
         assert "derived_from" in cols
-        assert load_manifest(s, old) == man
-        new = s.add(replace(_record(encode_manifest(man)), derived_from=old))
-        plain = s.add(_record(None))
-        views = {v.id: v.derived_from for v in s.find()}
+        assert load_manifest(Journal(s), old) == man
+        new = s.add_command(replace(_record(encode_manifest(man)), derived_from=old))
+        plain = s.add_command(_record(None))
+        views = {v.id: v.derived_from for v in Journal(s).find()}
         assert views == {old: None, new: old, plain: None}
 
 

@@ -12,6 +12,7 @@ from synthetic import record
 
 from shournal.errors import StoreError
 from shournal.journal import Journal
+from shournal.store import Store
 from shournal.store import models as m
 
 
@@ -29,13 +30,13 @@ def test_a_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
 
 def test_an_older_writable_journal_is_still_upgraded_by_a_reader(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    with Journal.open(url, create=True) as s:
-        s.add(record("old"))
+    with Store(url) as s:
+        s.add_command(record("old"))
         with s.writing() as conn:
             conn.execute(text("ALTER TABLE command DROP COLUMN incomplete"))
             conn.execute(m.SchemaVersion.__table__.update().values(version=6))
     assert os.access(tmp_path / "journal.sqlite", os.W_OK)
-    with Journal.open(url, create=False, read_only=True) as s:
-        assert [c.text for c in s.find()] == ["old"]
+    with Store(url, create=False, read_only=True) as s:
+        assert [c.text for c in Journal(s).find()] == ["old"]
         with s.reading() as conn:
             assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == m.SCHEMA_VERSION
