@@ -18,15 +18,15 @@ from synthetic import MINUTE, T0, file_event, record
 from typer.testing import CliRunner
 
 from shournal.cli.query import query
+from shournal.criteria import session_id_bytes
 from shournal.data import (
     BadSessionId,
     CommandView,
     QueryError,
     QueryFileError,
-    session_id_bytes,
-    wait_for_pending,
 )
 from shournal.journal import Journal
+from shournal.query.pending import wait_for_pending
 from shournal.store import Store
 
 
