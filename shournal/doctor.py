@@ -185,7 +185,7 @@ def _privacy_check() -> Check:
     """The journal holds what the user's commands read and wrote (and the
     archive, beside it, their scripts): nobody else may read it."""
     from shournal.journal import resolve_url
-    from shournal.store.db import journal_open_to_others
+    from shournal.store.engine import journal_open_to_others
 
     try:
         found = journal_open_to_others(resolve_url())

@@ -35,8 +35,8 @@ from shournal.data import (
     FileProbe,
     Period,
     WrittenVersion,
+    ns_to_datetime,
 )
-from shournal.query.criteria import ns_to_datetime
 from shournal.store import models as m
 from shournal.store.light import COMMAND_COLUMNS, COMMAND_JOINS, PREVIEW_BYTES, command_view
 from shournal.store.models import KIND_READ, KIND_WRITE

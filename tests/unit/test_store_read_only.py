@@ -13,6 +13,7 @@ from synthetic import record
 from shournal.query.find import find_commands
 from shournal.store import Store, StoreError
 from shournal.store import models as m
+from shournal.store.migrations import SCHEMA_VERSION
 
 
 def test_a_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
@@ -38,4 +39,4 @@ def test_an_older_writable_journal_is_still_upgraded_by_a_reader(tmp_path: Path)
     with Store(url, create=False, read_only=True) as s:
         assert [c.text for c in find_commands(s)] == ["old"]
         with s.reading() as conn:
-            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == m.SCHEMA_VERSION
+            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == SCHEMA_VERSION
