@@ -1,0 +1,73 @@
+"""Write the DDL of an old journal schema, from the models of its time in
+git history, for the migration tests (tests/system/test_migrations.py).
+
+    .venv/bin/python tests/data/schema/generate.py VERSION COMMIT
+
+writes ``v<VERSION>.sqlite.sql`` and ``v<VERSION>.postgresql.sql`` here:
+what ``metadata.create_all`` of shournal/store/models.py at COMMIT (the
+last commit whose schema was VERSION) ran on each backend.  The files are
+kept as written: an old schema never changes.  Made so far:
+
+    1 08c8489   2 b62c00f   3 6365f29   4 d6bb1f3   5 43fe8d1   6 44c2c64
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+HERE = Path(__file__).resolve().parent
+# What the old models imported from shournal (constants only).
+_SHOURNAL_IMPORT = re.compile(r"^from shournal\.\S+ import (.+)$", re.MULTILINE)
+_CONSTANTS = {
+    "CONTENT_DIGEST_ALGORITHM": "CONTENT_DIGEST_ALGORITHM = 'xxh3-128'",
+    "COMMON_MODE": "COMMON_MODE = 0o100644",
+}
+
+
+def old_models(commit: str) -> types.ModuleType:
+    source = subprocess.run(
+        ["git", "show", f"{commit}:shournal/store/models.py"],
+        check=True, capture_output=True, text=True, cwd=HERE,
+    ).stdout
+
+    def constant(match: re.Match[str]) -> str:
+        name = match.group(1).split(" as ")[0].strip()
+        if name not in _CONSTANTS:
+            raise SystemExit(f"the models at {commit} import {name}: add its value here")
+        return _CONSTANTS[name]
+
+    module = types.ModuleType(f"models_{commit}")
+    sys.modules[module.__name__] = module  # (SQLAlchemy resolves annotations there)
+    exec(compile(_SHOURNAL_IMPORT.sub(constant, source), module.__name__, "exec"), module.__dict__)
+    return module
+
+
+def ddl(module: types.ModuleType, dialect: object) -> str:
+    statements = []
+    for table in module.Base.metadata.sorted_tables:
+        statements.append(str(CreateTable(table).compile(dialect=dialect)))
+        for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
+            statements.append(str(CreateIndex(index).compile(dialect=dialect)))
+    lines = ("\n".join(line.rstrip() for line in s.strip().splitlines()) for s in statements)
+    return "".join(f"{s};\n\n" for s in lines)
+
+
+def main() -> None:
+    version, commit = int(sys.argv[1]), sys.argv[2]
+    module = old_models(commit)
+    if module.SCHEMA_VERSION != version:
+        raise SystemExit(f"the models at {commit} are of schema {module.SCHEMA_VERSION}")
+    for name, dialect in (("sqlite", sqlite.dialect()), ("postgresql", postgresql.dialect())):
+        header = f"-- shournal journal schema {version} (models at {commit}) on {name}\n\n"
+        (HERE / f"v{version}.{name}.sql").write_text(header + ddl(module, dialect))
+
+
+if __name__ == "__main__":
+    main()
