@@ -234,6 +234,6 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 # The version of a journal this shournal creates, and to which it upgrades
-# an older one (tests/unit/test_store_migrations.py holds MIGRATIONS to
+# an older one (tests/system/test_migrations.py holds MIGRATIONS to
 # 2, 3, ... in order).
 SCHEMA_VERSION = MIGRATIONS[-1].version

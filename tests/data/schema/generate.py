@@ -9,6 +9,7 @@ last commit whose schema was VERSION) ran on each backend.  The files are
 kept as written: an old schema never changes.  Made so far:
 
     1 08c8489   2 b62c00f   3 6365f29   4 d6bb1f3   5 43fe8d1   6 44c2c64
+    7 5a8099f (the models and migrations.py of the split store)
 """
 
 from __future__ import annotations
@@ -22,28 +23,31 @@ from pathlib import Path
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from shournal.store import models as today
+
 HERE = Path(__file__).resolve().parent
-# What the old models imported from shournal (constants only).
-_SHOURNAL_IMPORT = re.compile(r"^from shournal\.\S+ import (.+)$", re.MULTILINE)
-_CONSTANTS = {
-    "CONTENT_DIGEST_ALGORITHM": "CONTENT_DIGEST_ALGORITHM = 'xxh3-128'",
-    "COMMON_MODE": "COMMON_MODE = 0o100644",
-}
+# What the old models imported from shournal (constants and helpers,
+# re-exported by today's models; modules have moved since).
+_SHOURNAL_IMPORT = re.compile(r"^from shournal\.\S+ import (\w+)( as \w+)?$", re.MULTILINE)
+
+
+def _show(commit: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{commit}:{path}"], check=True, capture_output=True, text=True, cwd=HERE
+    ).stdout
 
 
 def old_models(commit: str) -> types.ModuleType:
-    source = subprocess.run(
-        ["git", "show", f"{commit}:shournal/store/models.py"],
-        check=True, capture_output=True, text=True, cwd=HERE,
-    ).stdout
+    source = _show(commit, "shournal/store/models.py")
 
     def constant(match: re.Match[str]) -> str:
-        name = match.group(1).split(" as ")[0].strip()
-        if name not in _CONSTANTS:
-            raise SystemExit(f"the models at {commit} import {name}: add its value here")
-        return _CONSTANTS[name]
+        name = match.group(1)
+        if not hasattr(today, name):
+            raise SystemExit(f"the models at {commit} import {name}: give its value here")
+        return f"{name} = _today.{name}"
 
     module = types.ModuleType(f"models_{commit}")
+    module._today = today  # type: ignore[attr-defined]
     sys.modules[module.__name__] = module  # (SQLAlchemy resolves annotations there)
     exec(compile(_SHOURNAL_IMPORT.sub(constant, source), module.__name__, "exec"), module.__dict__)
     return module
@@ -62,8 +66,12 @@ def ddl(module: types.ModuleType, dialect: object) -> str:
 def main() -> None:
     version, commit = int(sys.argv[1]), sys.argv[2]
     module = old_models(commit)
-    if module.SCHEMA_VERSION != version:
-        raise SystemExit(f"the models at {commit} are of schema {module.SCHEMA_VERSION}")
+    found = getattr(module, "SCHEMA_VERSION", None)
+    if found is None:  # (since the version is the last migration's)
+        migrations = _show(commit, "shournal/store/migrations.py")
+        found = int(re.findall(r"Migration\((\d+),", migrations)[-1])
+    if found != version:
+        raise SystemExit(f"the models at {commit} are of schema {found}")
     for name, dialect in (("sqlite", sqlite.dialect()), ("postgresql", postgresql.dialect())):
         header = f"-- shournal journal schema {version} (models at {commit}) on {name}\n\n"
         (HERE / f"v{version}.{name}.sql").write_text(header + ddl(module, dialect))
