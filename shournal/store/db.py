@@ -13,15 +13,9 @@ from shournal.store.writer import Writer
 
 
 class Store(Database):
-    """The journal.  ``url`` is a SQLAlchemy URL; None means the default
-    SQLite file in the user's data directory.
-
-    ``create=False`` (for readers) raises StoreMissing instead of creating
-    a journal that does not exist yet, so that a query changes nothing.
-    ``read_only`` (readers): a SQLite journal is opened ``mode=ro`` and
-    nothing on disk is changed (no journal mode set, no upgrade unless the
-    journal is writable), so a read-only file, directory or mount is
-    browsable; writes then fail as a read-only journal's.
+    """The journal: the database ``url`` names (the arguments: see
+    :class:`Database`), its schema made current on opening (created when
+    ``create``), and its writer.
 
     :raises StoreError: see :mod:`shournal.store.errors`.
     """

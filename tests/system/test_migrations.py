@@ -123,11 +123,17 @@ def journal_at(db_url: str) -> Iterator[Any]:
         db.close()
 
 
-def _migrate(db: Database, version: int) -> None:
-    """Migration `version` alone (from version - 1)."""
+def _migrated(journal_at: Any, version: int) -> tuple[Database, dict[str, Any]]:
+    """A journal of schema version - 1 lifted by migration `version` alone,
+    and its structure, checked to hold all of schema `version`'s."""
+    db = journal_at(version - 1)
     [step] = [s for s in MIGRATIONS if s.version == version]
     with db.writing() as conn:
         step.upgrade(conn)
+    with db.reading() as conn:
+        structure = _structure(conn)
+    _contains(structure, _expected(version))
+    return db, structure
 
 
 def _structure(conn: Connection) -> dict[str, Any]:
@@ -189,11 +195,7 @@ def test_the_migrations_lift_one_version_each_in_order() -> None:
 
 
 def test_2_content_index_by_size(journal_at: Any) -> None:
-    db = journal_at(1)
-    _migrate(db, 2)
-    with db.reading() as conn:
-        structure = _structure(conn)
-    _contains(structure, _expected(2))
+    db, structure = _migrated(journal_at, 2)
     assert "ix_file_event_hash" not in structure["file_event"][1]
     assert _rows(db, "SELECT id, kind, size FROM file_event ORDER BY id") == [
         (1, 0, 1000), (2, 1, 99), (3, 1, 18), (4, 1, 99)
@@ -201,11 +203,7 @@ def test_2_content_index_by_size(journal_at: Any) -> None:
 
 
 def test_3_split_events(journal_at: Any) -> None:
-    db = journal_at(2)
-    _migrate(db, 3)
-    with db.reading() as conn:
-        structure = _structure(conn)
-    _contains(structure, _expected(3))
+    db, structure = _migrated(journal_at, 3)
     assert "file_event" not in structure
     assert "working_dir" not in structure["command"][0]
     assert structure["directory"][2] == set()  # no unique path any more
@@ -240,30 +238,20 @@ def test_3_split_events(journal_at: Any) -> None:
 
 
 def test_4_apparatus(journal_at: Any) -> None:
-    db = journal_at(3)
-    _migrate(db, 4)
-    with db.reading() as conn:
-        structure = _structure(conn)
-    _contains(structure, _expected(4))
+    db, _ = _migrated(journal_at, 4)
     assert _rows(db, "SELECT count(*) FROM apparatus") == [(0,)]
     assert _rows(db, "SELECT id, text FROM command ORDER BY id") == [(1, "make"), (2, "cat")]
 
 
 def test_5_derived_from(journal_at: Any) -> None:
-    db = journal_at(4)
-    _migrate(db, 5)
-    with db.reading() as conn:
-        _contains(_structure(conn), _expected(5))
+    db, _ = _migrated(journal_at, 5)
     assert _rows(db, "SELECT command_id, manifest, derived_from FROM apparatus") == [
         (1, b"{}", None)
     ]
 
 
 def test_6_lost_reasons(journal_at: Any) -> None:
-    db = journal_at(5)
-    _migrate(db, 6)
-    with db.reading() as conn:
-        _contains(_structure(conn), _expected(6))
+    db, _ = _migrated(journal_at, 6)
     # not recorded before: nothing by reason
     assert _rows(
         db, "SELECT id, lost_overflow, lost_unreadable, lost_path, lost_relay FROM command "
@@ -272,10 +260,7 @@ def test_6_lost_reasons(journal_at: Any) -> None:
 
 
 def test_7_incomplete(journal_at: Any) -> None:
-    db = journal_at(6)
-    _migrate(db, 7)
-    with db.reading() as conn:
-        _contains(_structure(conn), _expected(7))
+    db, _ = _migrated(journal_at, 7)
     # every older command was complete
     assert _rows(db, "SELECT id, incomplete FROM command ORDER BY id") in (
         [(1, False), (2, False)], [(1, 0), (2, 0)]
