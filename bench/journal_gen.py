@@ -68,6 +68,7 @@ from shournal.hashing import partial_xxh64  # noqa: E402
 from shournal.record import CommandRecord  # noqa: E402
 from shournal.store import models as m  # noqa: E402
 from shournal.store.db import Store  # noqa: E402
+from shournal.store.migrations import SCHEMA_VERSION  # noqa: E402
 
 CACHE = Path(os.environ.get("SHOURNAL_BENCH_CACHE", "/var/tmp/shournal-bench"))
 DEFAULT_DB = CACHE / "journal-1M.sqlite"
@@ -602,7 +603,7 @@ def schema_fingerprint() -> str:
     from sqlalchemy.dialects import sqlite
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    parts = [str(m.SCHEMA_VERSION)]
+    parts = [str(SCHEMA_VERSION)]
     for table in m.Base.metadata.sorted_tables:
         parts.append(str(CreateTable(table).compile(dialect=sqlite.dialect())))
         parts += sorted(
@@ -760,7 +761,7 @@ def generate(db: Path, commands: int, events: int, seed: int, probes: int,
     meta = {
         "generator_version": GENERATOR_VERSION,
         "schema_fingerprint": fingerprint,
-        "schema_version": m.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "seed": seed,
         "commands": total_commands,
         "file_events": total_events,

@@ -375,11 +375,6 @@ def parse_time(name: str, raw: str, *, now: datetime | None = None) -> Condition
     return _ordered(name, raw, lambda n, v: parse_time_value(n, v, now=now))
 
 
-def ns_to_datetime(ns: int) -> datetime:
-    seconds, rest = divmod(ns, _NS)
-    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
-
-
 # -- paths ---------------------------------------------------------------------
 
 

@@ -50,10 +50,21 @@ __all__ = [
     "WorkingDirCommands",
     "WrittenVersion",
     "lost_reason_parts",
+    "ns_to_datetime",
 ]
 
 # The original stores INT32_MAX when the exit status is unknown.
 RETURN_VALUE_UNKNOWN = 2**31 - 1
+
+
+def ns_to_datetime(ns: int) -> datetime:
+    """Nanoseconds since the epoch (a record's times) as an aware UTC
+    datetime, to the microsecond the journal keeps."""
+    from datetime import UTC, datetime
+
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+
 
 # Ids, sizes, counts and limits are 64-bit signed integers in the journal
 # (and in SQLite's and PostgreSQL's bound parameters).

@@ -97,7 +97,7 @@ class Journal:
         """(path, st_mode) of the journal's files and folder that group or
         others may read (a SQLite journal :func:`resolve_url` names, ``url``
         wins; a server's journal has none), without opening it."""
-        from shournal.store.db import journal_open_to_others
+        from shournal.store.engine import journal_open_to_others
 
         return journal_open_to_others(resolve_url(url))
 

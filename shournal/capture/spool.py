@@ -135,7 +135,7 @@ def extent(fd: int, start: int) -> tuple[int, int]:
 def _open_dir(directory: Path) -> None:
     # The data directory may be a link (the Docker edition's shared
     # /journal): one another user made, or may write to, is not used, as
-    # the journal's (shournal.store.db) -- nothing is created in it.
+    # the journal's (shournal.store.engine) -- nothing is created in it.
     if directory.parent.name == "spool" and len(directory.name) == KEY_LEN:
         # a journal's spool in <data dir>/spool, which is as private
         # (native/libshournal_preload.c makes it so as well)

@@ -40,19 +40,7 @@ from shournal.store.light import hash_to_bytes as hash_to_bytes
 # KEY; elsewhere ids are 64 bit.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
-# 2: the content index became (hash, size) (was (hash)).
-# 3: file_event split into write_event and deduplicated read_file +
-#    read_event; command.working_dir text -> cwd_id (table working_dir);
-#    indexes on command (session_id) and (cwd_id); directory found by
-#    path_hash (non-unique index) instead of a unique index on path.
-# 4: table apparatus (the manifest of a command recorded with its
-#    apparatus, shournal.reproduce).
-# 5: apparatus.derived_from (the command a `shournal rerun` derives from).
-# 6: command.lost_overflow, lost_unreadable, lost_path, lost_relay (the
-#    lost events by reason).
-# 7: command.incomplete (stored from its start: the shell never reported
-#    the end).
-SCHEMA_VERSION = 7
+# The schema version and its history: shournal.store.migrations.
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -318,6 +306,11 @@ class ReadFile(Base):
     hash: Mapped[bytes] = mapped_column(Blob(8))
     mode: Mapped[int] = mapped_column(FileMode, nullable=True)
     content_id: Mapped[int | None] = mapped_column(ForeignKey("content.id"))
+
+
+# The identity of a read file version (what the writer looks up before it
+# inserts one; not a unique constraint, see above).
+READ_FILE_KEY = ("hash", "size", "mtime_ns", "directory_id", "basename", "mode")
 
 
 class ReadEvent(Base):

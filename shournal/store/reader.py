@@ -36,6 +36,7 @@ from shournal.data import (
     FileProbe,
     Period,
     WrittenVersion,
+    ns_to_datetime,
 )
 from shournal.store import models as m
 from shournal.store.light import COMMAND_COLUMNS, COMMAND_JOINS, PREVIEW_BYTES, command_view

@@ -20,6 +20,7 @@ from shournal.record import CommandRecord, FileEvent
 from shournal.store import Store, StoreError
 from shournal.store import models as m
 from shournal.store.gc import delete_commands, plan_delete
+from shournal.store.migrations import SCHEMA_VERSION
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14 22:13:20 UTC
 DAY = 86400 * 10**9
@@ -456,7 +457,7 @@ def test_cli_unparsable_id_is_a_usage_error(cli_journal, cli_env):
 
 def test_cli_newer_schema_and_corrupt_journal(tmp_path, cli_env, cli_journal):
     with Store(f"sqlite:///{cli_journal}") as s, s.writing() as conn:
-        conn.execute(m.SchemaVersion.__table__.update().values(version=m.SCHEMA_VERSION + 1))
+        conn.execute(m.SchemaVersion.__table__.update().values(version=SCHEMA_VERSION + 1))
     before = cli_journal.read_bytes()
     res = shournal(["delete", "--cwd", "/srv/build", "--yes"], cli_env)
     assert res.returncode == 3

@@ -24,6 +24,7 @@ from shournal.restore import (
 )
 from shournal.store import Store
 from shournal.store import models as m
+from shournal.store.migrations import SCHEMA_VERSION
 
 T0 = 1_700_000_000_000_000_000
 MTIME = 1_600_000_000_123_456_789
@@ -282,7 +283,7 @@ def test_cli_store_problems(tmp_path, cli_env, cli_journal):
     work = tmp_path / "work"
     work.mkdir()
     with Store(f"sqlite:///{journal}") as s, s.writing() as conn:
-        conn.execute(m.SchemaVersion.__table__.update().values(version=m.SCHEMA_VERSION + 1))
+        conn.execute(m.SchemaVersion.__table__.update().values(version=SCHEMA_VERSION + 1))
     before = journal.read_bytes()
     res = shournal(["restore", "--file-id", str(archived)], cli_env, work)
     assert res.returncode == 3 and "newer" in res.stderr and res.stderr.count("\n") == 1

@@ -29,7 +29,8 @@ from shournal.store import (
     StoreUnavailable,
 )
 from shournal.store import models as m
-from shournal.store.db import _fs_type
+from shournal.store.engine import _fs_type
+from shournal.store.migrations import SCHEMA_VERSION
 
 T0 = 1_700_000_000_123_456_000  # ns, UTC
 
@@ -172,7 +173,7 @@ def test_sqlite_rows_on_the_drivers_cursor_equal_sqlalchemys(
     rows = []
     for precompile in (False, True):
         with Store(sqlite_url(tmp_path / f"journal-{precompile}.sqlite")) as s:
-            s._precompile = precompile
+            s.writer._precompile = precompile
             # (the second on a whole second: no microseconds to write)
             recs = [record(**overrides), record(**{**overrides, "start_ns": T0 - 123_456_000})]
             s.add_commands(recs)
@@ -202,7 +203,7 @@ def test_sqlite_a_failed_write_leaves_no_transaction_open(
         # (its host, directory and session are then known: without files
         # the batch below runs no statement through SQLAlchemy)
         s.add_commands([record(text="z", start_ns=T0 - 10**9)])
-        insert, calls = s._insert, []
+        insert, calls = s.writer._insert, []
 
         def failing_second(*args: Any) -> int:
             calls.append(args[1].text)
@@ -210,7 +211,7 @@ def test_sqlite_a_failed_write_leaves_no_transaction_open(
                 raise RuntimeError("the journal failed half-way")
             return insert(*args)
 
-        monkeypatch.setattr(s, "_insert", failing_second)
+        monkeypatch.setattr(s.writer, "_insert", failing_second)
         with pytest.raises(RuntimeError):
             s.add_commands([record(text="a", **files), record(text="b", start_ns=T0 + 1, **files)])
         monkeypatch.undo()
@@ -258,17 +259,17 @@ def test_deduplication(store: Store) -> None:
 
 def test_failed_insert_leaves_nothing_behind(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     store.add_command(record(text="before"))
-    import shournal.store.db as db
+    from shournal.store.writer import Writer
 
-    real_ids = db.Store._read_file_ids
+    real_ids = Writer._read_file_ids
 
-    def failing_ids(self: Store, *args: Any) -> list[int]:
+    def failing_ids(self: Writer, *args: Any) -> list[int]:
         real_ids(self, *args)
         raise RuntimeError("disk went away")
 
     # Fails inside the transaction, after the command row, the directories,
     # the content, the writes and the read files were inserted.
-    monkeypatch.setattr(db.Store, "_read_file_ids", failing_ids)
+    monkeypatch.setattr(Writer, "_read_file_ids", failing_ids)
     bad = record(
         text="bad",
         session_uuid=b"\x09" * 16,
@@ -320,7 +321,7 @@ def test_schema_too_new(db_url: str) -> None:
     with Store(db_url) as s:
         s.add_command(record())
         with s.writing() as conn:
-            conn.execute(m.SchemaVersion.__table__.update().values(version=m.SCHEMA_VERSION + 1))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=SCHEMA_VERSION + 1))
     with pytest.raises(SchemaTooNew) as info:
         Store(db_url)
     message = str(info.value)
@@ -425,9 +426,9 @@ def test_fs_type_from_mountinfo(tmp_path: Path) -> None:
 
 
 def test_sqlite_on_nfs_avoids_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shournal.store.db as db
+    import shournal.store.engine as engine
 
-    monkeypatch.setattr(db, "_fs_type", lambda path: "nfs4")
+    monkeypatch.setattr(engine, "_fs_type", lambda path: "nfs4")
     with Store(sqlite_url(tmp_path / "j.sqlite")) as s, s.reading() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar_one() == "delete"
 
@@ -832,7 +833,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 7
+            assert version == SCHEMA_VERSION == 7
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
@@ -886,14 +887,14 @@ def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:
 
 
 def test_migrations_are_idempotent(db_url: str) -> None:
-    from shournal.store.db import _MIGRATIONS
+    from shournal.store.migrations import split_events
 
     with Store(db_url) as s:
         s.add_command(record(writes=[event(b"/a")], reads=[event(b"/b")]))
         before = _snapshot(s)
         with s.writing() as conn:
-            _MIGRATIONS[2](conn)
-            _MIGRATIONS[2](conn)
+            split_events(conn)
+            split_events(conn)
         assert _snapshot(s) == before
 
 

@@ -22,7 +22,7 @@ from shournal.config import DEFAULT_CONFIG_TEXT
 from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.record import LOST_REASONS, FileEvent
 from shournal.store import Store, light
-from shournal.store import models as m
+from shournal.store.migrations import SCHEMA_VERSION
 
 HEAVY = ("sqlalchemy", "typer")
 
@@ -242,7 +242,7 @@ def test_a_journal_of_an_older_schema(work: Path, env: dict[str, str], tmp_path:
     assert fast.result == full.result
     assert fast.result[0] == 0 and fast.heavy
     with sqlite3.connect(old) as db:
-        assert db.execute("SELECT version FROM schema_version").fetchone() == (m.SCHEMA_VERSION,)
+        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
     db.close()
 
 
@@ -383,4 +383,4 @@ def test_the_light_reader_reads_the_current_schema() -> None:
     """A new schema version needs the light reader's SQL reviewed (then
     READS_SCHEMA raised); until then the fast path hands every query to
     the full CLI."""
-    assert light.READS_SCHEMA == m.SCHEMA_VERSION
+    assert light.READS_SCHEMA == SCHEMA_VERSION

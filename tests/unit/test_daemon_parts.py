@@ -77,7 +77,7 @@ def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path
             texts = sorted(r[0] for r in conn.exec_driver_sql("SELECT text FROM command"))
             writes = conn.exec_driver_sql("SELECT count(*) FROM write_event").scalar()
         assert texts == ["a", "b", "c"] and writes == 3
-        insert, calls = store._insert, []
+        insert, calls = store.writer._insert, []
 
         def failing_second(conn, rec, prepared, *rest):
             calls.append(rec.text)
@@ -85,7 +85,7 @@ def test_a_batch_is_stored_in_one_transaction_and_a_replay_skips_stored(tmp_path
                 raise RuntimeError("the journal failed half-way")
             return insert(conn, rec, prepared, *rest)
 
-        store._insert = failing_second  # type: ignore[method-assign]
+        store.writer._insert = failing_second  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
             store.add_commands([_rec("d", 10**18 + 8), _rec("e", 10**18 + 9)])
         assert calls == ["d", "e"]

@@ -1,5 +1,5 @@
 """shournal's own folders and files are private (issue 26): the helpers of
-shournal._paths and the journal's once-then-refuse rule (shournal.store.db)."""
+shournal._paths and the journal's once-then-refuse rule (shournal.store.engine)."""
 
 from __future__ import annotations
 

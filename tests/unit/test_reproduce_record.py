@@ -17,6 +17,7 @@ from shournal.redact import redact_env
 from shournal.store import Store
 from shournal.store import models as m
 from shournal.store.archive import decode_manifest, encode_manifest
+from shournal.store.migrations import SCHEMA_VERSION
 
 DEFAULT = ApparatusConfig().secret_env_names
 
@@ -94,7 +95,7 @@ def test_schema_3_journal_gets_the_apparatus_table(tmp_path: Path) -> None:
         assert "apparatus" in inspect(s.engine).get_table_names()
         with s.reading() as conn:
             version = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
-            assert version == m.SCHEMA_VERSION
+            assert version == SCHEMA_VERSION
         s.add_command(_record(encode_manifest({"format": 1})))
         assert cid == 1
 

@@ -14,6 +14,7 @@ from shournal.errors import StoreError
 from shournal.journal import Journal
 from shournal.store import Store
 from shournal.store import models as m
+from shournal.store.migrations import SCHEMA_VERSION
 
 
 def test_a_read_only_store_reads_and_never_writes(tmp_path: Path) -> None:
@@ -39,4 +40,4 @@ def test_an_older_writable_journal_is_still_upgraded_by_a_reader(tmp_path: Path)
     with Store(url, create=False, read_only=True) as s:
         assert [c.text for c in Journal(s).find()] == ["old"]
         with s.reading() as conn:
-            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == m.SCHEMA_VERSION
+            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == SCHEMA_VERSION

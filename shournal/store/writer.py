@@ -1,0 +1,489 @@
+"""Storing command lines: the inserts of a command and its file events,
+the find-or-insert of the rows they share (hosts, directories, sessions,
+read file versions, archived contents), and has_command.
+
+Deleting is :mod:`shournal.store.gc`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, select, text
+from sqlalchemy.sql.dml import Insert
+
+from shournal.data import LOST_REASONS, ns_to_datetime
+from shournal.errors import StoreError
+from shournal.hashing import content_digest
+from shournal.record import CommandRecord, FileEvent
+from shournal.store import models as m
+from shournal.store.engine import Database
+from shournal.store.precompiled import Precompiled
+
+# Serialises the find-or-insert of directories and read files on
+# PostgreSQL (an arbitrary constant that only shournal uses: "shournaR").
+_PG_FIND_OR_INSERT_LOCK = 0x73686F75726E6152
+
+# Keeps IN (...) lists far below every backend's bound-parameter limit.
+_IN_BATCH = 500
+
+
+_DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
+
+
+def _dimension_lookup(
+    wanted: Sequence[tuple[type[m.Base], dict[str, Any]]],
+) -> tuple[Any, dict[str, Any]]:
+    """Writer._dimension_ids' SELECT and its parameters: one statement per
+    combination of tables and columns, built once (building it per command
+    line cost more than running it)."""
+    shape = tuple((model, tuple(values)) for model, values in wanted)
+    stmt = _DIMENSION_LOOKUPS.get(shape)
+    if stmt is None:
+        lookups = []
+        for i, (model, keys) in enumerate(shape):
+            table: Table = model.__table__  # type: ignore[assignment]
+            where = [table.c[k] == bindparam(f"d{i}_{k}") for k in keys]
+            lookups.append(select(table.c.id).where(*where).scalar_subquery())
+        stmt = _DIMENSION_LOOKUPS[shape] = select(*lookups)
+    params = {f"d{i}_{k}": v for i, (_m, values) in enumerate(wanted) for k, v in values.items()}
+    return stmt, params
+
+
+
+class Writer:
+    """What stores command lines in the journal `db` (its schema current:
+    :class:`shournal.store.db.Store` makes it so)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.dialect_name = db.dialect_name
+        # SQLite: the statements every command line runs, compiled once and
+        # run on the driver's cursor (qmark: SQLite's driver; PostgreSQL
+        # keeps SQLAlchemy's execution, its transactions cost a round trip
+        # to the server each anyway)
+        self._precompile = db.dialect_name == "sqlite"
+        self._precompiled: dict[object, Precompiled] = {}
+
+    def _insert_ignore(self, table: Table) -> Insert:
+        if self.dialect_name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table).on_conflict_do_nothing()
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+
+    def _get_or_create(self, conn: Connection, model: type[m.Base], **values: Any) -> int:
+        table: Table = model.__table__  # type: ignore[assignment]
+        conn.execute(self._insert_ignore(table), values)
+        where = [table.c[k] == v for k, v in values.items()]
+        return conn.execute(select(table.c.id).where(*where)).scalar_one()
+
+    def _dimension_ids(
+        self,
+        conn: Connection,
+        wanted: Sequence[tuple[type[m.Base], dict[str, Any]]],
+        known: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = None,
+    ) -> dict[type[m.Base], int]:
+        """The ids of a command's rows in small tables (its host and user,
+        directory, session, hash setting), inserting those not there yet.
+        They almost always exist: one SELECT of them all (a statement costs
+        far more CPU in SQLAlchemy and the driver than in the database),
+        then _get_or_create for the missing ones.  `known`: what earlier
+        commands of the same transaction found (a batch's lines mostly
+        share them all).  Never cached across transactions: `shournal
+        delete` collects unreferenced rows, and a freed id may be given to
+        another row."""
+        key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
+        if known is not None and key in known:
+            return known[key]
+        stmt, params = _dimension_lookup(wanted)
+        if self._precompile:
+            row = self._driver_run(conn, stmt, lambda: stmt, params).fetchone()
+        else:
+            row = conn.execute(stmt, params).one()
+        ids: dict[type[m.Base], int] = {}
+        for (model, values), found in zip(wanted, row, strict=True):
+            ids[model] = found if found is not None else self._get_or_create(conn, model, **values)
+        if known is not None:
+            known[key] = ids
+        return ids
+
+    def _driver_run(
+        self, conn: Connection, key: object, make: Callable[[], Any], values: dict[str, Any]
+    ) -> sqlite3.Cursor:
+        """SQLite: run the statement `make` builds (once per `key`, a
+        long-lived object; an insert with the columns of `values`) in
+        `conn`'s transaction on the driver's cursor -- see
+        shournal.store.precompiled."""
+        pre = self._precompiled.get(key)
+        if pre is None:
+            stmt = make()
+            columns = list(values) if isinstance(stmt, Insert) else None
+            pre = self._precompiled[key] = Precompiled(stmt, self._db.engine.dialect, columns)
+        cursor: sqlite3.Cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        return pre.run(cursor, values)
+
+    def _ids_for(
+        self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
+    ) -> dict[Any, int]:
+        """Insert the deduplicated ``rows`` (ignoring existing ones) and map
+        each row's ``key`` value to its id."""
+        if not rows:
+            return {}
+        conn.execute(self._insert_ignore(table), list(rows))
+        ids: dict[Any, int] = {}
+        keys = [r[key] for r in rows]
+        column = table.c[key]
+        for start in range(0, len(keys), _IN_BATCH):
+            batch = keys[start : start + _IN_BATCH]
+            for id_, value in conn.execute(select(table.c.id, column).where(column.in_(batch))):
+                ids[bytes(value) if isinstance(value, memoryview) else value] = id_
+        return ids
+
+    def add_command(self, rec: CommandRecord) -> int:
+        """Store one finished command line and all its file events in one
+        transaction; return the new command id."""
+        prepared = self._prepare(rec)
+        with self._db.writing() as conn:
+            return self._insert(conn, rec, prepared)
+
+    def add_commands(self, recs: Sequence[CommandRecord], skip_stored: bool = False) -> int:
+        """Store several command lines (the store daemon's batches); with
+        `skip_stored`, those has_command finds are left out.  The number
+        stored.  SQLite: in one transaction, all or none (one connection,
+        BEGIN and COMMIT for all: ~0.2 of a short command's ~0.7 ms); on
+        PostgreSQL each in its own, as add_command, whose key order keeps
+        concurrent writers free of deadlocks only within one command."""
+        if self.dialect_name != "sqlite":
+            stored = 0
+            for rec in recs:
+                if not (skip_stored and self.has_command(rec)):
+                    self.add_command(rec)
+                    stored += 1
+            return stored
+        prepared = [self._prepare(rec) for rec in recs]
+        stored = 0
+        with self._db.writing() as conn:
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
+            for rec, prep in zip(recs, prepared, strict=True):
+                if skip_stored and self._holds(conn, rec):
+                    continue
+                self._insert(conn, rec, prep, known)
+                stored += 1
+        return stored
+
+    def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
+        """What add_command computes in Python before its transaction (the
+        write lock is held only for the inserts)."""
+        _validate(rec)
+        write_split = [m.split_path(ev.path) for ev in rec.writes]
+        # One row per distinct read file version.  Sorted (by path first, so
+        # that new read files get ids in path order): concurrent PostgreSQL
+        # transactions then lock new unique keys in the same order and
+        # cannot deadlock.
+        reads: dict[tuple[Any, ...], FileEvent] = {}
+        for ev in rec.reads:
+            key = (ev.path, ev.size, ev.mtime_ns, m.hash_to_bytes(ev.hash), ev.mode)
+            known = reads.get(key)
+            if known is None or (known.content is None and ev.content is not None):
+                reads[key] = ev
+        read_keys = sorted(reads)
+        read_split = [m.split_path(k[0]) for k in read_keys]
+        dir_paths = sorted({d for d, _ in (*write_split, *read_split)})
+        digests: dict[tuple[Any, ...], bytes] = {}
+        content_rows: dict[bytes, dict[str, Any]] = {}
+        for key in read_keys:
+            content = reads[key].content
+            if content is not None:
+                digest = content_digest(content)
+                digests[key] = digest
+                content_rows.setdefault(
+                    digest,
+                    {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": content},
+                )
+        wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
+            (m.Env, {"hostname": rec.hostname, "username": rec.username}),
+            (m.WorkingDir, {"path": rec.working_dir}),
+        ]
+        if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
+            hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
+            wanted.append((m.HashSetting, hashing))
+        if rec.session_uuid is not None:
+            wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
+        return write_split, reads, read_keys, read_split, dir_paths, digests, content_rows, wanted
+
+    def _insert(
+        self,
+        conn: Connection,
+        rec: CommandRecord,
+        prepared: tuple[Any, ...],
+        known: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = None,
+    ) -> int:
+        """The inserts of one command line (prepared by _prepare) in `conn`'s
+        transaction; its new id (`known`: see _dimension_ids)."""
+        (write_split, reads, read_keys, read_split, dir_paths, digests, content_rows,
+         wanted) = prepared
+        ids = self._dimension_ids(conn, wanted, known)
+        env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
+        hash_setting_id = ids.get(m.HashSetting)
+        session_id = ids.get(m.ShellSession)
+        row = {
+            "text": rec.text,
+            "return_value": rec.return_value,
+            "start_time": ns_to_datetime(rec.start_ns),
+            "end_time": ns_to_datetime(rec.end_ns),
+            "cwd_id": cwd_id,
+            "session_id": session_id,
+            "env_id": env_id,
+            "hash_setting_id": hash_setting_id,
+            "dropped_writes": rec.dropped_writes,
+            "dropped_reads": rec.dropped_reads,
+            "lost_events": rec.lost_events,
+            **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
+            "incomplete": rec.incomplete,
+        }
+        command_table: Table = m.Command.__table__  # type: ignore[assignment]
+        if self._precompile:
+            cursor = self._driver_run(conn, command_table, command_table.insert, row)
+            command_id = int(cursor.lastrowid)
+        else:
+            result = conn.execute(command_table.insert(), row)
+            command_id = int(result.inserted_primary_key[0])
+        # Content first: its insert may wait for another writer's
+        # uncommitted row of the same digest, which must never happen
+        # while holding the find-or-insert lock that the other writer
+        # may be waiting for (the directories may take it).
+        content_ids = self._ids_for(
+            conn,
+            m.Content.__table__,  # type: ignore[arg-type]
+            "digest",
+            [content_rows[d] for d in sorted(content_rows)],
+        )
+        dir_ids = self._directory_ids(conn, dir_paths)
+        if rec.writes:
+            conn.execute(
+                m.WriteEvent.__table__.insert(),
+                [
+                    {
+                        "command_id": command_id,
+                        "directory_id": dir_ids[directory],
+                        "basename": base,
+                        "size": ev.size,
+                        "mtime_ns": ev.mtime_ns,
+                        "hash": m.hash_to_bytes(ev.hash),
+                        "mode": ev.mode,
+                    }
+                    for ev, (directory, base) in zip(rec.writes, write_split, strict=True)
+                ],
+            )
+        if read_keys:
+            rows = []
+            for key, (directory, base) in zip(read_keys, read_split, strict=True):
+                digest = digests.get(key)
+                rows.append(
+                    {
+                        "hash": key[3],
+                        "size": key[1],
+                        "mtime_ns": key[2],
+                        "directory_id": dir_ids[directory],
+                        "basename": base,
+                        "mode": key[4],
+                        "content_id": None if digest is None else content_ids[digest],
+                    }
+                )
+            file_ids = self._read_file_ids(conn, rows)
+            conn.execute(
+                m.ReadEvent.__table__.insert(),
+                [{"command_id": command_id, "read_file_id": i} for i in sorted(file_ids)],
+            )
+        if rec.apparatus is not None:
+            conn.execute(
+                m.Apparatus.__table__.insert(),
+                {"command_id": command_id, "manifest": rec.apparatus,
+                 "derived_from": rec.derived_from},
+            )
+        return command_id
+
+    def _lock_find_or_insert(self, conn: Connection) -> None:
+        """Exclude other writers from the find-or-insert of directories and
+        read files until this transaction ends.  SQLite's write transaction
+        (BEGIN IMMEDIATE) already does; PostgreSQL takes an advisory
+        transaction lock (taking it again is harmless)."""
+        if self.dialect_name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_FIND_OR_INSERT_LOCK})
+
+    def _directory_ids(self, conn: Connection, paths: list[bytes]) -> dict[bytes, int]:
+        """Find or insert the directories ``paths`` (distinct, sorted: new
+        ones get ids in path order); map each to its id.
+
+        directory has no unique constraint (see models.py): it is looked up
+        by ``path_hash`` and the path compared, and only a writer holding
+        the find-or-insert lock inserts.  Most directories of a command are
+        known already, so the lock is taken only when some are missing, and
+        those are looked up again under it.
+        """
+        if not paths:
+            return {}
+        hashes = {p: m.path_hash(p) for p in paths}
+        ids = _lookup_directories(conn, hashes, paths)
+        missing = [p for p in paths if p not in ids]
+        if missing and self.dialect_name == "postgresql":
+            self._lock_find_or_insert(conn)
+            ids.update(_lookup_directories(conn, hashes, missing))
+            missing = [p for p in missing if p not in ids]
+        if missing:
+            conn.execute(
+                m.Directory.__table__.insert(),
+                [{"path": p, "path_hash": hashes[p]} for p in missing],
+            )
+            ids.update(_lookup_directories(conn, hashes, missing))
+        if len(ids) != len(paths):
+            raise StoreError("a directory vanished while it was being stored")
+        return ids
+
+    def _read_file_ids(self, conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
+        """Find or insert the read file versions ``rows`` (distinct, in path
+        order); return their ids.
+
+        read_file has no unique constraint (see models.py): writers are
+        serialised instead, so that two never insert the same version.  On
+        SQLite the write transaction (BEGIN IMMEDIATE) already excludes
+        every other writer; on PostgreSQL a transaction-scoped advisory lock
+        does, from here to the commit.  A version stored without its
+        content gets the content of a later read that archived it.
+        """
+        self._lock_find_or_insert(conn)
+        table: Table = m.ReadFile.__table__  # type: ignore[assignment]
+        found = _lookup_read_files(conn, rows, range(len(rows)))
+        missing = [i for i in range(len(rows)) if i not in found]
+        if missing:
+            conn.execute(table.insert(), [rows[i] for i in missing])
+            found.update(_lookup_read_files(conn, rows, missing))
+        if len(found) != len(rows):
+            raise StoreError("a read file version vanished while it was being stored")
+        update = [
+            {"rid": id_, "cid": rows[i]["content_id"]}
+            for i, (id_, content_id) in found.items()
+            if content_id is None and rows[i]["content_id"] is not None
+        ]
+        if update:
+            conn.execute(
+                table.update()
+                .where(table.c.id == bindparam("rid"), table.c.content_id.is_(None))
+                .values(content_id=bindparam("cid")),
+                update,
+            )
+        return [found[i][0] for i in range(len(rows))]
+
+    def has_command(self, rec: CommandRecord) -> bool:
+        """Whether the journal already holds `rec` (same start time, text,
+        session and working directory): the store daemon asks before it
+        stores a spooled command whose earlier attempt may have committed
+        (shournal.capture.spool), so that each is stored exactly once."""
+        with self._db.reading() as conn:
+            return self._holds(conn, rec)
+
+    def _holds(self, conn: Connection, rec: CommandRecord) -> bool:
+        """has_command in `conn`'s transaction."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        cwd: Table = m.WorkingDir.__table__  # type: ignore[assignment]
+        sess: Table = m.ShellSession.__table__  # type: ignore[assignment]
+        query = (
+            select(cmd.c.id)
+            .select_from(cmd.join(cwd, cmd.c.cwd_id == cwd.c.id))
+            .where(
+                cmd.c.start_time == ns_to_datetime(rec.start_ns),
+                cmd.c.text == m.safe_text(rec.text),
+                cwd.c.path == m.safe_text(rec.working_dir),
+            )
+        )
+        if rec.session_uuid is None:
+            query = query.where(cmd.c.session_id.is_(None))
+        else:
+            query = query.where(
+                cmd.c.session_id.in_(select(sess.c.id).where(sess.c.uuid == rec.session_uuid))
+            )
+        return conn.execute(query.limit(1)).first() is not None
+
+
+def _placeholder(conn: Connection) -> str:
+    """The driver's own placeholder (sqlite3: ?, psycopg: %s) for
+    exec_driver_sql: SQLAlchemy's text() costs more than the query for
+    thousands of parameters."""
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
+def _lookup_directories(
+    conn: Connection, hashes: dict[bytes, int], which: Sequence[bytes]
+) -> dict[bytes, int]:
+    """{path: id} of the stored directories among ``which`` (the oldest if
+    there were several); ``hashes`` maps each path to its path_hash.  One
+    index seek per distinct hash; rows of colliding paths are filtered out
+    by comparing the path."""
+    wanted = set(which)
+    distinct = sorted({hashes[p] for p in which})
+    mark = _placeholder(conn)
+    found: dict[bytes, int] = {}
+    for start in range(0, len(distinct), _IN_BATCH):
+        batch = distinct[start : start + _IN_BATCH]
+        sql = (
+            "SELECT id, path FROM directory "
+            f"WHERE path_hash IN ({', '.join([mark] * len(batch))}) ORDER BY id"
+        )
+        for id_, path in conn.exec_driver_sql(sql, tuple(batch)):
+            path = bytes(path)
+            if path in wanted:
+                found.setdefault(path, id_)
+    return found
+
+
+def _lookup_read_files(
+    conn: Connection, rows: list[dict[str, Any]], which: Sequence[int]
+) -> dict[int, tuple[int, int | None]]:
+    """{index in ``rows``: (id, content_id)} of the stored versions equal to
+    ``rows[i]`` for i in ``which`` (the oldest if there were several).
+
+    A join with a VALUES list: both backends seek the (hash, size,
+    mtime_ns) index once per row (SQLite would scan the table for a
+    row-value IN list).
+    """
+    cols = ", ".join(m.READ_FILE_KEY)
+    # The parameters are the values as given; a stored NULL mode means
+    # COMMON_MODE (models.FileMode).
+    same = " AND ".join(
+        f"coalesce(r.mode, {m.COMMON_MODE}) = v.mode" if c == "mode" else f"r.{c} = v.{c}"
+        for c in m.READ_FILE_KEY
+    )
+    mark = _placeholder(conn)
+    row_marks = "(" + ", ".join([mark] * (1 + len(m.READ_FILE_KEY))) + ")"
+    found: dict[int, tuple[int, int | None]] = {}
+    for start in range(0, len(which), _IN_BATCH):
+        batch = which[start : start + _IN_BATCH]
+        params: list[Any] = []
+        for i in batch:
+            params.append(i)
+            params.extend(rows[i][c] for c in m.READ_FILE_KEY)
+        sql = (
+            f"WITH v (i, {cols}) AS (VALUES {', '.join([row_marks] * len(batch))}) "
+            f"SELECT v.i, r.id, r.content_id FROM v JOIN read_file r ON {same} ORDER BY r.id"
+        )
+        for i, id_, content_id in conn.exec_driver_sql(sql, tuple(params)):
+            found.setdefault(i, (id_, content_id))
+    return found
+
+
+def _validate(rec: CommandRecord) -> None:
+    """Reject records that would fail half-way through the transaction."""
+    if rec.session_uuid is not None and len(rec.session_uuid) != 16:
+        raise ValueError("session_uuid must be 16 raw bytes")
+    for ev in (*rec.writes, *rec.reads):
+        if ev.hash is not None and not 0 <= ev.hash < 2**64:
+            raise ValueError(f"hash {ev.hash} is not an unsigned 64-bit value")
+        if not 0 <= ev.size < 2**63 or not -(2**63) <= ev.mtime_ns < 2**63:
+            raise ValueError(f"size or mtime of {ev.path!r} out of the 64-bit range")
+        if not 0 <= ev.mode < 2**31:
+            raise ValueError(f"mode {ev.mode} of {ev.path!r} out of range")
