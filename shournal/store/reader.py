@@ -24,7 +24,6 @@ from sqlalchemy import (
     select,
 )
 
-from shournal.criteria import ns_to_datetime
 from shournal.data import (
     RETURN_VALUE_UNKNOWN,
     CommandView,
