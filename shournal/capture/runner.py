@@ -65,21 +65,21 @@ def _helper_options(apparatus: bool, env: dict[str, str]) -> list[str]:
 def _start_helper(sock_child: socket.socket, apparatus: dict[str, object] | None) -> int:
     """Spawn the helper with the socket on fd 3; return its pid.
     ``apparatus``: record the command with its apparatus (what the
-    listener needs to know, see shournal.apparatus.ENV_VAR)."""
+    listener needs to know, see shournal.capture.apparatus.ENV_VAR)."""
     helper, listener = _paths.suid_helper(), _paths.listener()
     # Move the socket above 3 first: dup2(3, 3) would keep its CLOEXEC flag.
     high = fcntl.fcntl(sock_child.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
-    from shournal.capture import apparatus
+    from shournal.capture.apparatus import ENV_VAR, SHELL_SWITCH_VAR
 
     env = dict(os.environ)
-    env.pop(apparatus.ENV_VAR, None)  # only --apparatus sets it
-    env.pop(apparatus.SHELL_SWITCH_VAR, None)  # only the preload library sets it
+    env.pop(ENV_VAR, None)  # only --apparatus sets it
+    env.pop(SHELL_SWITCH_VAR, None)  # only the preload library sets it
     if apparatus is not None:
         # For the listener, which inherits the helper's environment (the
         # command gets os.environ through the trampoline).
         mask = os.umask(0)
         os.umask(mask)
-        env[apparatus.ENV_VAR] = json.dumps({**apparatus, "umask": mask})
+        env[ENV_VAR] = json.dumps({**apparatus, "umask": mask})
     opts = _helper_options(apparatus is not None, env)
     try:
         return os.posix_spawn(

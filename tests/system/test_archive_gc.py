@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures_cli import run_shournal
 
+from shournal.journal import Journal
 from shournal.record import CommandRecord
 from shournal.reproduce.experiment import load_manifest
 from shournal.store import Store
@@ -82,8 +83,8 @@ def test_delete_collects_the_blobs_no_remaining_command_names(journal_env):
     # named by b too (under another path): stays, and still checks out
     assert arc.get(digest["shared"]) and arc.has(digest["b_only"])
     with Store(cli_env["SHOURNAL_DB_URL"]) as store:
-        assert load_manifest(store, ids["a"]) is None  # the manifest went with it
-        assert load_manifest(store, ids["b"]) is not None
+        assert load_manifest(Journal(store), ids["a"]) is None  # the manifest went with it
+        assert load_manifest(Journal(store), ids["b"]) is not None
 
     # a command without an apparatus frees nothing
     res = run_shournal(["delete", "--command-id", str(ids["plain"]), "--dry-run"], cli_env)

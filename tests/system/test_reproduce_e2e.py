@@ -14,8 +14,8 @@ from fixtures_shell import journal_url
 from test_run import cli_as_user, commands, run_as_user
 
 from shournal.hashing import content_digest
+from shournal.journal import Journal
 from shournal.reproduce.experiment import load_manifest
-from shournal.store import Store
 from shournal.store.archive import Archive
 
 pytestmark = [pytest.mark.root]
@@ -60,11 +60,8 @@ def _record(install, home: Path, *argv: str, env: dict[str, str] | None = None,
 
 
 def _manifest(home: Path, cid: int):
-    store = Store(journal_url(home))
-    try:
-        return load_manifest(store, cid)
-    finally:
-        store.close()
+    with Journal.open(journal_url(home), create=True) as journal:
+        return load_manifest(journal, cid)
 
 
 def _last_id(home: Path) -> int:

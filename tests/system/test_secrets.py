@@ -13,7 +13,7 @@ from fixtures_shell import Install, journal_url, wait_stored
 
 from shournal.journal import Journal
 from shournal.redact import MARKER
-from shournal.store import archived
+from shournal.store import Store
 from shournal.store.archive import decode_manifest
 
 pytestmark = [pytest.mark.root]
@@ -70,12 +70,11 @@ def test_secrets_are_neither_stored_nor_exported(install, user_home):
     wait_stored(user_home)
 
     # stored: the manifest as it is in the journal, not as a reader gets it
-    with Journal.open(journal_url(user_home), create=True) as store:
-        found = store.find(command_text="sh tool.sh %")
+    with Journal.open(journal_url(user_home), create=True) as journal:
+        found = journal.find(command_text="sh tool.sh %")
         assert len(found) == 2
         ids = [str(c.id) for c in found]
-        with store.reading() as conn:
-            man = decode_manifest(archived.apparatus_manifest(conn, found[0].id))
+        man = decode_manifest(journal.apparatus_manifest(found[0].id))
     for name, (_, stored) in SECRETS.items():
         assert man["env"][name] == stored, name
     assert man["env"]["PWD"] == str(work) and man["env"]["OLDPWD"] == str(user_home)
@@ -123,8 +122,8 @@ def test_an_older_journals_clear_secrets_are_redacted_when_read(install, user_ho
     wait_stored(user_home)
     from shournal.store.archive import encode_manifest
 
-    with Journal.open(journal_url(user_home), create=True) as store:
-        found = store.find(command_text="cp in.csv %")
+    with Store(journal_url(user_home)) as store:
+        found = Journal(store).find(command_text="cp in.csv %")
         with store.writing() as conn:
             for c in found:
                 row = conn.exec_driver_sql(

@@ -801,7 +801,6 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
     target.write_bytes(b"x" * 1000)
     st = target.stat()
     from shournal.hashing import partial_xxh64_bytes
-    from shournal.restore import load_archived
 
     h = partial_xxh64_bytes(target.read_bytes())
     script = b"#!/bin/sh\necho hi\n"
@@ -856,7 +855,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert count(s, m.ReadEvent) == 9
             assert [c.id for c in find_commands(s, wfile=target)] == cids
             # The first reader's event id names the read file now.
-            archived = load_archived(s, min(read_ids))
+            archived = Journal(s).archived(min(read_ids))
             assert (archived.data, archived.command_id) == (script, cids[0])
     with Store(db_url) as s:
         # New rows get fresh ids (PostgreSQL: the sequences moved on).
