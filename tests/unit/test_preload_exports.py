@@ -1,7 +1,8 @@
 """The preload library exports the libc functions it wraps and nothing
 else: its own functions stay hidden (a symbol it exported by mistake
-would interpose on the shell's or another library's).  `make -C native check-exports` compares the built library's
-dynamic symbols with native/libshournal_preload.exports."""
+would interpose on the shell's or another library's).
+`make -C native check-exports` compares the built library's dynamic
+symbols with native/libshournal_preload.exports."""
 
 from __future__ import annotations
 
