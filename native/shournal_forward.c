@@ -3,7 +3,7 @@
  * and the holder's relay on fd 4).  Instead of starting Python per command
  * line it hands both fds to the user's store daemon (shournal/capture/daemon.py)
  * over <runtime dir>/daemon.<journal key>.sock (the shell starts the daemon, see
- * ensure_daemon() in libshournal_preload.c), and waits -- blocked, no CPU -- until the daemon answers that the command
+ * ensure_daemon() in preload/daemon.c), and waits -- blocked, no CPU -- until the daemon answers that the command
  * line is in its durable spool.  Waiting keeps the markers named after our
  * pid meaningful: the shell and `shournal query` see a live recorder while
  * the daemon works on the command line, and a marker of a dead process if

@@ -22,7 +22,7 @@
 #include "shournal_fdpass.h"
 #include "shournal_protocol.h"
 
-/* Must match setup_rundir() in libshournal_preload.c and
+/* Must match setup_rundir() in preload/settings.c and
  * shournal._paths.runtime_dir(); never a directory somebody else made. */
 static inline int shournal_fw_runtime_dir(char *buf, size_t n)
 {

@@ -240,7 +240,7 @@ struct shournal_flush {
 #define SHOURNAL_MSG_STATUS 13u
 /* FORWARD's arg: handed over by shournal-suid itself, whose environment
  * the daemon could not read and which the apparatus never uses (the shell
- * then execs shournal-forward: spawn_helper in libshournal_preload.c), so
+ * then execs shournal-forward: spawn_helper in preload/spawn.c), so
  * the daemon does not look for the apparatus switch there. */
 #define SHOURNAL_FORWARD_BY_HELPER 1u
 

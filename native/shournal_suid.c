@@ -1020,7 +1020,7 @@ static int cmd_setup(int argc, char **argv)
      * daemon that ended, or runs the Python listener): an exec, the
      * dynamic loader and the image's exit per command line saved (~0.7 ms
      * of CPU).  Not for the apparatus (see spawn_helper in
-     * libshournal_preload.c): our /proc/<pid>/environ is not the user's to
+     * preload/spawn.c): our /proc/<pid>/environ is not the user's to
      * read. */
     if (a.forward && shournal_fw_forward_once(getenv("SHOURNAL_CWD")) == 0)
         _exit(0);

@@ -345,7 +345,7 @@ _shournal_start() {
 # PS0 bumps _SHOURNAL_SEQ and then either reads $SRANDOM, which bash draws
 # with getrandom(): the library starts the command line there and sends its
 # text from bash's history, in the shell's process (no fork; see getrandom()
-# in native/libshournal_preload.c); or, with _SHOURNAL_PS0_FORK set, forks
+# in native/preload/wrappers.c); or, with _SHOURNAL_PS0_FORK set, forks
 # the command substitution, whose fork() starts the line and which sends the
 # text (_shournal_start).  The arithmetic's `?:` evaluates only the branch
 # taken, and `${X:offset:0}` expands to nothing.  `&& :` as in

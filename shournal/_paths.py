@@ -170,7 +170,7 @@ def runtime_dir_text() -> str:
 def runtime_dir() -> Path:
     """Per-user directory for in-flight markers and listener warnings.
 
-    Must match setup_rundir() in native/libshournal_preload.c.
+    Must match setup_rundir() in native/preload/settings.c.
     """
     from pathlib import Path
 
@@ -214,7 +214,7 @@ def private_runtime_dir(create: bool = True) -> Path:
 
 def private_runtime_dir_text(create: bool = True) -> str:
     """runtime_dir(), made (mode 0700) if absent and ``create``, and used
-    only by the rules of setup_rundir() in native/libshournal_preload.c: a
+    only by the rules of setup_rundir() in native/preload/settings.c: a
     directory, not a link, of this user, without group or other permissions.
     In /tmp anybody could have made it first and planted links in it.
 

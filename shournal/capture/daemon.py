@@ -750,7 +750,7 @@ def _listdir(path: Path) -> list[str]:
 
 def _is_probe(conn: socket.socket) -> bool:
     """A connection closed before it sent anything: a shell asking whether
-    a daemon is up (ensure_daemon in libshournal_preload.c: once, then
+    a daemon is up (ensure_daemon in native/preload/daemon.c: once, then
     again only after the daemon it found has exited).  Answered by the
     accept alone, without a thread (its start and stack cost more than the
     rest of the probe).  A forwarder's message is usually there already;
@@ -783,7 +783,7 @@ class _Waiter:
 def take_lock(rundir: Path) -> int | None:
     """The daemon lock of our journal key (held until exit), or None if
     another daemon holds it.  Taking it rewrites the file: the shell (ensure_daemon
-    in libshournal_preload.c) sees from that that its start of a daemon is
+    in native/preload/daemon.c) sees from that that its start of a daemon is
     over."""
     fd = os.open(
         rundir / (protocol.DAEMON_LOCK % _paths.journal_key()),

@@ -194,7 +194,7 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 # A warning about one shell's command line goes to that shell only:
 # `<rundir>/warnings.<session as 32 hex digits>`; others (a config error, the
 # daemon failing) to `<rundir>/warnings`, which the first shell to prompt
-# shows.  Must match show_listener_warnings() in native/libshournal_preload.c.
+# shows.  Must match show_listener_warnings() in native/preload/warnings.c.
 WARNINGS = protocol.WARNINGS_FILE
 # How long a command's text may be in a warning line.
 WARN_COMMAND_WIDTH = 60

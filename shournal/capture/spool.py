@@ -138,7 +138,7 @@ def _open_dir(directory: Path) -> None:
     # the journal's (shournal.store.engine) -- nothing is created in it.
     if directory.parent.name == "spool" and len(directory.name) == KEY_LEN:
         # a journal's spool in <data dir>/spool, which is as private
-        # (native/libshournal_preload.c makes it so as well)
+        # (native/preload/start.c makes it so as well)
         _open_dir(directory.parent)
     elif directory.parent.exists():
         try:
@@ -526,7 +526,7 @@ def _taken(path: Path) -> Iterator[int | None]:
 #
 # The shell leaves each command line's start (text, working directory, start
 # time, session, and which processes record it) in `<spool>/starts/` before
-# the line runs (native/libshournal_preload.c write_start_file; the format is
+# the line runs (native/preload/start.c write_start_file; the format is
 # struct shournal_start_file in native/shournal_protocol.h, one frame as
 # above).  Whoever stores the line removes it: the daemon once the line is
 # in its spool (fsynced), a listener once the journal (or the inbox) has it.

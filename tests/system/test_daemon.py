@@ -265,7 +265,7 @@ def test_journal_locked_longer_than_the_busy_timeout_loses_nothing(install, home
 @pytest.fixture(scope="module")
 def long_backoff_preload(install) -> Path:
     """The preload library with a start-up back-off (DAEMON_RESPAWN_MS in
-    native/libshournal_preload.c) of ten minutes instead of a second: a
+    native/preload/daemon.c) of ten minutes instead of a second: a
     killed daemon must be started again by the next command line however
     soon after its own start it died; with the real second, whether a test
     hits the back-off depends on the machine's speed."""

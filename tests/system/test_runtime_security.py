@@ -238,7 +238,7 @@ def test_runtime_dir_of_the_victim_is_used(install, user_home):
 
 
 def test_runtime_dir_rules(tmp_path, monkeypatch, install):
-    """The rules of setup_rundir() in native/libshournal_preload.c: made
+    """The rules of setup_rundir() in native/preload/settings.c: made
     0700 if absent; used only if it is a directory (not a link to one) of
     this user without group or other permissions."""
     from shournal import _paths

@@ -31,7 +31,7 @@ def _dead_pid() -> int:
 
 def write_start(base: Path, text: bytes, start_ns: int, *, holder: tuple[int, int],
                 listener: tuple[int, int], cwd: bytes = b"/work") -> Path:
-    """A start file as write_start_file in native/libshournal_preload.c
+    """A start file as write_start_file in native/preload/start.c
     makes it."""
     payload = protocol.START_FILE.pack(
         protocol.START_FORMAT, holder[0], listener[0], len(cwd), holder[1], listener[1],
