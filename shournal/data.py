@@ -29,6 +29,11 @@ __all__ = [
     "DEFAULT_TOP",
     "INT64_MAX",
     "LOST_REASONS",
+    "NOTE_MAX_CHARS",
+    "TAG_MAX_CHARS",
+    "LabelError",
+    "check_note",
+    "check_tag",
     "RETURN_VALUE_UNKNOWN",
     "BadSessionId",
     "CommandModifications",
@@ -121,6 +126,52 @@ def lost_reason_parts(lost_events: int, lost_reasons: dict[str, int]) -> list[tu
     if rest > 0:
         parts.append((LOST_REASON_UNKNOWN, rest))
     return parts
+
+
+# -- notes and tags (shournal note, shournal tag) ------------------------------------
+
+# The longest note and tag, in characters: a note is a sentence or a
+# paragraph, a tag a word people type.
+NOTE_MAX_CHARS = 4096
+TAG_MAX_CHARS = 64
+
+
+class LabelError(QueryError):
+    """A note or tag that cannot be stored as given (a usage error)."""
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` if it is one: 1..TAG_MAX_CHARS printable characters, no blank
+    (a tag is a word: ``fig3``, ``paper-2``, ``run:v2``).
+
+    :raises LabelError: it is not."""
+    shown = tag.encode("unicode_escape").decode("ascii")[:80]
+    if not tag:
+        raise LabelError("a tag cannot be empty")
+    if len(tag) > TAG_MAX_CHARS:
+        raise LabelError(f"tag {shown!r} is too long ({len(tag)} characters; at most "
+                         f"{TAG_MAX_CHARS})")  # fmt: skip
+    if not tag.isprintable() or any(ch.isspace() for ch in tag):
+        raise LabelError(f"tag {shown!r}: a tag is one word of printable characters "
+                         "(no blanks or control characters)")  # fmt: skip
+    return tag
+
+
+def check_note(text: str) -> str:
+    """``text`` without surrounding blanks if it is a note: not empty, at
+    most NOTE_MAX_CHARS characters, printable apart from line breaks and
+    tabs.
+
+    :raises LabelError: it is not."""
+    text = text.strip()
+    if not text:
+        raise LabelError("a note cannot be empty (--clear removes one)")
+    if len(text) > NOTE_MAX_CHARS:
+        raise LabelError(f"the note is too long ({len(text)} characters; at most "
+                         f"{NOTE_MAX_CHARS})")  # fmt: skip
+    if not all(ch.isprintable() or ch in "\n\t" for ch in text):
+        raise LabelError("a note must not contain control characters")
+    return text
 
 
 # -- plain value classes ---------------------------------------------------------------
@@ -233,13 +284,16 @@ class CommandView(_Value):
     the end (it exec'd a program, was hung up or died); the exit status is
     unknown.  ``write_count``/``read_count`` are the stored totals, larger
     than len(writes)/len(reads) when max_files cut the lists short.
+    ``note`` and ``tags``: what the user added (`shournal note`, `shournal
+    tag`); untrusted text like the command line (made printable, or
+    escaped, where shown).
     """
 
     __slots__ = (
         "id", "text", "return_value", "start_time", "end_time", "working_dir", "username",
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
-        "writes", "reads", "write_count", "read_count",
+        "writes", "reads", "write_count", "read_count", "note", "tags",
     )  # fmt: skip
 
     def __init__(
@@ -265,6 +319,8 @@ class CommandView(_Value):
         reads: list[FileEventView] | None = None,
         write_count: int = 0,
         read_count: int = 0,
+        note: str | None = None,
+        tags: list[str] | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -287,6 +343,8 @@ class CommandView(_Value):
         self.reads: list[FileEventView] = [] if reads is None else reads
         self.write_count = write_count
         self.read_count = read_count
+        self.note = note
+        self.tags: list[str] = [] if tags is None else tags
 
     @property
     def return_value_known(self) -> bool:

@@ -96,7 +96,8 @@ class Journal:
     Criteria are the CLI's, as keywords (see
     :func:`shournal.query.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
-    ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
+    ``user``, ``command_id``, ``exit_code``, ``tag`` (a tag or a list: commands
+    carrying all of them), ``lineage_of`` (a file: the
     commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
     read (``r``) file ``wname``, ``wpath``, ``wsize``, ``whash``,
     ``wmtime``.  Values may carry an operator: ``wsize=">10M"``,
@@ -419,6 +420,63 @@ class Journal:
         from shournal.restore import restore_read_files
 
         return restore_read_files(self.store, commands, dest, overwrite=overwrite)
+
+    # -- notes and tags ------------------------------------------------------------------
+
+    def note(self, command_id: int) -> str | None:
+        """The note of a command (None: it has none).
+
+        :raises shournal.data.LabelError: no command with this id."""
+        return self._labelled(command_id).note
+
+    def tags(self, command_id: int | None = None) -> list[tuple[str, int]]:
+        """The tags of a command as (tag, 1), or with ``command_id`` None
+        every tag of the journal with its number of commands; by name.
+
+        :raises shournal.data.LabelError: no command with this id."""
+        if command_id is not None:
+            return [(t, 1) for t in self._labelled(command_id).tags]
+        from shournal.store.labels import tag_counts
+
+        with self._reading() as conn:
+            return tag_counts(conn)
+
+    def _labelled(self, command_id: int) -> CommandView:
+        from shournal.data import LabelError
+
+        found = self.commands([command_id], max_files=0).get(command_id)
+        if found is None:
+            raise LabelError(f"no command with id {command_id}")
+        return found
+
+    def set_note(self, command_id: int, text: str | None) -> bool:
+        """Set the note of a command (``text`` None: remove it); whether
+        anything changed.  The note is the command's description in every
+        output and in the RO-Crate and PROV exports.
+
+        :raises shournal.data.LabelError: no such command, or not a note
+            (:func:`shournal.data.check_note`); nothing changed.
+        :raises shournal.store.StoreError: the journal cannot be written
+            (StoreReadOnly: it is read-only here)."""
+        from shournal.store.labels import set_note
+
+        return set_note(self.store, command_id, text)
+
+    def add_tags(self, command_id: int, tags: Iterable[str]) -> list[str]:
+        """Tag a command; the tags it did not have yet.  All or nothing.
+
+        :raises shournal.data.LabelError: no such command, or a value is no
+            tag (:func:`shournal.data.check_tag`); nothing changed.
+        :raises shournal.store.StoreError: as :meth:`set_note`."""
+        from shournal.store.labels import add_tags
+
+        return add_tags(self.store, command_id, tags)
+
+    def remove_tags(self, command_id: int, tags: Iterable[str]) -> list[str]:
+        """Take tags off a command; the ones it had.  Errors as :meth:`add_tags`."""
+        from shournal.store.labels import remove_tags
+
+        return remove_tags(self.store, command_id, tags)
 
     # -- writing -----------------------------------------------------------------------
 

@@ -465,6 +465,7 @@ def parse_criteria(
     wmtime: str | None = None,
     rmtime: str | None = None,
     lineage_of: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+    tag: str | Iterable[str] | None = None,
     now: datetime | None = None,
 ) -> Criteria:
     """Criteria given as the CLI takes them, for query, stats and delete
@@ -479,7 +480,8 @@ def parse_criteria(
     that day.  ``older_than`` an age: started before that instant (with
     ``until``, the earlier bound holds).  ``lineage_of``: a file (or
     several): the commands in the lineage of its version on disk (see
-    ``shournal lineage``).
+    ``shournal lineage``).  ``tag``: a tag, or several (commands carrying
+    all of them).
 
     :raises CriteriaError: a value cannot be parsed (BadSessionId for a
         malformed session id).
@@ -512,6 +514,7 @@ def parse_criteria(
         until=min(ends, key=lambda p: p.end_ns) if ends else None,
         session_uuid=None if session_id is None else session_id_bytes(session_id),
         lineage_of=None if lineage_of is None else _lineage_paths(lineage_of),
+        tags=None if tag is None else _tags(tag),
     )
     for files, prefix, name, path, size, hash_, mtime in (
         (c.written, "--w", wname, wpath, wsize, whash, wmtime),
@@ -525,6 +528,16 @@ def parse_criteria(
     if c.since is not None and c.until is not None and c.until.end_ns <= c.since.start_ns:
         raise CriteriaError("--until lies before --since: nothing can match")
     return c
+
+
+def _tags(value: str | Iterable[str]) -> tuple[str, ...] | None:
+    """--tag's values as tags (each checked as `shournal tag` stores them)."""
+    from shournal.data import check_tag
+
+    items = [value] if isinstance(value, str) else list(value)
+    if not items:
+        return None
+    return tuple(sorted({check_tag(t) for t in items}))
 
 
 def _lineage_paths(

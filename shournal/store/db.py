@@ -233,6 +233,12 @@ def _v6_incomplete(conn: Connection) -> None:
         )
 
 
+def _v7_notes_and_tags(conn: Connection) -> None:
+    """Tables command_note, tag, command_tag (none in older journals)."""
+    tables = [m.Base.metadata.tables[name] for name in m.LABEL_TABLES]
+    m.Base.metadata.create_all(conn, tables=tables, checkfirst=True)
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -242,6 +248,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_derived_from,
     5: _v5_lost_reasons,
     6: _v6_incomplete,
+    7: _v7_notes_and_tags,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary

@@ -52,7 +52,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #    lost events by reason).
 # 7: command.incomplete (stored from its start: the shell never reported
 #    the end).
-SCHEMA_VERSION = 7
+# 8: tables command_note, tag and command_tag (a user's note and tags on a
+#    command: shournal note / shournal tag).
+SCHEMA_VERSION = 8
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -353,6 +355,50 @@ class Apparatus(Base):
     # The recorded command this one was derived from (`shournal rerun`);
     # no foreign key: the origin may be deleted, the link stays as history.
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
+
+
+# -- what users add to a command (shournal note, shournal tag) ---------------------------
+
+
+class CommandNote(Base):
+    """The user's note on a command (at most one): the command's description
+    in the outputs and the RO-Crate and PROV exports."""
+
+    __tablename__ = "command_note"
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    text: Mapped[str] = mapped_column(SafeText)
+
+
+class Tag(Base):
+    """A tag name (shournal.data.check_tag says which names are tags)."""
+
+    __tablename__ = "tag"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(SafeText, unique=True)
+
+
+class CommandTag(Base):
+    """Command ``command_id`` carries tag ``tag_id``."""
+
+    __tablename__ = "command_tag"
+    __table_args__ = (
+        # the commands of a tag (query --tag), and the tag's collection on delete
+        Index(None, "tag_id", "command_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag_id: Mapped[int] = mapped_column(ForeignKey("tag.id"), primary_key=True)
+
+
+# The tables of notes and tags, in creation order (the schema 7 -> 8 migration).
+LABEL_TABLES = ("command_note", "tag", "command_tag")
 
 
 def split_path(path: bytes) -> tuple[bytes, bytes]:
