@@ -27,6 +27,7 @@ from shournal.cli._common import (
     LineageOf,
     SessionId,
     Since,
+    Tag,
     Until,
     User,
     check_files,
@@ -122,6 +123,7 @@ def query(
         str | None, option("--command-id", "The command with this id (or '>100', '5..9').", "ID")
     ] = None,
     exit_code: ExitCode = None,
+    tag: Tag = None,
     host: Host = None,
     user: User = None,
     since: Since = None,
@@ -198,6 +200,7 @@ def query(
             host=host, user=user, since=since, until=until, session_id=session_id,
             wname=wname, rname=rname, wpath=wpath, rpath=rpath, wsize=wsize, rsize=rsize,
             whash=whash, rhash=rhash, wmtime=wmtime, rmtime=rmtime, lineage_of=lineage_of,
+            tag=tag or None,
         )  # fmt: skip
         if history is None and wfile is None and rfile is None and criteria.is_empty():
             raise QueryError("empty query: give a filter (e.g. --wfile FILE) or --history N")

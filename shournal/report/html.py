@@ -237,6 +237,8 @@ def build_payload(
                 "dr": cmd.dropped_reads,
                 "lost": cmd.lost_events,
                 "lostWhy": lost_reason_parts(cmd.lost_events, cmd.lost_reasons),
+                "note": None if cmd.note is None else clean_text(cmd.note),
+                "tags": [clean_text(t) for t in cmd.tags],
                 "w": [payload.event(ev, False) for ev in cmd.writes],
                 "r": [payload.event(ev, True) for ev in cmd.reads],
             }

@@ -343,7 +343,10 @@
       h("td", { class: "num" }, String(c.id)),
       h("td", { class: "time" }, fmtTime(c.s)),
       h("td", { class: c.rv ? "rv-fail" : "" }, c.rv === null ? "?" : String(c.rv)),
-      h("td", { class: "text" }, text),
+      h("td", { class: "text" },
+        c.tags.length ? h("span", { class: "tags" }, c.tags.map(function (t) {
+          return "#" + t;
+        }).join(" ") + " ") : null, text),
       h("td", { class: "cwd" }, c.cwd));
     rows.set(c.id, tr);
     tbody.append(tr);
@@ -369,7 +372,8 @@
     var q = e.target.value.trim().toLowerCase();
     if (haystacks === null) {
       haystacks = cmds.map(function (c) {
-        var parts = [c.text, c.cwd, String(c.id)];
+        var parts = [c.text, c.cwd, String(c.id), c.note || ""];
+        c.tags.forEach(function (t) { parts.push("#" + t); });
         c.w.forEach(function (f) { parts.push(f.p); });
         c.r.forEach(function (f) { parts.push(f.p); });
         return parts.join("\n").toLowerCase();
@@ -556,6 +560,7 @@
     var sess = data.sessions[c.lane];
     details.replaceChildren(h("h2", null, "Command " + c.id));
     details.append(h("pre", { class: "cmdtext", "data-field": "text" }, c.text));
+    if (c.note !== null) details.append(h("p", { class: "cmdnote", "data-field": "note" }, c.note));
     var dl = h("dl", { class: "props" });
     function prop(name, value, field, cls) {
       dl.append(h("dt", null, name), h("dd", { "data-field": field, class: cls || "" }, value));
@@ -567,6 +572,7 @@
       "reported its end: exec, exit or hangup)" : "unknown") : String(c.rv), "rv",
       c.rv ? "rv-fail" : "");
     prop("working directory", c.cwd, "cwd", "mono");
+    if (c.tags.length) prop("tags", c.tags.join(" "), "tags");
     prop("session", sess.id === null ? "(none)" : sess.id, "session", "mono");
     prop("host", c.host, "host");
     prop("user", c.user, "user");
