@@ -8,13 +8,30 @@ Registered by the CLI package (:mod:`shournal.cli._app`).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
 from shournal.cli._common import BoundedInt, errors_to_status, open_journal, write
 from shournal.cli._common import fail as _fail
+
+if TYPE_CHECKING:
+    from shournal.journal import Journal
+
+def _open(write: bool) -> Journal:
+    """The journal, for writing when ``write``: one it cannot write (a
+    read-only file, directory or mount) is refused as read-only, in one
+    line, whether opening or writing finds out."""
+    from shournal.store.errors import StoreReadOnly, StoreUnavailable
+
+    try:
+        return open_journal(read_only=not write)
+    except StoreUnavailable as e:
+        if write and "readonly" in str(e).lower():
+            raise StoreReadOnly(f"{e} (the journal is read-only here: nothing stored)") from None
+        raise
+
 
 CommandId = Annotated[
     int, typer.Argument(click_type=BoundedInt(0), metavar="ID", help="The command's id.")
@@ -40,7 +57,7 @@ def note(
             raise QueryError("--clear takes no TEXT")
         if text is not None:
             text = check_note(text)  # before the journal is opened
-        with open_journal(read_only=text is None and not clear) as journal:
+        with _open(text is not None or clear) as journal:
             if text is None and not clear:
                 shown = journal.note(command_id)
                 if shown is None:
@@ -79,7 +96,7 @@ def tag(
             raise QueryError("--remove needs the TAGs to take off")
         for t in tags:
             check_tag(t)  # before the journal is opened
-        with open_journal(read_only=not tags) as journal:
+        with _open(bool(tags)) as journal:
             if not tags:
                 listed = journal.tags(command_id)
                 if command_id is None:

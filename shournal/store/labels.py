@@ -76,15 +76,22 @@ def add_tags(store: Store, command_id: int, tags: Iterable[str]) -> list[str]:
     tag, link = m.Tag.__table__, m.CommandTag.__table__
     added: list[str] = []
     with _writing(store, command_id) as conn:
+        # (what it has, read first: rowcount of an ignored insert is not
+        # the same on both drivers)
+        has = set(
+            conn.execute(
+                select(tag.c.name)
+                .join(link, link.c.tag_id == tag.c.id)
+                .where(link.c.command_id == command_id)
+            ).scalars()
+        )
         for name in wanted:
+            if name in has:
+                continue
             conn.execute(store._insert_ignore(tag), {"name": name})  # type: ignore[arg-type]
             tag_id = conn.execute(select(tag.c.id).where(tag.c.name == name)).scalar_one()
-            done = conn.execute(
-                store._insert_ignore(link),  # type: ignore[arg-type]
-                {"command_id": command_id, "tag_id": tag_id},
-            )
-            if done.rowcount:
-                added.append(name)
+            conn.execute(link.insert(), {"command_id": command_id, "tag_id": tag_id})
+            added.append(name)
     return added
 
 
