@@ -49,7 +49,12 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "InputEntry",
+    "ProgramEntry",
     "SessionCommands",
+    "UsageBucket",
+    "UsageStats",
+    "WriterEntry",
     "WorkingDirCommands",
     "WrittenVersion",
     "lost_reason_parts",
@@ -469,3 +474,96 @@ class JournalStats(_Value):
         self.busiest_directories: list[DirectoryActivity] = (
             [] if busiest_directories is None else busiest_directories
         )
+
+
+# -- what files commands produced and consumed (shournal stats; computed by
+# shournal.store.stats.compute_usage) ------------------------------------------
+
+
+class UsageBucket(_FrozenValue):
+    """One bucket of a period (an hour, a day or a month, from ``start``):
+    commands started in it, and their written and read file events."""
+
+    __slots__ = ("start", "commands", "written", "read")
+    start: datetime
+    commands: int
+    written: int
+    read: int
+
+    def __init__(self, start: datetime, commands: int, written: int, read: int) -> None:
+        self._init(start=start, commands=commands, written=written, read=read)
+
+
+class WriterEntry(_FrozenValue):
+    """A command and how many files (write events) and bytes it wrote."""
+
+    __slots__ = ("command_id", "text", "files", "bytes")
+    command_id: int
+    text: str
+    files: int
+    bytes: int
+
+    def __init__(self, command_id: int, text: str, files: int, bytes: int) -> None:
+        self._init(command_id=command_id, text=text, files=files, bytes=bytes)
+
+
+class InputEntry(_FrozenValue):
+    """A file (its path, any version) and how many commands read it."""
+
+    __slots__ = ("path", "commands")
+    path: bytes
+    commands: int
+
+    def __init__(self, path: bytes, commands: int) -> None:
+        self._init(path=path, commands=commands)
+
+
+class ProgramEntry(_FrozenValue):
+    """A program (a command line's first word, its file name) and how many
+    command lines started with it."""
+
+    __slots__ = ("program", "commands")
+    program: str
+    commands: int
+
+    def __init__(self, program: str, commands: int) -> None:
+        self._init(program=program, commands=commands)
+
+
+class UsageStats(_Value):
+    """What the commands of a scope produced and consumed: per bucket
+    (``bucket``: "hour", "day" or "month", local time), the distinct files
+    written (``produced``, ``written_bytes``) and read (``consumed``), the
+    biggest writers by files and by bytes, the inputs most commands read
+    and the most used programs; top lists sorted by count descending."""
+
+    __slots__ = (
+        "bucket", "series", "produced", "written_bytes", "consumed", "writers_by_files",
+        "writers_by_bytes", "reused_inputs", "programs",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        bucket: str = "day",
+        series: list[UsageBucket] | None = None,
+        produced: int = 0,
+        written_bytes: int = 0,
+        consumed: int = 0,
+        writers_by_files: list[WriterEntry] | None = None,
+        writers_by_bytes: list[WriterEntry] | None = None,
+        reused_inputs: list[InputEntry] | None = None,
+        programs: list[ProgramEntry] | None = None,
+    ) -> None:
+        self.bucket = bucket
+        self.series: list[UsageBucket] = [] if series is None else series
+        self.produced = produced
+        self.written_bytes = written_bytes
+        self.consumed = consumed
+        self.writers_by_files: list[WriterEntry] = (
+            [] if writers_by_files is None else writers_by_files
+        )
+        self.writers_by_bytes: list[WriterEntry] = (
+            [] if writers_by_bytes is None else writers_by_bytes
+        )
+        self.reused_inputs: list[InputEntry] = [] if reused_inputs is None else reused_inputs
+        self.programs: list[ProgramEntry] = [] if programs is None else programs

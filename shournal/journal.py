@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from shournal.capture.record import CommandRecord
     from shournal.config import Config
-    from shournal.data import CommandView, Criteria, JournalStats, WrittenVersion
+    from shournal.data import CommandView, Criteria, JournalStats, UsageStats, WrittenVersion
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
@@ -357,6 +357,28 @@ class Journal:
             command_ids=command_ids,
             criteria=self._criteria(criteria, filters),
             top=DEFAULT_TOP if top is None else top,
+        )
+
+    def usage(
+        self,
+        criteria: Criteria | None = None,
+        *,
+        top: int | None = None,
+        bucket: str = "day",
+        **filters: Any,
+    ) -> UsageStats:
+        """What the matching commands (all, without criteria) produced and
+        consumed: files written and read per ``bucket`` ("hour", "day",
+        "month", local time), the biggest writers by files and bytes, the
+        inputs most commands read, the most used programs."""
+        from shournal.data import DEFAULT_TOP
+        from shournal.store.stats import compute_usage
+
+        return compute_usage(
+            self.store,
+            criteria=self._criteria(criteria, filters),
+            top=DEFAULT_TOP if top is None else top,
+            bucket=bucket,
         )
 
     # -- deleting --------------------------------------------------------------------

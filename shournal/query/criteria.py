@@ -327,6 +327,34 @@ def parse_age(name: str, text: str, *, now: datetime | None = None) -> Period:
     return _age(name, text, m, _now(now))
 
 
+# `stats --period`: the named periods (calendar ones, local time) and how
+# finely each is broken down.
+PERIODS = ("today", "week", "month", "year")
+
+
+def parse_period(text: str, *, now: datetime | None = None) -> tuple[Period, str]:
+    """`stats --period`: ``today``, ``week`` (since this Monday), ``month``,
+    ``year`` (since its first day), or a date (``2026-05-01``: that day)
+    as the period, and its buckets: ``hour``, ``day`` or ``month``."""
+    low = text.strip().lower()
+    now = _now(now)
+    today = now.astimezone().date()
+    end = _local_day(today).end_ns
+    if low == "today":
+        return _local_day(today), "hour"
+    if low == "week":
+        return Period(_local_day(today - timedelta(days=today.weekday())).start_ns, end), "day"
+    if low == "month":
+        return Period(_local_day(today.replace(day=1)).start_ns, end), "day"
+    if low == "year":
+        return Period(_local_day(today.replace(month=1, day=1)).start_ns, end), "month"
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", low):
+        return parse_time_value("--period", low, now=now), "hour"
+    raise CriteriaError(
+        f"--period: {text!r} is no period (use {', '.join(PERIODS)} or a date such as 2026-05-01)"
+    )
+
+
 def parse_time_value(name: str, text: str, *, now: datetime | None = None) -> Period:
     """One time (see the module docstring) as the period it denotes."""
     t = text.strip()
