@@ -50,15 +50,17 @@ def render_usage(u: UsageStats, *, top: int) -> str:
     if series:
         lines.extend([f"Per {u.bucket}:", *(f"  {s}" for s in series), ""])
     section("Biggest writers (files):", [
-        f"cmd-id {e.command_id}: {_plural(e.files, 'file')}, {format_size(e.bytes)} $ {_first_line(e.text)}"
+        f"cmd-id {e.command_id}: {_plural(e.files, 'file')}, {format_size(e.bytes)} "
+        f"$ {_first_line(e.text)}"
         for e in u.writers_by_files
     ])  # fmt: skip
     section("Biggest writers (bytes):", [
-        f"cmd-id {e.command_id}: {format_size(e.bytes)}, {_plural(e.files, 'file')} $ {_first_line(e.text)}"
+        f"cmd-id {e.command_id}: {format_size(e.bytes)}, {_plural(e.files, 'file')} "
+        f"$ {_first_line(e.text)}"
         for e in u.writers_by_bytes if e.bytes
     ])  # fmt: skip
     section("Most reused inputs (read by most commands):", [
-        f"{_plural(e.commands, 'command'):>12}  {_path(e.path)}" for e in u.reused_inputs
+        f"{_plural(e.commands, 'command'):>13}  {_path(e.path)}" for e in u.reused_inputs
     ])  # fmt: skip
     section("Most used programs:", [
         f"{e.commands:>5}  {printable(e.program)}" for e in u.programs
