@@ -260,11 +260,11 @@ def _usage(conn: Connection, criteria: Criteria | None, top: int, bucket: str) -
     # Per bucket (local time: the database knows no time zone, so by command).
     per_w = dict(
         conn.execute(select(we.command_id, func.count()).where(*where_w).group_by(we.command_id))
-        .tuples().all()
+        .all()
     )  # fmt: skip
     per_r = dict(
         conn.execute(select(re_.command_id, func.count()).where(*where_r).group_by(re_.command_id))
-        .tuples().all()
+        .all()
     )  # fmt: skip
     buckets: dict[datetime, list[int]] = {}
     for cid, start in conn.execute(select(c.id, c.start_time).where(*where_c)):
@@ -295,7 +295,7 @@ def _usage(conn: Connection, criteria: Criteria | None, top: int, bucket: str) -
     by_files = conn.execute(grouped.order_by(files.desc(), we.command_id).limit(top)).all()
     by_bytes = conn.execute(grouped.order_by(size.desc(), we.command_id).limit(top)).all()
     wanted = sorted({r[0] for r in (*by_files, *by_bytes)})
-    texts = dict(conn.execute(select(c.id, c.text).where(c.id.in_(wanted))).tuples().all())
+    texts = dict(conn.execute(select(c.id, c.text).where(c.id.in_(wanted))).all())
     out.writers_by_files = [WriterEntry(r[0], texts[r[0]], r[1], int(r[2])) for r in by_files]
     out.writers_by_bytes = [WriterEntry(r[0], texts[r[0]], r[1], int(r[2])) for r in by_bytes]
 
@@ -314,7 +314,7 @@ def _usage(conn: Connection, criteria: Criteria | None, top: int, bucket: str) -
             select(m.Directory.id, m.Directory.path).where(
                 m.Directory.id.in_(sorted({r[0] for r in rows}))
             )
-        ).tuples().all()
+        ).all()
     )  # fmt: skip
     out.reused_inputs = [InputEntry(bytes(dirs[d]) + bytes(b), n) for d, b, n in rows]
 
