@@ -260,6 +260,16 @@ class Journal:
         with self._reading() as conn:
             return {c.id: c for c in commands_by_id(conn, ids, max_files)}
 
+    def session_firsts(self, uuids: Iterable[bytes]) -> dict[bytes, CommandView]:
+        """The first recorded command of each shell session (by its 16-byte
+        uuid), without files: where and when that terminal started."""
+        from shournal.store.reader import commands_by_id, session_first_ids
+
+        with self._reading() as conn:
+            ids = session_first_ids(conn, uuids)
+            found = {c.id: c for c in commands_by_id(conn, ids.values(), 0)}
+        return {uuid: found[cid] for uuid, cid in ids.items() if cid in found}
+
     def apparatus_manifest(self, command_id: int) -> bytes | None:
         """The encoded apparatus manifest of a command recorded with
         ``--apparatus`` (None: recorded without it); decoded by

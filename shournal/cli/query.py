@@ -215,6 +215,7 @@ def query(
     html = output_format is OutputFormat.html
     missing = ""
     stats = None
+    firsts: Any = None
     restored: Any = None
     commands: list[Any] = []
     with errors_to_status():
@@ -240,6 +241,10 @@ def query(
                     if html:
                         from shournal.report.html import TOP_N as top
                     stats = journal.stats(command_ids=[c.id for c in commands], top=top)
+                if commands and html:
+                    firsts = journal.session_firsts(
+                        {c.session_uuid for c in commands if c.session_uuid is not None}
+                    )
 
     if stat:
         from shournal.query.filestat import stat_commands
@@ -247,7 +252,7 @@ def query(
         stat_commands(commands)
 
     if html:
-        _write_html(commands, output, stats)  # type: ignore[arg-type]
+        _write_html(commands, output, stats, firsts)  # type: ignore[arg-type]
     elif human and not commands:
         write_to(_no_results(missing, pending, wfile, rfile), None)
     else:
@@ -293,7 +298,7 @@ def _restore(store: Any, commands: list[Any], restore_dir: Path | None) -> Any:
         _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
 
 
-def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+def _write_html(commands: list[Any], output: Path, stats: Any, firsts: Any) -> None:
     import tempfile
 
     from shournal.report.html import write_html
@@ -309,7 +314,7 @@ def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fp.fileno(), 0o666 & ~umask)
-            write_html(commands, fp, stats=stats)
+            write_html(commands, fp, stats=stats, session_firsts=firsts)
         os.replace(tmp, output)
     except OSError as e:
         if tmp:

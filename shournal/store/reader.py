@@ -345,6 +345,24 @@ def _by_id_stmt(n: int) -> Select:
     return _command_select().where(m.Command.id.in_(_in_params("id", n)))
 
 
+def session_first_ids(conn: Connection, uuids: Iterable[bytes]) -> dict[bytes, int]:
+    """The id of each session's first command (by start time, then id):
+    one seek of the (session_id) index per session."""
+    c, sess = m.Command, m.ShellSession
+    out: dict[bytes, int] = {}
+    for uuid in sorted(set(uuids)):
+        first = conn.execute(
+            select(c.id)
+            .join(sess, sess.id == c.session_id)
+            .where(sess.uuid == uuid)
+            .order_by(c.start_time, c.id)
+            .limit(1)
+        ).scalar_one_or_none()
+        if first is not None:
+            out[uuid] = first
+    return out
+
+
 def matching_ids(conn: Connection, criteria: Criteria) -> Select[tuple[int]]:
     """The ids of the commands matching ``criteria``: what query, stats and
     delete select."""

@@ -71,8 +71,11 @@
   }
   function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function status(c) { return c.rv === null ? "unk" : c.rv === 0 ? "ok" : "fail"; }
-  function shortSession(sess) {
-    return sess.id === null ? "(no session)" : "session " + sess.id.slice(0, 8) + "\u2026";
+  function clipText(text, n) {
+    return text.length > n ? text.slice(0, n - 1) + "\u2026" : text;
+  }
+  function clipLeft(text, n) {
+    return text.length > n ? "\u2026" + text.slice(text.length - n + 1) : text;
   }
 
   // -- header ----------------------------------------------------------------
@@ -133,19 +136,22 @@
     laneBgs.push(bg);
     gLanes.append(bg);
     var g = s("g", { class: "lane-label-group", "data-lane": i });
+    // where and when the terminal started: its host, its first command's
+    // start and directory (of the whole journal when the report knows it)
+    var started = (sess.startInReport ? "first here " : "started ") + fmtTime(sess.start);
     var tip = s("title");
     tip.textContent = (sess.id === null ? "commands without a session" : "session " + sess.id) +
-      "\n" + sess.users.join(", ") + " @ " + sess.hosts.join(", ") + "\n" +
-      plural(sess.n, "command");
+      "\n" + sess.users.join(", ") + " @ " + sess.hosts.join(", ") + "\n" + started +
+      " in " + sess.cwd + "\n" + plural(sess.n, "command");
     var lbg = s("rect", { class: "lane-label-bg", x: 0, y: lane.y, width: LABEL_W - 4,
       height: lane.h });
-    var t1 = s("text", { class: "lane-label", x: 8, y: lane.y + LANE_PAD + 11 });
-    t1.textContent = shortSession(sess);
+    var t1 = s("text", { class: "lane-label", x: 8, y: lane.y + LANE_PAD + 11,
+      "data-field": "lane-host" });
+    t1.textContent = clipText(sess.host, 12) + " " + fmtTime(sess.start).slice(5, 16);
     g.append(tip, lbg, t1);
-    var t2 = s("text", { class: "lane-sub", x: 8, y: lane.y + LANE_PAD + 25 });
-    var who = sess.users.join(",") + "@" + sess.hosts.join(",");
-    if (who.length > 22) who = who.slice(0, 21) + "\u2026";
-    t2.textContent = who + "  " + plural(sess.n, "cmd");
+    var t2 = s("text", { class: "lane-sub", x: 8, y: lane.y + LANE_PAD + 25,
+      "data-field": "lane-cwd" });
+    t2.textContent = clipLeft(sess.cwd, 20) + "  " + plural(sess.n, "cmd");
     g.append(t2);
     gLabels.append(g);
   });
