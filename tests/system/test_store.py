@@ -826,7 +826,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 7
+            assert version == m.SCHEMA_VERSION == 8
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
@@ -874,7 +874,7 @@ def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:
         got = {c.id: c for c in find_commands(s)}
         with s.reading() as conn:
             version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-    assert version == 7
+    assert version == m.SCHEMA_VERSION
     assert not got[old].incomplete
     assert got[new].incomplete and not got[new].return_value_known
 
