@@ -143,6 +143,8 @@ class Criteria:
     since: Period | None = None  # start time >= its start
     until: Period | None = None  # start time < its end
     session_uuid: bytes | None = None
+    # Commands carrying every one of these tags (shournal tag).
+    tags: tuple[str, ...] | None = None
     # Commands in the lineage of these files (absolute paths; the version
     # on disk): resolved by the journal through the provenance walk.
     lineage_of: tuple[str, ...] | None = None
@@ -154,6 +156,6 @@ class Criteria:
             getattr(self, k) is None
             for k in (
                 "command_text", "cwd", "command_id", "command_ids", "exit_code", "host",
-                "user", "since", "until", "session_uuid", "lineage_of",
+                "user", "since", "until", "session_uuid", "tags", "lineage_of",
             )
         )  # fmt: skip

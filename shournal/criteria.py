@@ -328,6 +328,34 @@ def parse_age(name: str, text: str, *, now: datetime | None = None) -> Period:
     return _age(name, text, m, _now(now))
 
 
+# `stats --period`: the named periods (calendar ones, local time) and how
+# finely each is broken down.
+PERIODS = ("today", "week", "month", "year")
+
+
+def parse_period(text: str, *, now: datetime | None = None) -> tuple[Period, str]:
+    """`stats --period`: ``today``, ``week`` (since this Monday), ``month``,
+    ``year`` (since its first day), or a date (``2026-05-01``: that day)
+    as the period, and its buckets: ``hour``, ``day`` or ``month``."""
+    low = text.strip().lower()
+    now = _now(now)
+    today = now.astimezone().date()
+    end = _local_day(today).end_ns
+    if low == "today":
+        return _local_day(today), "hour"
+    if low == "week":
+        return Period(_local_day(today - timedelta(days=today.weekday())).start_ns, end), "day"
+    if low == "month":
+        return Period(_local_day(today.replace(day=1)).start_ns, end), "day"
+    if low == "year":
+        return Period(_local_day(today.replace(month=1, day=1)).start_ns, end), "month"
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", low):
+        return parse_time_value("--period", low, now=now), "hour"
+    raise CriteriaError(
+        f"--period: {text!r} is no period (use {', '.join(PERIODS)} or a date such as 2026-05-01)"
+    )
+
+
 def parse_time_value(name: str, text: str, *, now: datetime | None = None) -> Period:
     """One time (see the module docstring) as the period it denotes."""
     t = text.strip()
@@ -461,6 +489,7 @@ def parse_criteria(
     wmtime: str | None = None,
     rmtime: str | None = None,
     lineage_of: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+    tag: str | Iterable[str] | None = None,
     now: datetime | None = None,
 ) -> Criteria:
     """Criteria given as the CLI takes them, for query, stats and delete
@@ -475,7 +504,8 @@ def parse_criteria(
     that day.  ``older_than`` an age: started before that instant (with
     ``until``, the earlier bound holds).  ``lineage_of``: a file (or
     several): the commands in the lineage of its version on disk (see
-    ``shournal lineage``).
+    ``shournal lineage``).  ``tag``: a tag, or several (commands carrying
+    all of them).
 
     :raises CriteriaError: a value cannot be parsed (BadSessionId for a
         malformed session id).
@@ -508,6 +538,7 @@ def parse_criteria(
         until=min(ends, key=lambda p: p.end_ns) if ends else None,
         session_uuid=None if session_id is None else session_id_bytes(session_id),
         lineage_of=None if lineage_of is None else _lineage_paths(lineage_of),
+        tags=None if tag is None else _tags(tag),
     )
     for files, prefix, name, path, size, hash_, mtime in (
         (c.written, "--w", wname, wpath, wsize, whash, wmtime),
@@ -544,6 +575,14 @@ def merge_criteria(criteria: Criteria | None, **filters: Any) -> Criteria:
                if getattr(theirs, f.name) is not None},
         )  # fmt: skip
     return replace(crit, **changes)
+def _tags(value: str | Iterable[str]) -> tuple[str, ...] | None:
+    """--tag's values as tags (each checked as `shournal tag` stores them)."""
+    from shournal.data import check_tag
+
+    items = [value] if isinstance(value, str) else list(value)
+    if not items:
+        return None
+    return tuple(sorted({check_tag(t) for t in items}))
 
 
 def _lineage_paths(

@@ -31,6 +31,11 @@ __all__ = [
     "DEFAULT_TOP",
     "INT64_MAX",
     "LOST_REASONS",
+    "NOTE_MAX_CHARS",
+    "TAG_MAX_CHARS",
+    "LabelError",
+    "check_note",
+    "check_tag",
     "RETURN_VALUE_UNKNOWN",
     "BadSessionId",
     "CommandModifications",
@@ -46,7 +51,12 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "InputEntry",
+    "ProgramEntry",
     "SessionCommands",
+    "UsageBucket",
+    "UsageStats",
+    "WriterEntry",
     "WorkingDirCommands",
     "WrittenVersion",
     "lost_reason_parts",
@@ -163,6 +173,52 @@ def lost_reason_parts(lost_events: int, lost_reasons: dict[str, int]) -> list[tu
     return parts
 
 
+# -- notes and tags (shournal note, shournal tag) ------------------------------------
+
+# The longest note and tag, in characters: a note is a sentence or a
+# paragraph, a tag a word people type.
+NOTE_MAX_CHARS = 4096
+TAG_MAX_CHARS = 64
+
+
+class LabelError(QueryError):
+    """A note or tag that cannot be stored as given (a usage error)."""
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` if it is one: 1..TAG_MAX_CHARS printable characters, no blank
+    (a tag is a word: ``fig3``, ``paper-2``, ``run:v2``).
+
+    :raises LabelError: it is not."""
+    shown = tag.encode("unicode_escape").decode("ascii")[:80]
+    if not tag:
+        raise LabelError("a tag cannot be empty")
+    if len(tag) > TAG_MAX_CHARS:
+        raise LabelError(f"tag {shown!r} is too long ({len(tag)} characters; at most "
+                         f"{TAG_MAX_CHARS})")  # fmt: skip
+    if not tag.isprintable() or any(ch.isspace() for ch in tag):
+        raise LabelError(f"tag {shown!r}: a tag is one word of printable characters "
+                         "(no blanks or control characters)")  # fmt: skip
+    return tag
+
+
+def check_note(text: str) -> str:
+    """``text`` without surrounding blanks if it is a note: not empty, at
+    most NOTE_MAX_CHARS characters, printable apart from line breaks and
+    tabs.
+
+    :raises LabelError: it is not."""
+    text = text.strip()
+    if not text:
+        raise LabelError("a note cannot be empty (--clear removes one)")
+    if len(text) > NOTE_MAX_CHARS:
+        raise LabelError(f"the note is too long ({len(text)} characters; at most "
+                         f"{NOTE_MAX_CHARS})")  # fmt: skip
+    if not all(ch.isprintable() or ch in "\n\t" for ch in text):
+        raise LabelError("a note must not contain control characters")
+    return text
+
+
 # -- plain value classes ---------------------------------------------------------------
 
 
@@ -273,13 +329,16 @@ class CommandView(_Value):
     the end (it exec'd a program, was hung up or died); the exit status is
     unknown.  ``write_count``/``read_count`` are the stored totals, larger
     than len(writes)/len(reads) when max_files cut the lists short.
+    ``note`` and ``tags``: what the user added (`shournal note`, `shournal
+    tag`); untrusted text like the command line (made printable, or
+    escaped, where shown).
     """
 
     __slots__ = (
         "id", "text", "return_value", "start_time", "end_time", "working_dir", "username",
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
-        "writes", "reads", "write_count", "read_count",
+        "writes", "reads", "write_count", "read_count", "note", "tags",
     )  # fmt: skip
 
     def __init__(
@@ -305,6 +364,8 @@ class CommandView(_Value):
         reads: list[FileEventView] | None = None,
         write_count: int = 0,
         read_count: int = 0,
+        note: str | None = None,
+        tags: list[str] | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -327,6 +388,8 @@ class CommandView(_Value):
         self.reads: list[FileEventView] = [] if reads is None else reads
         self.write_count = write_count
         self.read_count = read_count
+        self.note = note
+        self.tags: list[str] = [] if tags is None else tags
 
     @property
     def return_value_known(self) -> bool:
@@ -451,3 +514,96 @@ class JournalStats(_Value):
         self.busiest_directories: list[DirectoryActivity] = (
             [] if busiest_directories is None else busiest_directories
         )
+
+
+# -- what files commands produced and consumed (shournal stats; computed by
+# shournal.store.stats.compute_usage) ------------------------------------------
+
+
+class UsageBucket(_FrozenValue):
+    """One bucket of a period (an hour, a day or a month, from ``start``):
+    commands started in it, and their written and read file events."""
+
+    __slots__ = ("start", "commands", "written", "read")
+    start: datetime
+    commands: int
+    written: int
+    read: int
+
+    def __init__(self, start: datetime, commands: int, written: int, read: int) -> None:
+        self._init(start=start, commands=commands, written=written, read=read)
+
+
+class WriterEntry(_FrozenValue):
+    """A command and how many files (write events) and bytes it wrote."""
+
+    __slots__ = ("command_id", "text", "files", "bytes")
+    command_id: int
+    text: str
+    files: int
+    bytes: int
+
+    def __init__(self, command_id: int, text: str, files: int, bytes: int) -> None:
+        self._init(command_id=command_id, text=text, files=files, bytes=bytes)
+
+
+class InputEntry(_FrozenValue):
+    """A file (its path, any version) and how many commands read it."""
+
+    __slots__ = ("path", "commands")
+    path: bytes
+    commands: int
+
+    def __init__(self, path: bytes, commands: int) -> None:
+        self._init(path=path, commands=commands)
+
+
+class ProgramEntry(_FrozenValue):
+    """A program (a command line's first word, its file name) and how many
+    command lines started with it."""
+
+    __slots__ = ("program", "commands")
+    program: str
+    commands: int
+
+    def __init__(self, program: str, commands: int) -> None:
+        self._init(program=program, commands=commands)
+
+
+class UsageStats(_Value):
+    """What the commands of a scope produced and consumed: per bucket
+    (``bucket``: "hour", "day" or "month", local time), the distinct files
+    written (``produced``, ``written_bytes``) and read (``consumed``), the
+    biggest writers by files and by bytes, the inputs most commands read
+    and the most used programs; top lists sorted by count descending."""
+
+    __slots__ = (
+        "bucket", "series", "produced", "written_bytes", "consumed", "writers_by_files",
+        "writers_by_bytes", "reused_inputs", "programs",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        bucket: str = "day",
+        series: list[UsageBucket] | None = None,
+        produced: int = 0,
+        written_bytes: int = 0,
+        consumed: int = 0,
+        writers_by_files: list[WriterEntry] | None = None,
+        writers_by_bytes: list[WriterEntry] | None = None,
+        reused_inputs: list[InputEntry] | None = None,
+        programs: list[ProgramEntry] | None = None,
+    ) -> None:
+        self.bucket = bucket
+        self.series: list[UsageBucket] = [] if series is None else series
+        self.produced = produced
+        self.written_bytes = written_bytes
+        self.consumed = consumed
+        self.writers_by_files: list[WriterEntry] = (
+            [] if writers_by_files is None else writers_by_files
+        )
+        self.writers_by_bytes: list[WriterEntry] = (
+            [] if writers_by_bytes is None else writers_by_bytes
+        )
+        self.reused_inputs: list[InputEntry] = [] if reused_inputs is None else reused_inputs
+        self.programs: list[ProgramEntry] = [] if programs is None else programs

@@ -28,6 +28,11 @@ class ConfigUnusable(StoreUnavailable):
     cannot be used (its status is the config's, not the journal's)."""
 
 
+class StoreReadOnly(StoreUnavailable):
+    """The journal cannot be written here (opened read-only, or a read-only
+    file, directory or mount): a note or tag was not stored."""
+
+
 class StoreMissing(StoreUnavailable):
     """No journal exists yet (and the caller asked not to create one)."""
 

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from shournal.config import Config
-    from shournal.data import ArchivedFile, CommandView, Criteria, JournalStats, WrittenVersion
+    from shournal.data import (
+        ArchivedFile,
+        CommandView,
+        Criteria,
+        JournalStats,
+        UsageStats,
+        WrittenVersion,
+    )
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
     from shournal.store.db import Store
@@ -46,7 +53,8 @@ class Journal:
     Criteria are the CLI's, as keywords (see
     :func:`shournal.criteria.parse_criteria`): ``cwd``, ``command_text``,
     ``since``, ``until``, ``older_than``, ``session_id``, ``host``,
-    ``user``, ``command_id``, ``exit_code``, ``lineage_of`` (a file: the
+    ``user``, ``command_id``, ``exit_code``, ``tag`` (a tag or a list: commands
+    carrying all of them), ``lineage_of`` (a file: the
     commands in its lineage, as ``shournal lineage`` walks it), and per written (``w``) or
     read (``r``) file ``wname``, ``wpath``, ``wsize``, ``whash``,
     ``wmtime``.  Values may carry an operator: ``wsize=">10M"``,
@@ -220,6 +228,16 @@ class Journal:
         with self._reading() as conn:
             return {c.id: c for c in commands_by_id(conn, ids, max_files)}
 
+    def session_firsts(self, uuids: Iterable[bytes]) -> dict[bytes, CommandView]:
+        """The first recorded command of each shell session (by its 16-byte
+        uuid), without files: where and when that terminal started."""
+        from shournal.store.reader import commands_by_id, session_first_ids
+
+        with self._reading() as conn:
+            ids = session_first_ids(conn, uuids)
+            found = {c.id: c for c in commands_by_id(conn, ids.values(), 0)}
+        return {uuid: found[cid] for uuid, cid in ids.items() if cid in found}
+
     def apparatus_manifest(self, command_id: int) -> bytes | None:
         """The encoded apparatus manifest of a command recorded with
         ``--apparatus`` (None: recorded without it); decoded by
@@ -311,6 +329,28 @@ class Journal:
             top=DEFAULT_TOP if top is None else top,
         )
 
+    def usage(
+        self,
+        criteria: Criteria | None = None,
+        *,
+        top: int | None = None,
+        bucket: str = "day",
+        **filters: Any,
+    ) -> UsageStats:
+        """What the matching commands (all, without criteria) produced and
+        consumed: files written and read per ``bucket`` ("hour", "day",
+        "month", local time), the biggest writers by files and bytes, the
+        inputs most commands read, the most used programs."""
+        from shournal.data import DEFAULT_TOP
+        from shournal.store.stats import compute_usage
+
+        return compute_usage(
+            self._store,
+            criteria=self._criteria(criteria, filters),
+            top=DEFAULT_TOP if top is None else top,
+            bucket=bucket,
+        )
+
     # -- deleting --------------------------------------------------------------------
 
     def plan_delete(self, criteria: Criteria | None = None, **filters: Any) -> DeletePlan:
@@ -371,6 +411,63 @@ class Journal:
         with self._reading() as conn:
             return archived_read_files(conn, command_ids)
 
+    # -- notes and tags ------------------------------------------------------------------
+
+    def note(self, command_id: int) -> str | None:
+        """The note of a command (None: it has none).
+
+        :raises shournal.data.LabelError: no command with this id."""
+        return self._labelled(command_id).note
+
+    def tags(self, command_id: int | None = None) -> list[tuple[str, int]]:
+        """The tags of a command as (tag, 1), or with ``command_id`` None
+        every tag of the journal with its number of commands; by name.
+
+        :raises shournal.data.LabelError: no command with this id."""
+        if command_id is not None:
+            return [(t, 1) for t in self._labelled(command_id).tags]
+        from shournal.store.labels import tag_counts
+
+        with self._reading() as conn:
+            return tag_counts(conn)
+
+    def _labelled(self, command_id: int) -> CommandView:
+        from shournal.data import LabelError
+
+        found = self.commands([command_id], max_files=0).get(command_id)
+        if found is None:
+            raise LabelError(f"no command with id {command_id}")
+        return found
+
+    def set_note(self, command_id: int, text: str | None) -> bool:
+        """Set the note of a command (``text`` None: remove it); whether
+        anything changed.  The note is the command's description in every
+        output and in the RO-Crate and PROV exports.
+
+        :raises shournal.data.LabelError: no such command, or not a note
+            (:func:`shournal.data.check_note`); nothing changed.
+        :raises shournal.store.StoreError: the journal cannot be written
+            (StoreReadOnly: it is read-only here)."""
+        from shournal.store.labels import set_note
+
+        return set_note(self._store, command_id, text)
+
+    def add_tags(self, command_id: int, tags: Iterable[str]) -> list[str]:
+        """Tag a command; the tags it did not have yet.  All or nothing.
+
+        :raises shournal.data.LabelError: no such command, or a value is no
+            tag (:func:`shournal.data.check_tag`); nothing changed.
+        :raises shournal.store.StoreError: as :meth:`set_note`."""
+        from shournal.store.labels import add_tags
+
+        return add_tags(self._store, command_id, tags)
+
+    def remove_tags(self, command_id: int, tags: Iterable[str]) -> list[str]:
+        """Take tags off a command; the ones it had.  Errors as :meth:`add_tags`."""
+        from shournal.store.labels import remove_tags
+
+        return remove_tags(self._store, command_id, tags)
+
     # -- writing -----------------------------------------------------------------------
 
     def add(self, record: CommandRecord) -> int:
@@ -383,12 +480,6 @@ class Journal:
         leave out those stored already, by start, session and text); the
         number stored."""
         return self._store.add_commands(records, skip_stored=skip_stored)
-
-    @property
-    def notes(self) -> list[str]:
-        """What opening the journal changed that its user should hear of
-        (one line each: a permission fixed, a schema upgraded)."""
-        return list(self._store.notes)
 
 
 def _spool_waiting() -> bool:

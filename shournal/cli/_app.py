@@ -13,6 +13,7 @@ import typer
 
 from shournal.cli.delete import delete
 from shournal.cli.history import history
+from shournal.cli.labels import note, tag
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
 from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
@@ -60,6 +61,18 @@ app.command(
 app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
     query
 )
+app.command(
+    "note",
+    help="Set, show (no TEXT) or remove (--clear) a command's note, e.g. "
+    "shournal note 42 'the command behind figure 3'.",
+    short_help="Set, show or remove a command's note.",
+)(note)
+app.command(
+    "tag",
+    help="Add tags to a command (shournal tag 42 fig3 paper2), --remove them, list a "
+    "command's tags (no TAG) or every tag (no ID).",
+    short_help="Add, remove or list a command's tags.",
+)(tag)
 app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
     stats
 )

@@ -164,6 +164,15 @@ CommandText = Annotated[
         "TEXT",
     ),
 ]
+Tag = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        metavar="TAG",
+        help="Commands tagged TAG (shournal tag); repeated: carrying every one.",
+        show_default=False,
+    ),
+]
 LineageOf = Annotated[
     Path | None,
     typer.Option(

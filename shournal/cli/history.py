@@ -25,6 +25,7 @@ from shournal.cli._common import (
     Host,
     SessionId,
     Since,
+    Tag,
     Until,
     User,
     errors_to_status,
@@ -81,6 +82,7 @@ def history(
     cwd: Cwd = None,
     session_id: SessionId = None,
     exit_code: ExitCode = None,
+    tag: Tag = None,
     host: Host = None,
     user: User = None,
     since: Since = None,
@@ -100,7 +102,7 @@ def history(
         option(
             "--format",
             "One line per command from named fields, e.g. '{id} {when} {command}'. Fields: "
-            "id when duration status wrote read cwd command host user session start end.",
+            "id when duration status wrote read cwd command host user session start end tags note.",
             "TEMPLATE",
         ),
     ] = None,
@@ -155,7 +157,7 @@ def history(
         base: dict[str, Any] = dict(
             command_text=command_text, exit_code=exit_code, host=host, user=user,
             since=since, until=until, session_id=session_id, wname=wname, wpath=wpath,
-            rname=rname, rpath=rpath,
+            rname=rname, rpath=rpath, tag=tag or None,
         )  # fmt: skip
         # --here -r: the directory itself, and its tree ('DIR/%'), merged
         cwds = [cwd] if here_dir is None else [here_dir]

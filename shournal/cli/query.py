@@ -27,6 +27,7 @@ from shournal.cli._common import (
     LineageOf,
     SessionId,
     Since,
+    Tag,
     Until,
     User,
     check_files,
@@ -122,6 +123,7 @@ def query(
         str | None, option("--command-id", "The command with this id (or '>100', '5..9').", "ID")
     ] = None,
     exit_code: ExitCode = None,
+    tag: Tag = None,
     host: Host = None,
     user: User = None,
     since: Since = None,
@@ -199,6 +201,7 @@ def query(
             host=host, user=user, since=since, until=until, session_id=session_id,
             wname=wname, rname=rname, wpath=wpath, rpath=rpath, wsize=wsize, rsize=rsize,
             whash=whash, rhash=rhash, wmtime=wmtime, rmtime=rmtime, lineage_of=lineage_of,
+            tag=tag or None,
         )  # fmt: skip
         if history is None and wfile is None and rfile is None and criteria.is_empty():
             raise QueryError("empty query: give a filter (e.g. --wfile FILE) or --history N")
@@ -213,6 +216,7 @@ def query(
     html = output_format is OutputFormat.html
     missing = ""
     stats = None
+    firsts: Any = None
     restored: Any = None
     commands: list[Any] = []
     with errors_to_status():
@@ -238,6 +242,10 @@ def query(
                     if html:
                         from shournal.report.html import TOP_N as top
                     stats = journal.stats(command_ids=[c.id for c in commands], top=top)
+                if commands and html:
+                    firsts = journal.session_firsts(
+                        {c.session_uuid for c in commands if c.session_uuid is not None}
+                    )
 
     if stat:
         from shournal.query.filestat import stat_commands
@@ -245,7 +253,7 @@ def query(
         stat_commands(commands)
 
     if html:
-        _write_html(commands, output, stats)  # type: ignore[arg-type]
+        _write_html(commands, output, stats, firsts)  # type: ignore[arg-type]
     elif human and not commands:
         write_to(_no_results(missing, pending, wfile, rfile), None)
     else:
@@ -291,7 +299,7 @@ def _restore(journal: Any, commands: list[Any], restore_dir: Path | None) -> Any
         _fail(f"cannot restore into {restore_dir}: {e.strerror}", EXIT_USAGE)
 
 
-def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
+def _write_html(commands: list[Any], output: Path, stats: Any, firsts: Any) -> None:
     import tempfile
 
     from shournal.report.html import write_html
@@ -307,7 +315,7 @@ def _write_html(commands: list[Any], output: Path, stats: Any) -> None:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fp.fileno(), 0o666 & ~umask)
-            write_html(commands, fp, stats=stats)
+            write_html(commands, fp, stats=stats, session_firsts=firsts)
         os.replace(tmp, output)
     except OSError as e:
         if tmp:

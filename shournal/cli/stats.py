@@ -22,12 +22,14 @@ from shournal.cli._common import (
     LineageOf,
     SessionId,
     Since,
+    Tag,
     Until,
     User,
     check_files,
     errors_to_status,
     int_option,
     open_journal,
+    option,
     write,
 )
 
@@ -41,34 +43,64 @@ def stats(
     host: Host = None,
     user: User = None,
     lineage_of: LineageOf = None,
+    tag: Tag = None,
+    period: Annotated[
+        str | None,
+        option("--period", "Only this period: today, week (since Monday), month, year, or a "
+               "date (2026-05-01); files produced and consumed per hour, day or month.",
+               "PERIOD"),
+    ] = None,
     output_format: HumanOrJsonFormat = HumanOrJson.human,
 ) -> None:
-    """Commands with most file modifications, sessions with most commands,
-    busiest working directories and directories, and totals."""
-    from shournal.criteria import parse_criteria
-    from shournal.data import JournalStats
+    """Files produced and consumed (per period), the biggest writers, the
+    most reused inputs, the most used programs; commands with most file
+    modifications, sessions with most commands, busiest working
+    directories and directories, and totals."""
+    from dataclasses import replace
+
+    from shournal.criteria import parse_criteria, parse_period
+    from shournal.data import JournalStats, Period, QueryError, UsageStats
     from shournal.errors import StoreMissing
     from shournal.provenance import resolve_lineage
 
     with errors_to_status():
         criteria = parse_criteria(
             since=since, until=until, cwd=cwd, session_id=session_id, host=host, user=user,
-            lineage_of=lineage_of,
+            lineage_of=lineage_of, tag=tag or None,
         )  # fmt: skip
+        bucket = "month"
+        if period is not None:
+            if since is not None or until is not None:
+                raise QueryError("--period and --since/--until exclude each other")
+            span, bucket = parse_period(period)
+            criteria = replace(
+                criteria,
+                since=Period(span.start_ns, span.start_ns + 1),
+                until=Period(span.end_ns - 1, span.end_ns),
+            )
+        elif since is not None or until is not None:
+            bucket = "day"
         check_files(lineage_of)
         try:
             journal = open_journal()
         except StoreMissing:
-            result = JournalStats()
+            result, usage = JournalStats(), UsageStats(bucket=bucket)
         else:
             with journal:
-                result = journal.stats(resolve_lineage(journal, criteria), top=top)
+                criteria = resolve_lineage(journal, criteria)
+                result = journal.stats(criteria, top=top)
+                usage = journal.usage(criteria, top=top, bucket=bucket)
+    from shournal.report.usage import render_usage, usage_object
+
     if output_format is HumanOrJson.json:
-        write(json.dumps(stats_object(result), ensure_ascii=True, indent=1) + "\n")
+        obj = {**stats_object(result), "usage": usage_object(usage)}
+        write(json.dumps(obj, ensure_ascii=True, indent=1) + "\n")
     else:
         from shournal.report.human import render_stats, use_color
 
-        write(render_stats(result, min_count=1, max_count=top, totals=True, color=use_color()))
+        text = render_stats(result, min_count=1, max_count=top, totals=True, color=use_color())
+        # what no shell history knows first, then the original's sections
+        write(render_usage(usage, top=top) + text if result.commands else text)
     raise typer.Exit(EXIT_FOUND if result.commands else EXIT_NOT_FOUND)
 
 

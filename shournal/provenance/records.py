@@ -7,7 +7,8 @@ how to rerun it: every command of the lineage is kept.
   (``instrument``: the script it ran, else its program, as a
   ``SoftwareApplication``; ``object``: the file versions it read;
   ``result``: the ones it wrote; ``startTime``, ``endTime``, ``agent``:
-  the user, ``actionStatus``, ``description``: the command line;
+  the user, ``actionStatus``, ``description``: the user's note
+  (``shournal note``), else the command line;
   ``environment``: for a command recorded with its apparatus, its
   environment variables as ``PropertyValue`` entities, redacted again
   with the current secret patterns; a ``Collection`` among the results
@@ -20,7 +21,8 @@ how to rerun it: every command of the lineage is kept.
   ``dateModified`` and shournal's partial hash.
 * ``prov``: ``DIR/prov.json`` in PROV-JSON: commands as activities, file
   versions as entities, users as agents; ``used``, ``wasGeneratedBy``,
-  ``wasAssociatedWith`` (with the script as the plan).
+  ``wasAssociatedWith`` (with the script as the plan); a command's note
+  as its ``dcterms:description``, its tags as ``shournal:tags``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ NO_LICENSE = "No licence was given when this crate was exported: ask its author 
 SIF_IMAGE = "https://w3id.org/ro/terms/workflow-run#SIFImage"
 # Terms of shournal's own in PROV-JSON (a URN: it names, it is not fetched).
 SHOURNAL_NS = "urn:shournal:"
+# Dublin Core terms: a command's note as its dcterms:description in PROV.
+DCTERMS_NS = "http://purl.org/dc/terms/"
 
 
 @dataclass(slots=True)
@@ -231,7 +235,8 @@ def rocrate_document(
             "@id": f"#command-{cmd.id}",
             "@type": "CreateAction",
             "name": f"command {cmd.id}: {cmd.text.splitlines()[0] if cmd.text else ''}",
-            "description": cmd.text,
+            # the user's note says what the command was for; else its line
+            "description": cmd.text if cmd.note is None else cmd.note,
             "instrument": {"@id": tool_id},
             "agent": {"@id": plan.agent_id(cmd)},
             "startTime": _iso(cmd.start_time),
@@ -350,6 +355,10 @@ def prov_document(lin: Lineage, plan: _Planner) -> dict[str, Any]:
             f"{sh}workingDirectory": cmd.working_dir,
             f"{sh}hostname": cmd.hostname,
         }
+        if cmd.note is not None:
+            activities[aid]["dcterms:description"] = cmd.note
+        if cmd.tags:
+            activities[aid][f"{sh}tags"] = list(cmd.tags)
         if cmd.return_value_known:
             activities[aid][f"{sh}exitStatus"] = cmd.return_value
         agents[agent_id(cmd)] = {"prov:type": {"$": "prov:Person", "type": "prov:QUALIFIED_NAME"},
@@ -366,7 +375,7 @@ def prov_document(lin: Lineage, plan: _Planner) -> dict[str, Any]:
             assoc["prov:plan"] = entity_id(script)
         associated[f"_:a{len(associated) + 1}"] = assoc
     return {
-        "prefix": {"shournal": SHOURNAL_NS},
+        "prefix": {"shournal": SHOURNAL_NS, "dcterms": DCTERMS_NS},
         "entity": entities,
         "activity": activities,
         "agent": agents,

@@ -256,6 +256,12 @@ def _layers(lin: Lineage) -> dict[str, int]:
     return rank
 
 
+def _key(node: str) -> str:
+    """A node's key in the page (lineage.js): ``c:ID`` for a command
+    ("cID" here), ``f:ID`` for a file version."""
+    return f"c:{node[1:]}" if node.startswith("c") else f"f:{node}"
+
+
 def _svg_text(text: str, limit: int = 30) -> str:
     from shournal.report.html import _html
 
@@ -279,7 +285,10 @@ def render_html(lin: Lineage, *, title: str = "shournal lineage") -> str:
             raise RuntimeError(f"asset {name} cannot be inlined")
         return text
 
-    css, js = asset("lineage.css"), asset("lineage.js")
+    # dagre (vendored, MIT: html_assets/README.md) lays the graph out in
+    # the browser with crossing reduction; the layering below is what a
+    # page without scripts shows.
+    css, js = asset("lineage.css"), asset("dagre.min.js") + "\n" + asset("lineage.js")
     rank = _layers(lin)
     top = max(rank.values(), default=0)
     rows: dict[int, int] = {}
@@ -303,7 +312,8 @@ def render_html(lin: Lineage, *, title: str = "shournal lineage") -> str:
         a, b = (e.file, f"c{e.command_id}") if e.kind == "read" else (f"c{e.command_id}", e.file)
         (x1, y1), (x2, y2) = pos[a], pos[b]
         parts.append(
-            f'<line class="edge" x1="{x1 + _BOX_W}" y1="{y1 + _BOX_H // 2}" '
+            f'<line class="edge" data-from="{_html(_key(a))}" data-to="{_html(_key(b))}" '
+            f'x1="{x1 + _BOX_W}" y1="{y1 + _BOX_H // 2}" '
             f'x2="{x2}" y2="{y2 + _BOX_H // 2}" marker-end="url(#arrow)"/>'
         )
     for node in nodes:

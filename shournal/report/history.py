@@ -16,9 +16,11 @@ from shournal.terminal import printable
 
 # The fields of --format, in the order of the default line.
 FIELDS = ("id", "when", "duration", "status", "wrote", "cwd", "command", "host", "user",
-          "session", "start", "end", "read")  # fmt: skip
+          "session", "start", "end", "read", "tags", "note")  # fmt: skip
 
-_GREEN, _RED, _YELLOW, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
+_GREEN, _RED, _YELLOW, _CYAN, _RESET = (
+    "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[0m"
+)  # fmt: skip
 
 
 class FormatError(ValueError):
@@ -97,6 +99,8 @@ def fields(cmd: CommandView, now: datetime, *, absolute: bool, home: str | None)
         "session": session,
         "start": absolute_time(cmd.start_time),
         "end": "" if cmd.incomplete else absolute_time(cmd.end_time),
+        "tags": " ".join(printable(t) for t in cmd.tags),
+        "note": "" if cmd.note is None else one_line(cmd.note),
     }
 
 
@@ -152,13 +156,17 @@ def render_lines(
                 f"{row['duration'].rjust(w_dur)}  ")  # fmt: skip
         mid = f"  {wrote:<5} {cwd:<{w_cwd}}  "
         text = row["command"]
+        # tags before the command line (its end is what gets elided)
+        tags = "".join(f"#{t} " for t in row["tags"].split())
         if width is not None:
-            room = width - len(head) - len(row["status"].rjust(w_st)) - len(mid)
+            room = width - len(head) - len(row["status"].rjust(w_st)) - len(mid) - len(tags)
             if room < 8:
                 room = 8
             if len(text) > room:
                 text = text[: room - 1] + "…"
-        out.append(f"{head}{st}{mid}{text}")
+        if tags and color:
+            tags = f"{_CYAN}{tags}{_RESET}"
+        out.append(f"{head}{st}{mid}{tags}{text}")
     return "\n".join(out) + "\n"
 
 

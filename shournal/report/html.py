@@ -183,8 +183,18 @@ def _stack(commands: Sequence[CommandView]) -> dict[int, int]:
 
 
 def build_payload(
-    commands: Sequence[CommandView], *, title: str, generated_at: datetime | None
+    commands: Sequence[CommandView],
+    *,
+    title: str,
+    generated_at: datetime | None,
+    session_firsts: dict[bytes, CommandView] | None = None,
 ) -> dict[str, Any]:
+    """The report's data block.  ``session_firsts``: the first recorded
+    command of each session (``Journal.session_firsts``), whose host, start
+    and directory label the session's lane: when the terminal started and
+    where; a session missing from it is labelled by its first command in
+    the report."""
+    firsts = session_firsts or {}
     rows = _stack(commands)
     lane_of: dict[bytes | None, int] = {}
     sessions: list[dict[str, Any]] = []
@@ -195,11 +205,17 @@ def build_payload(
         cmd = commands[i]
         if cmd.session_uuid not in lane_of:
             lane_of[cmd.session_uuid] = len(sessions)
+            first = firsts.get(cmd.session_uuid, cmd) if cmd.session_uuid else cmd
             sessions.append(
                 {
                     "id": None if cmd.session_uuid is None else _session_text(cmd.session_uuid),
                     "rows": 0,
                     "n": 0,
+                    # the lane's label: where and when the terminal started
+                    "start": _ms(first.start_time),
+                    "host": clean_text(first.hostname),
+                    "cwd": clean_text(first.working_dir),
+                    "startInReport": first is cmd,
                 }
             )
             hosts.append(set())
@@ -237,6 +253,8 @@ def build_payload(
                 "dr": cmd.dropped_reads,
                 "lost": cmd.lost_events,
                 "lostWhy": lost_reason_parts(cmd.lost_events, cmd.lost_reasons),
+                "note": None if cmd.note is None else clean_text(cmd.note),
+                "tags": [clean_text(t) for t in cmd.tags],
                 "w": [payload.event(ev, False) for ev in cmd.writes],
                 "r": [payload.event(ev, True) for ev in cmd.reads],
             }
@@ -447,17 +465,23 @@ def write_html(
     stats: JournalStats | None = None,
     title: str = "shournal report",
     generated_at: datetime | None = None,
+    session_firsts: dict[bytes, CommandView] | None = None,
 ) -> None:
     """Write the report for ``commands`` to ``fp`` (pure ASCII text).
 
     ``stats``: the statistics to draw, e.g. ``Journal.stats(command_ids=
     [c.id for c in commands], top=TOP_N)``; None draws only the commands
-    per day.  ``generated_at`` None: now.
+    per day.  ``generated_at`` None: now.  ``session_firsts``: see
+    :func:`build_payload`.
     """
     if generated_at is None:
         generated_at = datetime.now(UTC)
     css, js = _asset("report.css"), _asset("report.js")
-    data = json_for_script(build_payload(commands, title=title, generated_at=generated_at))
+    data = json_for_script(
+        build_payload(
+            commands, title=title, generated_at=generated_at, session_firsts=session_firsts
+        )
+    )
     charts = render_charts(stats, commands_per_day(commands))
     csp = (
         f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; "

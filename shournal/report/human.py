@@ -237,6 +237,12 @@ def _command_body(
 ) -> list[str]:
     lines: list[str] = []
     lines.append(f"Working directory: {printable(cmd.working_dir)}")
+    if cmd.note is not None:
+        first, *rest = printable(cmd.note, newlines=True).split("\n")
+        lines.append(f"Note: {first}")
+        lines += [f"      {line}" for line in rest]
+    if cmd.tags:
+        lines.append(f"Tags: {' '.join(printable(t) for t in cmd.tags)}")
     if cmd.incomplete:
         lines.append(INCOMPLETE_TEXT)
     if cmd.session_uuid is not None:

@@ -1,6 +1,7 @@
 """JSON output: one array of command objects (``json``), or one object per
 line (``jsonl``), with the original's field
-names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs).
+names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs;
+and derivedFrom, incomplete, note and tags when a command has them).
 
 Paths are decoded with os.fsdecode and written with ensure_ascii, so
 undecodable bytes appear as \\udcXX escapes: the output is plain ASCII, and
@@ -46,6 +47,10 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         obj["derivedFrom"] = cmd.derived_from
     if cmd.incomplete:  # likewise
         obj["incomplete"] = True
+    if cmd.note is not None:  # likewise (shournal note, shournal tag)
+        obj["note"] = cmd.note
+    if cmd.tags:
+        obj["tags"] = list(cmd.tags)
     return obj
 
 

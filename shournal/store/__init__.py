@@ -11,6 +11,7 @@ from shournal.errors import (
     StoreCorrupt,
     StoreError,
     StoreMissing,
+    StoreReadOnly,
     StoreUnavailable,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "StoreCorrupt",
     "StoreError",
     "StoreMissing",
+    "StoreReadOnly",
     "StoreUnavailable",
 ]
 

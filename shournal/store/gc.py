@@ -76,6 +76,11 @@ _COLLECTED: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
         _DOOMED_READS.format(col="content_id", doomed="{doomed}") + " AND f.content_id IS NOT NULL",
     ),
     (
+        "tag",
+        (("command_tag", "tag_id"),),
+        "SELECT tag_id FROM command_tag WHERE command_id IN ({doomed})",
+    ),
+    (
         "working_dir",
         (("command", "cwd_id"),),
         "SELECT cwd_id FROM command WHERE id IN ({doomed})",
@@ -332,6 +337,8 @@ def delete_commands(
         )
         # (Foreign-key actions are off here: the cascade would not run.)
         conn.execute(text(f"DELETE FROM apparatus WHERE command_id IN ({doomed})"))
+        for table in ("command_note", "command_tag"):
+            conn.execute(text(f"DELETE FROM {table} WHERE command_id IN ({doomed})"))
         result.events = sum(
             conn.execute(text(f"DELETE FROM {t} WHERE command_id IN ({doomed})")).rowcount
             for t in ("write_event", "read_event")

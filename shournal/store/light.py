@@ -87,7 +87,7 @@ BUSY_SECONDS = 15
 # other version (older: the full path upgrades it first) is Unanswered;
 # tests/test_cli_fast_path.py fails when the models' SCHEMA_VERSION moves
 # on without this module being reviewed.
-READS_SCHEMA = 7
+READS_SCHEMA = 8
 
 _IN_BATCH = 500
 
@@ -112,6 +112,7 @@ COMMAND_COLUMNS: tuple[tuple[str, str], ...] = (
     ("apparatus", "derived_from"),
     *(("command", f"lost_{reason}") for reason in LOST_REASONS),
     ("command", "incomplete"),
+    ("command_note", "text"),
 )
 
 # The tables COMMAND_COLUMNS joins to command: (table, its column, the
@@ -122,6 +123,7 @@ COMMAND_JOINS: tuple[tuple[str, str, str, bool], ...] = (
     ("shell_session", "id", "session_id", True),
     ("hash_setting", "id", "hash_setting_id", True),
     ("apparatus", "command_id", "id", True),
+    ("command_note", "command_id", "id", True),
 )
 
 _COMMAND_SELECT = (
@@ -414,6 +416,7 @@ class LightReader:
         ids = list(by_id)
         for start in range(0, len(ids), _IN_BATCH):
             batch = ids[start : start + _IN_BATCH]
+            attach_tags(by_id, self._rows(tags_sql(len(batch)), batch))
             params: list[Any] = list(batch)
             if max_files is not None:
                 # Cut lists: the totals need counting.
@@ -573,5 +576,27 @@ def command_view(r: Sequence[Any], time: Callable[[Any], Any] = _utc) -> Command
             if n
         },
         incomplete=bool(r[15 + len(LOST_REASONS)]),
+        note=r[16 + len(LOST_REASONS)],
     )
+
+
+# A batch of commands' tags, by command and name (both readers run it; the
+# SQLAlchemy one through the models' tables, the same columns).
+def tags_sql(n: int) -> str:
+    return (
+        "SELECT command_tag.command_id, tag.name FROM command_tag "
+        "JOIN tag ON tag.id = command_tag.tag_id "
+        f"WHERE command_tag.command_id IN ({', '.join('?' * n)}) "
+    )
+
+
+def attach_tags(commands: dict[int, CommandView], rows: Iterable[Any]) -> None:
+    """Set each command's ``tags`` from (command id, name) rows, sorted by
+    code point (not by the database's collation: both backends agree)."""
+    touched = set()
+    for cmd_id, name in rows:
+        commands[cmd_id].tags.append(name)
+        touched.add(cmd_id)
+    for cmd_id in touched:
+        commands[cmd_id].tags.sort()
 

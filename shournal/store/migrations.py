@@ -219,6 +219,13 @@ def incomplete(conn: Connection) -> None:
         )
 
 
+def notes_and_tags(conn: Connection) -> None:
+    """Schema 8: tables command_note, tag and command_tag (a user's note and
+    tags on a command: shournal note / shournal tag); none in older journals."""
+    tables = [m.Base.metadata.tables[name] for name in m.LABEL_TABLES]
+    m.Base.metadata.create_all(conn, tables=tables, checkfirst=True)
+
+
 class Migration(NamedTuple):
     version: int  # the schema version it lifts a journal to (from the one before)
     upgrade: Callable[[Connection], None]
@@ -231,6 +238,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, derived_from),
     Migration(6, lost_reasons),
     Migration(7, incomplete),
+    Migration(8, notes_and_tags),
 )
 
 # The version of a journal this shournal creates, and to which it upgrades

@@ -348,6 +348,50 @@ class Apparatus(Base):
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
 
 
+# -- what users add to a command (shournal note, shournal tag) ---------------------------
+
+
+class CommandNote(Base):
+    """The user's note on a command (at most one): the command's description
+    in the outputs and the RO-Crate and PROV exports."""
+
+    __tablename__ = "command_note"
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    text: Mapped[str] = mapped_column(SafeText)
+
+
+class Tag(Base):
+    """A tag name (shournal.data.check_tag says which names are tags)."""
+
+    __tablename__ = "tag"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(SafeText, unique=True)
+
+
+class CommandTag(Base):
+    """Command ``command_id`` carries tag ``tag_id``."""
+
+    __tablename__ = "command_tag"
+    __table_args__ = (
+        # the commands of a tag (query --tag), and the tag's collection on delete
+        Index(None, "tag_id", "command_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag_id: Mapped[int] = mapped_column(ForeignKey("tag.id"), primary_key=True)
+
+
+# The tables of notes and tags, in creation order (the schema 7 -> 8 migration).
+LABEL_TABLES = ("command_note", "tag", "command_tag")
+
+
 def split_path(path: bytes) -> tuple[bytes, bytes]:
     """(directory with trailing slash, basename); dir + base == path."""
     cut = path.rfind(b"/") + 1

@@ -38,7 +38,13 @@ from shournal.data import (
     ns_to_datetime,
 )
 from shournal.store import models as m
-from shournal.store.light import COMMAND_COLUMNS, COMMAND_JOINS, PREVIEW_BYTES, command_view
+from shournal.store.light import (
+    COMMAND_COLUMNS,
+    COMMAND_JOINS,
+    PREVIEW_BYTES,
+    attach_tags,
+    command_view,
+)
 from shournal.store.models import KIND_READ, KIND_WRITE
 
 __all__ = [
@@ -339,6 +345,24 @@ def _by_id_stmt(n: int) -> Select:
     return _command_select().where(m.Command.id.in_(_in_params("id", n)))
 
 
+def session_first_ids(conn: Connection, uuids: Iterable[bytes]) -> dict[bytes, int]:
+    """The id of each session's first command (by start time, then id):
+    one seek of the (session_id) index per session."""
+    c, sess = m.Command, m.ShellSession
+    out: dict[bytes, int] = {}
+    for uuid in sorted(set(uuids)):
+        first = conn.execute(
+            select(c.id)
+            .join(sess, sess.id == c.session_id)
+            .where(sess.uuid == uuid)
+            .order_by(c.start_time, c.id)
+            .limit(1)
+        ).scalar_one_or_none()
+        if first is not None:
+            out[uuid] = first
+    return out
+
+
 def matching_ids(conn: Connection, criteria: Criteria) -> Select[tuple[int]]:
     """The ids of the commands matching ``criteria``: what query, stats and
     delete select."""
@@ -389,6 +413,13 @@ def command_conditions(
     if cr.session_uuid is not None:
         sessions = select(m.ShellSession.id).where(m.ShellSession.uuid == cr.session_uuid)
         where.append(c.session_id.in_(sessions))
+    for name in cr.tags or ():
+        tagged = (
+            select(m.CommandTag.command_id)
+            .join(m.Tag, m.Tag.id == m.CommandTag.tag_id)
+            .where(m.Tag.name == name)
+        )
+        where.append(c.id.in_(tagged))
     for kind, files in ((KIND_WRITE, cr.written), (KIND_READ, cr.read)):
         if files:
             where.append(c.id.in_(_file_criteria(dialect, kind, files)))
@@ -403,6 +434,7 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
         n, params = _in_list("id", batch)
+        attach_tags(by_id, conn.execute(_tags_stmt(n), params))
         if max_files is not None:
             # Cut lists: the totals need counting.
             for cmd_id, count in conn.execute(_count_stmt(KIND_WRITE, n), params):
@@ -443,6 +475,17 @@ def _attach_events(conn: Connection, commands: list[CommandView], max_files: int
                         by_id[cmd_id].write_count = len(found)
                     else:
                         by_id[cmd_id].read_count = len(found)
+
+
+@functools.cache
+def _tags_stmt(n: int) -> Select:
+    """A batch's tags (light.tags_sql over the models' tables)."""
+    ct, tag = m.CommandTag, m.Tag
+    return (
+        select(ct.command_id, tag.name)
+        .join(tag, tag.id == ct.tag_id)
+        .where(ct.command_id.in_(_in_params("id", n)))
+    )
 
 
 @functools.cache

@@ -14,13 +14,19 @@ result is deterministic.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shournal.data import (
     DEFAULT_TOP,
     INT64_MAX,
     Criteria,
+    InputEntry,
     JournalStats,
+    ProgramEntry,
+    UsageBucket,
+    UsageStats,
+    WriterEntry,
 )
 from shournal.store.light import StatsTally
 
@@ -195,3 +201,136 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         return dict(conn.execute(select(t.c.id, t.c[column]).where(t.c.id.in_(wanted))).all())
 
     return tally.finish(out, top, by_id)
+
+
+# -- files produced and consumed (shournal stats) --------------------------------------
+
+
+def compute_usage(
+    store: Store, *, criteria: Criteria | None = None, top: int = DEFAULT_TOP,
+    bucket: str = "day",
+) -> UsageStats:  # fmt: skip
+    """What the commands matching ``criteria`` (all: None) produced and
+    consumed, per ``bucket`` ("hour", "day", "month" of local time), their
+    biggest writers, most reused inputs and most used programs.
+
+    :raises shournal.store.StoreError: the journal cannot be read.
+    """
+    if bucket not in _BUCKETS:
+        raise ValueError(f"bucket must be one of {', '.join(_BUCKETS)}")
+    if not 0 <= top <= INT64_MAX:
+        raise ValueError(f"top must be between 0 and {INT64_MAX}")
+    with store.reading() as conn:
+        return _usage(conn, criteria, top, bucket)
+
+
+_BUCKETS = ("hour", "day", "month")
+
+
+def _bucket_start(moment: datetime, bucket: str) -> datetime:
+    local = moment.astimezone()
+    if bucket == "hour":
+        return local.replace(minute=0, second=0, microsecond=0)
+    if bucket == "day":
+        return local.replace(hour=0, minute=0, second=0, microsecond=0)
+    return local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def program_name(word: str) -> str:
+    """A command line's first word as the program it names: its file name
+    (``./run.sh`` and ``/usr/bin/make`` count as ``run.sh`` and ``make``)."""
+    return word.rstrip("/").rsplit("/", 1)[-1] or word
+
+
+def _usage(conn: Connection, criteria: Criteria | None, top: int, bucket: str) -> UsageStats:
+    from sqlalchemy import distinct, func, select
+
+    from shournal.store import models as m
+    from shournal.store.reader import matching_ids
+
+    c, we, re_, rf = m.Command, m.WriteEvent, m.ReadEvent, m.ReadFile
+    scope: Any = None
+    if criteria is not None and not criteria.is_empty():
+        scope = matching_ids(conn, criteria).scalar_subquery()
+    where_c = _restrict(c.id, scope)
+    where_w = _restrict(we.command_id, scope)
+    where_r = _restrict(re_.command_id, scope)
+    out = UsageStats(bucket=bucket)
+
+    # Per bucket (local time: the database knows no time zone, so by command).
+    per_w = dict(
+        conn.execute(select(we.command_id, func.count()).where(*where_w).group_by(we.command_id))
+        .all()
+    )  # fmt: skip
+    per_r = dict(
+        conn.execute(select(re_.command_id, func.count()).where(*where_r).group_by(re_.command_id))
+        .all()
+    )  # fmt: skip
+    buckets: dict[datetime, list[int]] = {}
+    for cid, start in conn.execute(select(c.id, c.start_time).where(*where_c)):
+        b = buckets.setdefault(_bucket_start(start, bucket), [0, 0, 0])
+        b[0] += 1
+        b[1] += per_w.get(cid, 0)
+        b[2] += per_r.get(cid, 0)
+    out.series = [UsageBucket(k, *v) for k, v in sorted(buckets.items())]
+
+    # Distinct files (by path) written and read, and the bytes written.
+    written_paths = select(we.directory_id, we.basename).where(*where_w).distinct().subquery()
+    out.produced = conn.execute(select(func.count()).select_from(written_paths)).scalar_one()
+    out.written_bytes = int(
+        conn.execute(select(func.coalesce(func.sum(we.size), 0)).where(*where_w)).scalar_one()
+    )
+    read_paths = (
+        select(rf.directory_id, rf.basename)
+        .join(re_, re_.read_file_id == rf.id)
+        .where(*where_r)
+        .distinct()
+        .subquery()
+    )
+    out.consumed = conn.execute(select(func.count()).select_from(read_paths)).scalar_one()
+
+    # The biggest writers, by files and by bytes (ties: the smaller id).
+    files, size = func.count().label("files"), func.coalesce(func.sum(we.size), 0).label("bytes")
+    grouped = select(we.command_id, files, size).where(*where_w).group_by(we.command_id)
+    by_files = conn.execute(grouped.order_by(files.desc(), we.command_id).limit(top)).all()
+    by_bytes = conn.execute(grouped.order_by(size.desc(), we.command_id).limit(top)).all()
+    wanted = sorted({r[0] for r in (*by_files, *by_bytes)})
+    texts = dict(conn.execute(select(c.id, c.text).where(c.id.in_(wanted))).all())
+    out.writers_by_files = [WriterEntry(r[0], texts[r[0]], r[1], int(r[2])) for r in by_files]
+    out.writers_by_bytes = [WriterEntry(r[0], texts[r[0]], r[1], int(r[2])) for r in by_bytes]
+
+    # The inputs most commands read: by path, over all its versions.
+    readers = func.count(distinct(re_.command_id)).label("n")
+    rows = conn.execute(
+        select(rf.directory_id, rf.basename, readers)
+        .join(re_, re_.read_file_id == rf.id)
+        .where(*where_r)
+        .group_by(rf.directory_id, rf.basename)
+        .order_by(readers.desc(), rf.directory_id, rf.basename)
+        .limit(top)
+    ).all()
+    dirs = dict(
+        conn.execute(
+            select(m.Directory.id, m.Directory.path).where(
+                m.Directory.id.in_(sorted({r[0] for r in rows}))
+            )
+        ).all()
+    )  # fmt: skip
+    out.reused_inputs = [InputEntry(bytes(dirs[d]) + bytes(b), n) for d, b, n in rows]
+
+    # The most used programs: the first word, cut in SQL (a row per
+    # distinct word, not per command), merged by file name here.
+    text = func.ltrim(c.text)
+    if conn.dialect.name == "sqlite":
+        first = func.substr(text, 1, func.instr(text + " ", " ") - 1)
+    else:
+        first = func.split_part(text, " ", 1)
+    counts: dict[str, int] = {}
+    for word, n in conn.execute(select(first, func.count()).where(*where_c).group_by(first)):
+        name = program_name(word.split("\n", 1)[0].split("\t", 1)[0])
+        if name:
+            counts[name] = counts.get(name, 0) + n
+    out.programs = [
+        ProgramEntry(p, n) for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    ]
+    return out

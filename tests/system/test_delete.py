@@ -146,6 +146,7 @@ def test_shared_content_survives_until_its_last_command_goes(store, journal):
     assert res.collected == {
         "read_file": 0,
         "directory": 1,
+        "tag": 0,
         "working_dir": 0,
         "content": 0,
         "shell_session": 0,
@@ -545,6 +546,7 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
         assert res.collected == {
             "read_file": 4,
             "directory": 4,
+            "tag": 0,
             "working_dir": 0,
             "content": 4,
             "shell_session": 4,

@@ -251,7 +251,7 @@ def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
 
     browser.call("Page.navigate", url=report.as_uri())
     browser.wait_event("Page.loadEventFired")
-    assert browser.js("document.body.dataset.ready") == "1"
+    assert browser.js("document.body.dataset.ready") == "1", browser.problems()
     browser.frame()
 
     # Offline: nothing but the file itself was loaded.
@@ -471,3 +471,58 @@ def test_browser_missing_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception):
         _chromium()
+
+
+def test_lanes_labels_notes_and_tags_in_chromium(browser: Page, tmp_path: Path) -> None:
+    """Each session's lane says where and when its terminal started (host,
+    first command's start and directory, from the whole journal through
+    `shournal query -o`); a command's note and tags are shown, as text."""
+    from typer.testing import CliRunner
+
+    from shournal.cli import app
+    from shournal.journal import Journal
+
+    url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    with Journal.open(url, create=True) as j:
+        j.add(rec("cd data", T0, 1, SESSION_A, hostname="hpc-login2",
+                              working_dir="/scratch/u/run7"))  # fmt: skip
+        later = j.add(rec("make fig3", T0 + timedelta(hours=2), 3, SESSION_A,
+                          hostname="hpc-login2"))  # fmt: skip
+        j.add(rec("ls", T0 + timedelta(hours=3), 1, SESSION_B, hostname="laptop",
+                              working_dir="/home/u/notes"))  # fmt: skip
+        j.set_note(later, XSS + "\nthe command behind figure 3")
+        j.add_tags(later, ["fig3", "paper2"])
+    report = tmp_path / "report.html"
+    res = CliRunner(env={"SHOURNAL_DB_URL": url, "XDG_CONFIG_HOME": str(tmp_path / "c")}).invoke(
+        app, ["query", "--since", "2024-03-05T10:00", "--output-format", "html", "-o", str(report)]
+    )
+    assert res.exit_code == 0, res.stderr
+    shutil.copy(report, artifacts_dir() / "report-lanes.html")
+    browser.call("Page.navigate", url=report.as_uri())
+    browser.wait_event("Page.loadEventFired")
+    assert browser.js("document.body.dataset.ready") == "1"
+    hosts = browser.js("[...document.querySelectorAll('#timeline [data-field=lane-host]')]"
+                       ".map(t => t.textContent)")  # fmt: skip
+    cwds = browser.js("[...document.querySelectorAll('#timeline [data-field=lane-cwd]')]"
+                      ".map(t => t.textContent)")  # fmt: skip
+    when = browser.js(
+        "(ms => { const d = new Date(ms), p = n => String(n).padStart(2, '0');"
+        " return p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' + p(d.getHours()) + ':' +"
+        f" p(d.getMinutes()); }})({T0.timestamp() * 1000})"
+    )
+    # session A's terminal started before the report's commands: its first command's
+    assert hosts[0] == f"hpc-login2 {when}" and cwds[0] == "/scratch/u/run7  1 cmd"
+    assert hosts[1].startswith("laptop ") and cwds[1] == "/home/u/notes  1 cmd"
+    x, y = browser.center(f'#cmdlist tr[data-cmd="{later}"]')
+    assert browser.js(f"document.querySelector('#cmdlist tr[data-cmd=\"{later}\"] .tags')"
+                      ".textContent") == "#fig3 #paper2 "  # fmt: skip
+    browser.click(x, y)
+    assert browser.js("document.querySelector('#details [data-field=note]').textContent") == (
+        XSS + "\nthe command behind figure 3"
+    )
+    assert browser.js("document.querySelector('#details [data-field=tags]').textContent") == (
+        "fig3 paper2"
+    )
+    assert browser.js("window.__xss === undefined")
+    assert browser.problems() == []
+    assert all(u.startswith(("file:", "data:")) for u in browser.requests()), browser.requests()

@@ -568,9 +568,12 @@ def test_storage_bytes_per_event_copy(tmp_path: Path) -> None:
     writes, reads = copy_tree_events(20_000)
     per_event = stored_bytes_per_event(tmp_path / "j.sqlite", writes, reads, "copy")
     # 107.1 with a unique index on directory paths and every mode stored;
-    # 99.7 now (100.1 for all 78,579 files; the real benchmark's paths, in
-    # their directory order, come out ~1 byte lower).
-    assert per_event <= 100
+    # 99.7 (100.1 for all 78,579 files; the real benchmark's paths, in
+    # their directory order, come out ~1 byte lower); 100.35 with schema
+    # 8's tables of notes and tags, whose five empty pages (20 KiB, once
+    # per journal) are 0.5 of it at 40,000 events: the cost per event did
+    # not change.
+    assert per_event <= 100.5
 
 
 def test_large_command_round_trip_counts(store: Store) -> None:
@@ -832,7 +835,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == SCHEMA_VERSION == 7
+            assert version == SCHEMA_VERSION == 8
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
@@ -880,7 +883,7 @@ def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:
         got = {c.id: c for c in find_commands(s)}
         with s.reading() as conn:
             version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-    assert version == 7
+    assert version == SCHEMA_VERSION
     assert not got[old].incomplete
     assert got[new].incomplete and not got[new].return_value_known
 

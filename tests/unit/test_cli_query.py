@@ -193,7 +193,9 @@ def test_human_statistics_sections(project: Path) -> None:
 def test_stats_command(project: Path) -> None:
     code, out, _ = cli("stats")
     assert code == 0
-    assert out.startswith("3 commands in 1 session, 2 written and 2 read file events")
+    # what the commands produced and consumed first (tests/system/test_stats_usage.py)
+    assert out.startswith("Files produced: 2 (")
+    assert "\n3 commands in 1 session, 2 written and 2 read file events" in out
     assert "Sessions with most commands:\n  ERERERERERERERERERERE" in out
     code, out, _ = cli("stats", "--output-format", "json", "--top", "1")
     obj = json.loads(out)

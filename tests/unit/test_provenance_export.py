@@ -544,3 +544,39 @@ def test_rocrate_names_the_image_a_recombine_run_ran_in(j: J, tmp_path: Path) ->
                      "alternateName": "/srv/tools/hpm.sif"}
     report = validate_crate(crate, tmp_path)
     assert issues(report) == [] and report["passed"], report["issues"]
+
+
+def test_the_note_is_the_description_in_rocrate_and_prov(j: J, tmp_path: Path) -> None:
+    """`shournal note`: a command's note is its CreateAction's description
+    (the crate still valid) and its activity's dcterms:description (read
+    back by the prov library), its tags shournal:tags."""
+    from prov.model import ProvActivity
+    from records_check import issues, read_prov, validate_crate
+
+    from shournal.journal import Journal
+    from shournal.provenance.records import export_record
+
+    target, ids, _ = _analysis(j)
+    Journal(j.store).set_note(ids["py"], 'the command behind figure 3 "</script>"')
+    Journal(j.store).add_tags(ids["py"], ["fig3", "paper2"])
+    lin = j.lineage(DiskTarget(str(target)))
+    crate = tmp_path / "crate"
+    export_record(lin, j.reader(), "rocrate", str(crate))
+    report = validate_crate(crate, tmp_path)
+    assert issues(report) == [] and report["passed"], report["issues"]
+    graph = json.loads((crate / "ro-crate-metadata.json").read_text())["@graph"]
+    by_id = {e["@id"]: e for e in graph}
+    assert by_id[f"#command-{ids['py']}"]["description"] == (
+        'the command behind figure 3 "</script>"'
+    )
+    assert by_id[f"#command-{ids['sort']}"]["description"] == "sort raw.txt > clean.txt"
+    result = export_record(lin, j.reader(), "prov", str(tmp_path / "p"))
+    doc = read_prov(Path(result.path))
+    acts = {str(r.identifier): r for r in doc.get_records() if isinstance(r, ProvActivity)}
+    py = acts[f"shournal:command-{ids['py']}"]
+    assert [str(v) for v in py.get_attribute("dcterms:description")] == [
+        'the command behind figure 3 "</script>"'
+    ]
+    assert not acts[f"shournal:command-{ids['sort']}"].get_attribute("dcterms:description")
+    raw = json.loads(Path(result.path).read_text())
+    assert raw["activity"][f"shournal:command-{ids['py']}"]["shournal:tags"] == ["fig3", "paper2"]

@@ -48,7 +48,9 @@
         row("exit status", c.returnValue === null ? "unknown" : c.returnValue),
         row("working directory", c.workingDir),
         row("user@host", c.username + "@" + c.hostname),
-        row("session", c.sessionUuid || "-")),
+        row("session", c.sessionUuid || "-"),
+        c.note ? row("note", c.note) : null,
+        c.tags && c.tags.length ? row("tags", c.tags.join(" ")) : null),
       h("h3", {}, "Read (" + c.fileReadEvents.length + ")"), reads,
       h("h3", {}, "Written (" + c.fileWriteEvents.length + ")"), writes);
   }
@@ -68,6 +70,62 @@
         row("written by", made),
         row("read by", readers.length ? "command " + readers.join(", ") : "-"),
         row("archived", f.archivedId === null ? "no" : "file id " + f.archivedId)));
+  }
+
+  // -- layout: dagre (vendored before this script) ------------------------------
+  // Layers left to right with crossing reduction; the page's own layering
+  // (drawn by shournal) stays when dagre is missing or fails.
+  var SVGNS = "http://www.w3.org/2000/svg";
+  function layout() {
+    var svg = document.getElementById("graph");
+    if (typeof dagre === "undefined") return;
+    var g = new dagre.graphlib.Graph();
+    g.setGraph({ rankdir: "LR", nodesep: 16, ranksep: 50, marginx: 20, marginy: 20 });
+    g.setDefaultEdgeLabel(function () { return {}; });
+    var nodes = new Map();
+    svg.querySelectorAll(".node").forEach(function (n) {
+      var key = (n.classList.contains("cmd") ? "c:" : "f:") + n.getAttribute("data-id");
+      var box = n.querySelector("rect");
+      nodes.set(key, n);
+      g.setNode(key, { width: Number(box.getAttribute("width")),
+                       height: Number(box.getAttribute("height")) });
+    });
+    var lines = Array.prototype.slice.call(svg.querySelectorAll("line.edge"));
+    lines.forEach(function (l) {
+      var a = l.getAttribute("data-from"), b = l.getAttribute("data-to");
+      if (nodes.has(a) && nodes.has(b)) g.setEdge(a, b);
+    });
+    dagre.layout(g);
+    nodes.forEach(function (n, key) {
+      var p = g.node(key);
+      n.setAttribute("transform", "translate(" + (p.x - p.width / 2) + "," +
+        (p.y - p.height / 2) + ")");
+    });
+    lines.forEach(function (l) {
+      var a = l.getAttribute("data-from"), b = l.getAttribute("data-to");
+      var e = g.edge(a, b);
+      if (!e) return;
+      var d = e.points.map(function (pt, i) {
+        return (i ? "L" : "M") + pt.x.toFixed(1) + "," + pt.y.toFixed(1);
+      }).join(" ");
+      var path = document.createElementNS(SVGNS, "path");
+      path.setAttribute("class", "edge");
+      path.setAttribute("d", d);
+      path.setAttribute("data-from", a);
+      path.setAttribute("data-to", b);
+      path.setAttribute("marker-end", "url(#arrow)");
+      l.replaceWith(path);
+    });
+    var size = g.graph();
+    svg.setAttribute("width", Math.ceil(size.width));
+    svg.setAttribute("height", Math.ceil(size.height));
+    svg.setAttribute("data-layout", "dagre");
+  }
+  try {
+    layout();
+  } catch (err) {
+    // the page's own layering stays; say why where a reader looks
+    document.getElementById("graph").setAttribute("data-layout-error", String(err));
   }
 
   var selected = null;

@@ -71,8 +71,11 @@
   }
   function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function status(c) { return c.rv === null ? "unk" : c.rv === 0 ? "ok" : "fail"; }
-  function shortSession(sess) {
-    return sess.id === null ? "(no session)" : "session " + sess.id.slice(0, 8) + "\u2026";
+  function clipText(text, n) {
+    return text.length > n ? text.slice(0, n - 1) + "\u2026" : text;
+  }
+  function clipLeft(text, n) {
+    return text.length > n ? "\u2026" + text.slice(text.length - n + 1) : text;
   }
 
   // -- header ----------------------------------------------------------------
@@ -133,19 +136,22 @@
     laneBgs.push(bg);
     gLanes.append(bg);
     var g = s("g", { class: "lane-label-group", "data-lane": i });
+    // where and when the terminal started: its host, its first command's
+    // start and directory (of the whole journal when the report knows it)
+    var started = (sess.startInReport ? "first here " : "started ") + fmtTime(sess.start);
     var tip = s("title");
     tip.textContent = (sess.id === null ? "commands without a session" : "session " + sess.id) +
-      "\n" + sess.users.join(", ") + " @ " + sess.hosts.join(", ") + "\n" +
-      plural(sess.n, "command");
+      "\n" + sess.users.join(", ") + " @ " + sess.hosts.join(", ") + "\n" + started +
+      " in " + sess.cwd + "\n" + plural(sess.n, "command");
     var lbg = s("rect", { class: "lane-label-bg", x: 0, y: lane.y, width: LABEL_W - 4,
       height: lane.h });
-    var t1 = s("text", { class: "lane-label", x: 8, y: lane.y + LANE_PAD + 11 });
-    t1.textContent = shortSession(sess);
+    var t1 = s("text", { class: "lane-label", x: 8, y: lane.y + LANE_PAD + 11,
+      "data-field": "lane-host" });
+    t1.textContent = clipText(sess.host, 12) + " " + fmtTime(sess.start).slice(5, 16);
     g.append(tip, lbg, t1);
-    var t2 = s("text", { class: "lane-sub", x: 8, y: lane.y + LANE_PAD + 25 });
-    var who = sess.users.join(",") + "@" + sess.hosts.join(",");
-    if (who.length > 22) who = who.slice(0, 21) + "\u2026";
-    t2.textContent = who + "  " + plural(sess.n, "cmd");
+    var t2 = s("text", { class: "lane-sub", x: 8, y: lane.y + LANE_PAD + 25,
+      "data-field": "lane-cwd" });
+    t2.textContent = clipLeft(sess.cwd, 20) + "  " + plural(sess.n, "cmd");
     g.append(t2);
     gLabels.append(g);
   });
@@ -343,7 +349,10 @@
       h("td", { class: "num" }, String(c.id)),
       h("td", { class: "time" }, fmtTime(c.s)),
       h("td", { class: c.rv ? "rv-fail" : "" }, c.rv === null ? "?" : String(c.rv)),
-      h("td", { class: "text" }, text),
+      h("td", { class: "text" },
+        c.tags.length ? h("span", { class: "tags" }, c.tags.map(function (t) {
+          return "#" + t;
+        }).join(" ") + " ") : null, text),
       h("td", { class: "cwd" }, c.cwd));
     rows.set(c.id, tr);
     tbody.append(tr);
@@ -369,7 +378,8 @@
     var q = e.target.value.trim().toLowerCase();
     if (haystacks === null) {
       haystacks = cmds.map(function (c) {
-        var parts = [c.text, c.cwd, String(c.id)];
+        var parts = [c.text, c.cwd, String(c.id), c.note || ""];
+        c.tags.forEach(function (t) { parts.push("#" + t); });
         c.w.forEach(function (f) { parts.push(f.p); });
         c.r.forEach(function (f) { parts.push(f.p); });
         return parts.join("\n").toLowerCase();
@@ -556,6 +566,7 @@
     var sess = data.sessions[c.lane];
     details.replaceChildren(h("h2", null, "Command " + c.id));
     details.append(h("pre", { class: "cmdtext", "data-field": "text" }, c.text));
+    if (c.note !== null) details.append(h("p", { class: "cmdnote", "data-field": "note" }, c.note));
     var dl = h("dl", { class: "props" });
     function prop(name, value, field, cls) {
       dl.append(h("dt", null, name), h("dd", { "data-field": field, class: cls || "" }, value));
@@ -567,6 +578,7 @@
       "reported its end: exec, exit or hangup)" : "unknown") : String(c.rv), "rv",
       c.rv ? "rv-fail" : "");
     prop("working directory", c.cwd, "cwd", "mono");
+    if (c.tags.length) prop("tags", c.tags.join(" "), "tags");
     prop("session", sess.id === null ? "(none)" : sess.id, "session", "mono");
     prop("host", c.host, "host");
     prop("user", c.user, "user");
