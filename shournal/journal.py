@@ -24,7 +24,7 @@ from shournal.data import FileProbe
 # module (resolve_url), and typing costs it ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator
+    from collections.abc import Collection, Iterable, Iterator, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -426,3 +426,11 @@ class Journal:
         """Store one finished command line with its file events (one
         transaction); return its id."""
         return self.store.add_command(record)
+
+    def add_imported(self, records: Sequence[CommandRecord]) -> tuple[int, int]:
+        """Store commands brought in by `shournal import`
+        (:mod:`shournal.importers`: each with ``imported_from`` and
+        ``import_key``) through the recorder's writer, leaving out those
+        whose ``import_key`` is stored already; one transaction, all or
+        nothing.  (stored, skipped)."""
+        return self.store.add_imported(records)

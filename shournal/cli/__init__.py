@@ -47,6 +47,7 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
     that reached a command, or None for one that is no error (an exit)."""
     from shournal.config import ConfigError
     from shournal.data import QueryError
+    from shournal.importers import ImportFailed
     from shournal.restore import NotArchived, RestoreError
     from shournal.store.errors import ConfigUnusable, StoreError, StoreMissing
 
@@ -63,6 +64,7 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
         (QueryError, EXIT_USAGE),
         (NotArchived, EXIT_NOT_FOUND),
         (RestoreError, EXIT_USAGE),
+        (ImportFailed, EXIT_USAGE),
     ):
         if isinstance(exc, kind):
             return str(exc), status

@@ -16,7 +16,7 @@ from shournal.terminal import printable
 
 # The fields of --format, in the order of the default line.
 FIELDS = ("id", "when", "duration", "status", "wrote", "cwd", "command", "host", "user",
-          "session", "start", "end", "read")  # fmt: skip
+          "session", "start", "end", "read", "imported")  # fmt: skip
 
 _GREEN, _RED, _YELLOW, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
 
@@ -97,6 +97,8 @@ def fields(cmd: CommandView, now: datetime, *, absolute: bool, home: str | None)
         "session": session,
         "start": absolute_time(cmd.start_time),
         "end": "" if cmd.incomplete else absolute_time(cmd.end_time),
+        # the kind of history `shournal import` brought it from; "" if recorded
+        "imported": cmd.imported_from or "",
     }
 
 

@@ -46,6 +46,8 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         obj["derivedFrom"] = cmd.derived_from
     if cmd.incomplete:  # likewise
         obj["incomplete"] = True
+    if cmd.imported_from is not None:  # likewise: `shournal import`
+        obj["importedFrom"] = cmd.imported_from
     return obj
 
 

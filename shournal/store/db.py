@@ -233,6 +233,18 @@ def _v6_incomplete(conn: Connection) -> None:
         )
 
 
+def _v7_imported(conn: Connection) -> None:
+    """command.imported_from and command.import_key (NULL in older rows:
+    all were recorded), with the unique index on import_key."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    blob = "BLOB" if conn.dialect.name == "sqlite" else "BYTEA"
+    for name, kind in (("imported_from", "TEXT"), ("import_key", blob)):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE command ADD COLUMN {name} {kind}"))
+    for ix in m.Command.__table__.indexes:
+        ix.create(conn, checkfirst=True)
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -242,6 +254,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_derived_from,
     5: _v5_lost_reasons,
     6: _v6_incomplete,
+    7: _v7_imported,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -933,6 +946,8 @@ class Store:
             "lost_events": rec.lost_events,
             **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
             "incomplete": rec.incomplete,
+            "imported_from": rec.imported_from,
+            "import_key": rec.import_key,
         }
         command_table: Table = m.Command.__table__  # type: ignore[assignment]
         if self._precompile:
@@ -1066,6 +1081,37 @@ class Store:
                 update,
             )
         return [found[i][0] for i in range(len(rows))]
+
+    def add_imported(self, recs: Sequence[CommandRecord]) -> tuple[int, int]:
+        """Store commands brought in by `shournal import` (each with its
+        ``import_key``), leaving out those whose key is stored already: one
+        transaction on either backend, all or nothing.  (stored, skipped)."""
+        if any(rec.import_key is None for rec in recs):
+            raise ValueError("an imported command needs its import_key")
+        prepared = [self._prepare(rec) for rec in recs]
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        stored = skipped = 0
+        with self.writing() as conn:
+            keys = [rec.import_key for rec in recs]
+            present: set[bytes] = set()
+            for start in range(0, len(keys), _IN_BATCH):
+                batch = keys[start : start + _IN_BATCH]
+                present.update(
+                    bytes(k)
+                    for (k,) in conn.execute(
+                        select(cmd.c.import_key).where(cmd.c.import_key.in_(batch))
+                    )
+                )
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
+            for rec, prep in zip(recs, prepared, strict=True):
+                assert rec.import_key is not None
+                if rec.import_key in present:
+                    skipped += 1
+                    continue
+                present.add(rec.import_key)
+                self._insert(conn, rec, prep, known)
+                stored += 1
+        return stored, skipped
 
     def has_command(self, rec: CommandRecord) -> bool:
         """Whether the journal already holds `rec` (same start time, text,

@@ -52,7 +52,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #    lost events by reason).
 # 7: command.incomplete (stored from its start: the shell never reported
 #    the end).
-SCHEMA_VERSION = 7
+# 8: command.imported_from, command.import_key (unique): commands brought
+#    in by `shournal import`.
+SCHEMA_VERSION = 8
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -200,6 +202,9 @@ class Command(Base):
         Index(None, "start_time"),
         Index(None, "session_id"),
         Index(None, "cwd_id"),
+        # One row per imported entry (NULL for recorded commands: both
+        # backends let NULLs repeat in a unique index).
+        Index(None, "import_key", unique=True),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -222,6 +227,9 @@ class Command(Base):
     lost_relay: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # shournal.capture.record.CommandRecord.incomplete
     incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # shournal.capture.record.CommandRecord.imported_from and import_key
+    imported_from: Mapped[str | None] = mapped_column(SafeText, nullable=True, default=None)
+    import_key: Mapped[bytes | None] = mapped_column(Blob, nullable=True, default=None)
 
 
 class WorkingDir(Base):

@@ -826,13 +826,16 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == m.SCHEMA_VERSION == 7
+            assert version == m.SCHEMA_VERSION == 8
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
             assert all(c.lost_reasons == {} for c in find_commands(s))
             assert "incomplete" in columns
             assert not any(c.incomplete for c in find_commands(s))
+            # imported: added, and no old row is imported
+            assert {"imported_from", "import_key"} <= columns
+            assert all(c.imported_from is None for c in find_commands(s))
             assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
             assert _indexes(s, "directory") == {"ix_directory_path_hash": ["path_hash"]}
             assert _unique_constraints(s, "directory") == []
