@@ -13,9 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from import_samples import ORIGINAL_V2_2, make_atuin_db, make_hishtory_export
-
 from fixtures_cli import run_shournal
+from import_samples import ORIGINAL_V2_2, make_atuin_db, make_hishtory_export
 
 BASH = shutil.which("bash")
 ZSH = shutil.which("zsh")
@@ -58,7 +57,8 @@ def _journal(env: dict[str, str]) -> Path:
     return Path(env["SHOURNAL_DB_URL"].removeprefix("sqlite:///"))
 
 
-TYPED = b"echo one\nfor i in 1 2; do\n  echo $i\ndone\necho \xff\xfe raw\necho \xe4\xbd\xa0\xe5\xa5\xbd\n"
+TYPED = (b"echo one\nfor i in 1 2; do\n  echo $i\ndone\necho \xff\xfe raw\n"
+         b"echo \xe4\xbd\xa0\xe5\xa5\xbd\n")
 EXPECTED = ["echo one", "for i in 1 2; do\n  echo $i\ndone", "echo \\xff\\xfe raw", "echo 你好"]
 
 

@@ -56,7 +56,8 @@ def test_multi_line_entry_and_non_utf8_bytes_are_kept(tmp_path: Path) -> None:
     assert [r.text for r in records] == [
         "for i in 1 2; do\n  echo $i\ndone", "echo \\xff\\xfe", "echo 你好"
     ]
-    assert [r.start_ns for r in records] == [s * 10**9 for s in (1700000000, 1700000005, 1700000009)]
+    starts = [s * 10**9 for s in (1700000000, 1700000005, 1700000009)]
+    assert [r.start_ns for r in records] == starts
     assert all(r.imported_from == "bash" and r.import_key for r in records)
     assert all(r.return_value == RETURN_VALUE_UNKNOWN and not r.writes for r in records)
     assert len({r.import_key for r in records}) == 3

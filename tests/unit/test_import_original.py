@@ -35,7 +35,9 @@ def test_the_sample_s_expected_values(sample: Path) -> None:
     history = read_history("shournal", sample)
     assert history.notes == []
     one, two, three, four = history.records
-    assert [(w.path, w.size) for w in one.writes] == [(b"/home/tycho/one", 4), (b"/home/tycho/two", 4)]
+    assert [(w.path, w.size) for w in one.writes] == [
+        (b"/home/tycho/one", 4), (b"/home/tycho/two", 4)
+    ]
     assert [r.path for r in two.reads] == [b"/home/tycho/one", b"/home/tycho/two"]
     assert all(r.content is None for r in two.reads)  # not stored to disk
     assert [w.path for w in three.writes] == [b"/tmp/three", b"/tmp/four"]
@@ -69,7 +71,8 @@ def test_a_newer_scheme_is_refused(sample: Path) -> None:
     conn.execute("UPDATE version SET ver = '3.3'")
     conn.commit()
     conn.close()
-    with pytest.raises(ImportFailed, match=r"scheme version 3.3 is newer than this import knows \(3.2\)"):
+    newer = r"scheme version 3.3 is newer than this import knows \(3.2\)"
+    with pytest.raises(ImportFailed, match=newer):
         read_history("shournal", sample)
 
 
@@ -96,7 +99,8 @@ def make_scheme_3_2(path: Path) -> Path:
         CREATE TABLE env (id INTEGER PRIMARY KEY, username TEXT NOT NULL, hostname TEXT NOT NULL,
                           UNIQUE (username, hostname));
         CREATE TABLE hashmeta (id INTEGER PRIMARY KEY, chunkSize INTEGER NOT NULL,
-                               maxCountOfReads INTEGER NOT NULL, UNIQUE (chunkSize, maxCountOfReads));
+                               maxCountOfReads INTEGER NOT NULL,
+                               UNIQUE (chunkSize, maxCountOfReads));
         CREATE TABLE session (id BLOB PRIMARY KEY, comment TEXT);
         CREATE TABLE cmd (id INTEGER PRIMARY KEY, sessionId BLOB REFERENCES session (id),
                           envId INTEGER NOT NULL, hashmetaId INTEGER, txt TEXT NOT NULL,
@@ -124,7 +128,8 @@ def make_scheme_3_2(path: Path) -> Path:
                  (session,))
     conn.execute("INSERT INTO writtenFile VALUES (1, 'out.txt', 1, 1, '2024-05-01T12:00:01', 0, ?)",
                  (b"",))
-    conn.execute("INSERT INTO readFile VALUES (1, 1, 'run.sh', 1, '2024-04-30T08:00:00', 7, ?, ?, 1, 0)",
+    conn.execute("INSERT INTO readFile VALUES "
+                 "(1, 1, 'run.sh', 1, '2024-04-30T08:00:00', 7, ?, ?, 1, 0)",
                  ((0o100755).to_bytes(4, "little"), (12345).to_bytes(8, "little")))
     conn.execute("INSERT INTO readFileCmd VALUES (1, 1, 1)")
     conn.commit()
