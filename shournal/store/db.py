@@ -74,8 +74,7 @@ def _v2_split_events(conn: Connection) -> None:
     ]
     m.Base.metadata.create_all(conn, tables=new, checkfirst=True)  # type: ignore[arg-type]
     _cwd_to_table(conn)
-    for ix in m.Command.__table__.indexes:
-        ix.create(conn, checkfirst=True)
+    _command_indexes(conn)
     if "file_event" in inspect(conn).get_table_names():
         _split_file_events(conn)
     if old_directory is not None:
@@ -241,8 +240,16 @@ def _v7_imported(conn: Connection) -> None:
     for name, kind in (("imported_from", "TEXT"), ("import_key", blob)):
         if name not in columns:
             conn.execute(text(f"ALTER TABLE command ADD COLUMN {name} {kind}"))
+    _command_indexes(conn)
+
+
+def _command_indexes(conn: Connection) -> None:
+    """The command table's indexes over the columns it has at this step of
+    the upgrade (later steps add the others)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
     for ix in m.Command.__table__.indexes:
-        ix.create(conn, checkfirst=True)
+        if {c.name for c in ix.columns} <= columns:
+            ix.create(conn, checkfirst=True)
 
 
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
@@ -1099,7 +1106,7 @@ class Store:
                 present.update(
                     bytes(k)
                     for (k,) in conn.execute(
-                        select(cmd.c.import_key).where(cmd.c.import_key.in_(batch))
+                        select(cmd.c.import_key).where(m.IMPORTED, cmd.c.import_key.in_(batch))
                     )
                 )
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}

@@ -60,6 +60,9 @@ SCHEMA_VERSION = 8
 # it exactly so (not as a bound parameter) for either backend to use it.
 HASHLESS = text("length(hash) = 0")
 
+# The condition of the partial index of imported commands' keys.
+IMPORTED = text("import_key IS NOT NULL")
+
 # Which side of a command's file activity (queries and criteria).
 KIND_WRITE = 0
 KIND_READ = 1
@@ -202,9 +205,15 @@ class Command(Base):
         Index(None, "start_time"),
         Index(None, "session_id"),
         Index(None, "cwd_id"),
-        # One row per imported entry (NULL for recorded commands: both
-        # backends let NULLs repeat in a unique index).
-        Index(None, "import_key", unique=True),
+        # One row per imported entry; partial, so recorded commands (NULL)
+        # cost it nothing.  Queries must spell IMPORTED exactly so.
+        Index(
+            "ix_command_import_key",
+            "import_key",
+            unique=True,
+            sqlite_where=IMPORTED,
+            postgresql_where=IMPORTED,
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
