@@ -27,21 +27,21 @@ KEY_BYTES = 16
 
 
 def key(kind: str, *parts: str | bytes | int | None) -> bytes:
-    """KEY_BYTES of SHA-256 over ``kind`` and ``parts``, each length-prefixed
-    (so no two different tuples give the same input)."""
-    h = hashlib.sha256()
+    """A KEY_BYTES BLAKE2b digest of ``kind`` and ``parts``, each typed and
+    length-prefixed (so no two different tuples give the same input)."""
+    chunks = []
     for part in (kind, *parts):
         if part is None:
-            raw = b"\x00"
+            raw = b"n"
         elif isinstance(part, int):
-            raw = b"i" + str(part).encode()
+            raw = b"i%d" % part
         elif isinstance(part, str):
             raw = b"s" + part.encode("utf-8", "surrogatepass")
         else:
             raw = b"b" + part
-        h.update(len(raw).to_bytes(8, "little"))
-        h.update(raw)
-    return h.digest()[:KEY_BYTES]
+        chunks.append(b"%d:" % len(raw))
+        chunks.append(raw)
+    return hashlib.blake2b(b"".join(chunks), digest_size=KEY_BYTES).digest()
 
 
 def assign(kind: str, records: Sequence[CommandRecord], timed: Sequence[bool]) -> None:

@@ -1095,30 +1095,38 @@ class Store:
         transaction on either backend, all or nothing.  (stored, skipped)."""
         if any(rec.import_key is None for rec in recs):
             raise ValueError("an imported command needs its import_key")
-        prepared = [self._prepare(rec) for rec in recs]
-        cmd: Table = m.Command.__table__  # type: ignore[assignment]
-        stored = skipped = 0
+        keys = [bytes(rec.import_key or b"") for rec in recs]
+        # What is stored already, looked up before the write lock is taken
+        # (and again under it: another import may have stored some since).
+        with self.reading() as conn:
+            present = self._stored_keys(conn, keys)
+        new = [i for i, k in enumerate(keys) if k not in present]
+        prepared = {i: self._prepare(recs[i]) for i in new}
+        stored = 0
         with self.writing() as conn:
-            keys = [rec.import_key for rec in recs]
-            present: set[bytes] = set()
-            for start in range(0, len(keys), _IN_BATCH):
-                batch = keys[start : start + _IN_BATCH]
-                present.update(
-                    bytes(k)
-                    for (k,) in conn.execute(
-                        select(cmd.c.import_key).where(m.IMPORTED, cmd.c.import_key.in_(batch))
-                    )
-                )
+            present = self._stored_keys(conn, [keys[i] for i in new])
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
-            for rec, prep in zip(recs, prepared, strict=True):
-                assert rec.import_key is not None
-                if rec.import_key in present:
-                    skipped += 1
+            for i in new:
+                if keys[i] in present:
                     continue
-                present.add(rec.import_key)
-                self._insert(conn, rec, prep, known)
+                present.add(keys[i])
+                self._insert(conn, recs[i], prepared[i], known)
                 stored += 1
-        return stored, skipped
+        return stored, len(recs) - stored
+
+    def _stored_keys(self, conn: Connection, keys: Sequence[bytes]) -> set[bytes]:
+        """Those of the import keys ``keys`` that the journal holds."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        found: set[bytes] = set()
+        for start in range(0, len(keys), _IN_BATCH):
+            batch = keys[start : start + _IN_BATCH]
+            found.update(
+                bytes(k)
+                for (k,) in conn.execute(
+                    select(cmd.c.import_key).where(m.IMPORTED, cmd.c.import_key.in_(batch))
+                )
+            )
+        return found
 
     def has_command(self, rec: CommandRecord) -> bool:
         """Whether the journal already holds `rec` (same start time, text,
