@@ -26,10 +26,15 @@ _BASH_TIMESTAMP = re.compile(rb"#\d{1,18}\s*")
 
 
 def default_path() -> Path:
+    """$HISTFILE when it names a zsh history (zsh does not export it, a
+    user may), else the first of the usual names that exists (zsh itself
+    has no default; oh-my-zsh uses ~/.zsh_history, zsh-newuser-install
+    ~/.histfile), else ~/.zsh_history."""
     histfile = os.environ.get("HISTFILE")
-    if histfile and "zsh" in os.path.basename(histfile):
+    if histfile and ("zsh" in os.path.basename(histfile) or "zhist" in histfile):
         return Path(histfile)
-    return home() / ".zsh_history"
+    usual = [home() / name for name in (".zsh_history", ".zhistory", ".histfile")]
+    return next((p for p in usual if p.exists()), usual[0])
 
 
 def unmetafy(raw: bytes) -> bytes:

@@ -86,3 +86,15 @@ def test_a_bash_history_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"#1700000000\nls\n#1700000001\npwd\n")
     with pytest.raises(ImportFailed, match="not a zsh history: a bash history"):
         read_history("zsh", path)
+
+
+def test_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from shournal.importers import default_path
+
+    monkeypatch.delenv("HISTFILE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_path("zsh") == tmp_path / ".zsh_history"
+    (tmp_path / ".histfile").write_bytes(b"ls\n")
+    assert default_path("zsh") == tmp_path / ".histfile"
+    monkeypatch.setenv("HISTFILE", str(tmp_path / "my.zsh_history"))
+    assert default_path("zsh") == tmp_path / "my.zsh_history"
