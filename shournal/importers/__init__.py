@@ -18,6 +18,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from shournal.capture.record import CommandRecord
 
@@ -74,7 +75,7 @@ def read_history(fmt: str, path: Path) -> History:
     return history
 
 
-def _module(fmt: str):  # type: ignore[no-untyped-def]
+def _module(fmt: str) -> ModuleType:
     try:
         name = FORMATS[fmt]
     except KeyError:
