@@ -49,6 +49,10 @@ def import_history(
             "~/.local/share/shournal/database.db; hishtory: required).",
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only say how many would be imported; store nothing."),
+    ] = False,
 ) -> None:
     """Import a history: each entry becomes a command marked as imported
     from FORMAT; entries already imported are skipped."""
@@ -62,12 +66,20 @@ def import_history(
     history = read_history(fmt.value, path)
     with errors_to_status():
         from shournal.journal import Journal
+        from shournal.store.errors import StoreMissing
 
-        with Journal.open(create=True) as journal:
-            stored, skipped = journal.add_imported(history.records)
+        try:
+            # (a dry run creates no journal: with none, all would be new)
+            with Journal.open(create=not dry_run, read_only=dry_run) as journal:
+                stored, skipped = journal.add_imported(history.records, dry_run=dry_run)
+        except StoreMissing:
+            if not dry_run:
+                raise
+            stored, skipped = len(history.records), 0
     for line in history.notes:
         note(line)
+    done = "would import" if dry_run else "imported"
     typer.echo(
-        f"imported {_plural(stored)}, skipped {skipped} already stored, "
+        f"{done} {_plural(stored)}, skipped {skipped} already stored, "
         f"from {printable(str(path))} ({fmt.value})"
     )

@@ -1089,10 +1089,13 @@ class Store:
             )
         return [found[i][0] for i in range(len(rows))]
 
-    def add_imported(self, recs: Sequence[CommandRecord]) -> tuple[int, int]:
+    def add_imported(
+        self, recs: Sequence[CommandRecord], *, dry_run: bool = False
+    ) -> tuple[int, int]:
         """Store commands brought in by `shournal import` (each with its
         ``import_key``), leaving out those whose key is stored already: one
-        transaction on either backend, all or nothing.  (stored, skipped)."""
+        transaction on either backend, all or nothing.  (stored, skipped);
+        ``dry_run``: only count them, store nothing."""
         if any(rec.import_key is None for rec in recs):
             raise ValueError("an imported command needs its import_key")
         keys = [bytes(rec.import_key or b"") for rec in recs]
@@ -1101,6 +1104,8 @@ class Store:
         with self.reading() as conn:
             present = self._stored_keys(conn, keys)
         new = [i for i, k in enumerate(keys) if k not in present]
+        if dry_run:
+            return len(new), len(recs) - len(new)
         prepared = {i: self._prepare(recs[i]) for i in new}
         stored = 0
         with self.writing() as conn:

@@ -140,9 +140,15 @@ def test_hishtory(tmp_path: Path, cli_env: dict[str, str]) -> None:
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "needs the PATH" in res.stderr
     export = make_hishtory_export(tmp_path / "h.jsonl")
+    res = run_shournal(["import", "hishtory", "--dry-run", str(export)], cli_env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("would import 2 commands, skipped 0 already stored")
+    assert not _journal(cli_env).exists()
     res = run_shournal(["import", "hishtory", str(export)], cli_env)
     assert res.returncode == 0, res.stderr
     assert [c["command"] for c in _all(cli_env)] == ["false", "python3 analyze.py data.csv"]
+    res = run_shournal(["import", "hishtory", str(export), "--dry-run"], cli_env)
+    assert res.stdout.startswith("would import 0 commands, skipped 2 already stored")
 
 
 def _import_original(tmp_path: Path, env: dict[str, str]) -> None:
