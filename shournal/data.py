@@ -327,7 +327,9 @@ class CommandView(_Value):
     with a count; empty when the journal did not record reasons (schema <=
     4).  ``incomplete``: stored from its start, the shell never reported
     the end (it exec'd a program, was hung up or died); the exit status is
-    unknown.  ``write_count``/``read_count`` are the stored totals, larger
+    unknown.  ``imported_from``: brought in by `shournal import` from that
+    kind of history ("bash", "zsh", "atuin", "shournal", "hishtory"); None
+    for a recorded command.  ``write_count``/``read_count`` are the stored totals, larger
     than len(writes)/len(reads) when max_files cut the lists short.
     ``note`` and ``tags``: what the user added (`shournal note`, `shournal
     tag`); untrusted text like the command line (made printable, or
@@ -338,7 +340,7 @@ class CommandView(_Value):
         "id", "text", "return_value", "start_time", "end_time", "working_dir", "username",
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
-        "writes", "reads", "write_count", "read_count", "note", "tags",
+        "imported_from", "writes", "reads", "write_count", "read_count", "note", "tags",
     )  # fmt: skip
 
     def __init__(
@@ -360,6 +362,7 @@ class CommandView(_Value):
         derived_from: int | None = None,
         lost_reasons: dict[str, int] | None = None,
         incomplete: bool = False,
+        imported_from: str | None = None,
         writes: list[FileEventView] | None = None,
         reads: list[FileEventView] | None = None,
         write_count: int = 0,
@@ -384,6 +387,7 @@ class CommandView(_Value):
         self.derived_from = derived_from
         self.lost_reasons: dict[str, int] = {} if lost_reasons is None else lost_reasons
         self.incomplete = incomplete
+        self.imported_from = imported_from
         self.writes: list[FileEventView] = [] if writes is None else writes
         self.reads: list[FileEventView] = [] if reads is None else reads
         self.write_count = write_count

@@ -488,3 +488,15 @@ def _spool_waiting() -> bool:
     from shournal.capture import spool
 
     return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0
+        return self.store.add_command(record)
+
+    def add_imported(
+        self, records: Sequence[CommandRecord], *, dry_run: bool = False
+    ) -> tuple[int, int]:
+        """Store commands brought in by `shournal import`
+        (:mod:`shournal.importers`: each with ``imported_from`` and
+        ``import_key``) through the recorder's writer, leaving out those
+        whose ``import_key`` is stored already; one transaction, all or
+        nothing.  (stored, skipped); ``dry_run``: (would store, would
+        skip), nothing stored."""
+        return self._store.add_imported(records, dry_run=dry_run)

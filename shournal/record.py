@@ -59,3 +59,9 @@ class CommandRecord:
     # (return_value RETURN_VALUE_UNKNOWN), the end when its last process
     # exited.
     incomplete: bool = False
+    # Brought in by `shournal import` (shournal.importers), not recorded:
+    # the source's kind ("bash", "zsh", "atuin", "shournal", "hishtory") and
+    # the entry's stable identity there, so that importing the same or an
+    # overlapping history again stores nothing twice.
+    imported_from: str | None = None
+    import_key: bytes | None = None

@@ -48,6 +48,7 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
     from shournal.config import ConfigError
     from shournal.data import NotArchived, QueryError
     from shournal.errors import ConfigUnusable, StoreError, StoreMissing
+    from shournal.importers import ImportFailed
     from shournal.restore import RestoreError
 
     if isinstance(exc, SystemExit):
@@ -63,6 +64,7 @@ def error_status(exc: BaseException) -> tuple[str, int] | None:
         (QueryError, EXIT_USAGE),
         (NotArchived, EXIT_NOT_FOUND),
         (RestoreError, EXIT_USAGE),
+        (ImportFailed, EXIT_USAGE),
     ):
         if isinstance(exc, kind):
             return str(exc), status

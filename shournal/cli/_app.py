@@ -13,6 +13,7 @@ import typer
 
 from shournal.cli.delete import delete
 from shournal.cli.history import history
+from shournal.cli.importing import import_history
 from shournal.cli.labels import note, tag
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
@@ -105,6 +106,12 @@ app.command(
     "(the shell function `shournal` passes the shell's pid).",
     short_help="Record this shell's command lines with their apparatus (on|off).",
 )(apparatus_switch)
+app.command(
+    "import",
+    help="Import the history you already have: bash, zsh, atuin, the original shournal "
+    "(with its files), hishtory; a second import skips what is stored.",
+    short_help="Import a bash, zsh, atuin, original shournal or hishtory history.",
+)(import_history)
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )

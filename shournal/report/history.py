@@ -16,7 +16,7 @@ from shournal.terminal import printable
 
 # The fields of --format, in the order of the default line.
 FIELDS = ("id", "when", "duration", "status", "wrote", "cwd", "command", "host", "user",
-          "session", "start", "end", "read", "tags", "note")  # fmt: skip
+          "session", "start", "end", "read", "tags", "note", "imported")  # fmt: skip
 
 _GREEN, _RED, _YELLOW, _CYAN, _RESET = (
     "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[0m"
@@ -101,6 +101,8 @@ def fields(cmd: CommandView, now: datetime, *, absolute: bool, home: str | None)
         "end": "" if cmd.incomplete else absolute_time(cmd.end_time),
         "tags": " ".join(printable(t) for t in cmd.tags),
         "note": "" if cmd.note is None else one_line(cmd.note),
+        # the kind of history `shournal import` brought it from; "" if recorded
+        "imported": cmd.imported_from or "",
     }
 
 

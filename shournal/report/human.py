@@ -251,6 +251,8 @@ def _command_body(
         lines.append(f"Hostname: {printable(cmd.hostname)}")
     if cmd.derived_from is not None:
         lines.append(f"Derived from command {cmd.derived_from} (shournal rerun)")
+    if cmd.imported_from is not None:
+        lines.append(f"Imported from a {printable(cmd.imported_from)} history (shournal import)")
     lines += _section(cmd.writes, cmd.write_count, "written", max_files, max_lines, False)
     lines += _dropped(cmd.dropped_writes, "write")
     lines += _section(cmd.reads, cmd.read_count, "read", max_files, max_lines, True)

@@ -51,6 +51,8 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         obj["note"] = cmd.note
     if cmd.tags:
         obj["tags"] = list(cmd.tags)
+    if cmd.imported_from is not None:  # likewise: `shournal import`
+        obj["importedFrom"] = cmd.imported_from
     return obj
 
 

@@ -43,6 +43,13 @@ class Store(Database):
         the number stored."""
         return self.writer.add_commands(recs, skip_stored)
 
+    def add_imported(
+        self, recs: Sequence[CommandRecord], *, dry_run: bool = False
+    ) -> tuple[int, int]:
+        """Store commands `shournal import` brought in, each once
+        (:meth:`Writer.add_imported`); (stored, skipped)."""
+        return self.writer.add_imported(recs, dry_run=dry_run)
+
     def has_command(self, rec: CommandRecord) -> bool:
         """Whether the journal already holds `rec` (:meth:`Writer.has_command`)."""
         return self.writer.has_command(rec)

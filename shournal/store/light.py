@@ -87,7 +87,7 @@ BUSY_SECONDS = 15
 # other version (older: the full path upgrades it first) is Unanswered;
 # tests/test_cli_fast_path.py fails when the models' SCHEMA_VERSION moves
 # on without this module being reviewed.
-READS_SCHEMA = 8
+READS_SCHEMA = 9
 
 _IN_BATCH = 500
 
@@ -113,6 +113,7 @@ COMMAND_COLUMNS: tuple[tuple[str, str], ...] = (
     *(("command", f"lost_{reason}") for reason in LOST_REASONS),
     ("command", "incomplete"),
     ("command_note", "text"),
+    ("command", "imported_from"),
 )
 
 # The tables COMMAND_COLUMNS joins to command: (table, its column, the
@@ -577,6 +578,7 @@ def command_view(r: Sequence[Any], time: Callable[[Any], Any] = _utc) -> Command
         },
         incomplete=bool(r[15 + len(LOST_REASONS)]),
         note=r[16 + len(LOST_REASONS)],
+        imported_from=r[17 + len(LOST_REASONS)],
     )
 
 

@@ -54,8 +54,7 @@ def split_events(conn: Connection) -> None:
     ]
     m.Base.metadata.create_all(conn, tables=new, checkfirst=True)  # type: ignore[arg-type]
     _cwd_to_table(conn)
-    for ix in m.Command.__table__.indexes:
-        ix.create(conn, checkfirst=True)
+    _command_indexes(conn)
     if "file_event" in inspect(conn).get_table_names():
         _split_file_events(conn)
     if old_directory is not None:
@@ -226,6 +225,26 @@ def notes_and_tags(conn: Connection) -> None:
     m.Base.metadata.create_all(conn, tables=tables, checkfirst=True)
 
 
+def imported(conn: Connection) -> None:
+    """Schema 9: command.imported_from and command.import_key (NULL in older
+    rows: all were recorded), with the unique index on import_key."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    blob = "BLOB" if conn.dialect.name == "sqlite" else "BYTEA"
+    for name, kind in (("imported_from", "TEXT"), ("import_key", blob)):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE command ADD COLUMN {name} {kind}"))
+    _command_indexes(conn)
+
+
+def _command_indexes(conn: Connection) -> None:
+    """The command table's indexes over the columns it has at this step of
+    the upgrade (later steps add the others)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    for ix in m.Command.__table__.indexes:
+        if {c.name for c in ix.columns} <= columns:
+            ix.create(conn, checkfirst=True)
+
+
 class Migration(NamedTuple):
     version: int  # the schema version it lifts a journal to (from the one before)
     upgrade: Callable[[Connection], None]
@@ -239,6 +258,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, lost_reasons),
     Migration(7, incomplete),
     Migration(8, notes_and_tags),
+    Migration(9, imported),
 )
 
 # The version of a journal this shournal creates, and to which it upgrades

@@ -46,6 +46,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 # it exactly so (not as a bound parameter) for either backend to use it.
 HASHLESS = text("length(hash) = 0")
 
+# The condition of the partial index of imported commands' keys.
+IMPORTED = text("import_key IS NOT NULL")
+
 # Which side of a command's file activity (queries and criteria).
 KIND_WRITE = 0
 KIND_READ = 1
@@ -188,6 +191,15 @@ class Command(Base):
         Index(None, "start_time"),
         Index(None, "session_id"),
         Index(None, "cwd_id"),
+        # One row per imported entry; partial, so recorded commands (NULL)
+        # cost it nothing.  Queries must spell IMPORTED exactly so.
+        Index(
+            "ix_command_import_key",
+            "import_key",
+            unique=True,
+            sqlite_where=IMPORTED,
+            postgresql_where=IMPORTED,
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -210,6 +222,9 @@ class Command(Base):
     lost_relay: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # shournal.record.CommandRecord.incomplete
     incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # shournal.record.CommandRecord.imported_from and import_key
+    imported_from: Mapped[str | None] = mapped_column(SafeText, nullable=True, default=None)
+    import_key: Mapped[bytes | None] = mapped_column(Blob, nullable=True, default=None)
 
 
 class WorkingDir(Base):

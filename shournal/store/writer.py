@@ -245,6 +245,8 @@ class Writer:
             "lost_events": rec.lost_events,
             **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
             "incomplete": rec.incomplete,
+            "imported_from": rec.imported_from,
+            "import_key": rec.import_key,
         }
         command_table: Table = m.Command.__table__  # type: ignore[assignment]
         if self._precompile:
@@ -378,6 +380,50 @@ class Writer:
                 update,
             )
         return [found[i][0] for i in range(len(rows))]
+
+    def add_imported(
+        self, recs: Sequence[CommandRecord], *, dry_run: bool = False
+    ) -> tuple[int, int]:
+        """Store commands brought in by `shournal import` (each with its
+        ``import_key``), leaving out those whose key is stored already: one
+        transaction on either backend, all or nothing.  (stored, skipped);
+        ``dry_run``: only count them, store nothing."""
+        if any(rec.import_key is None for rec in recs):
+            raise ValueError("an imported command needs its import_key")
+        keys = [bytes(rec.import_key or b"") for rec in recs]
+        # What is stored already, looked up before the write lock is taken
+        # (and again under it: another import may have stored some since).
+        with self._db.reading() as conn:
+            present = self._stored_keys(conn, keys)
+        new = [i for i, k in enumerate(keys) if k not in present]
+        if dry_run:
+            return len(new), len(recs) - len(new)
+        prepared = {i: self._prepare(recs[i]) for i in new}
+        stored = 0
+        with self._db.writing() as conn:
+            present = self._stored_keys(conn, [keys[i] for i in new])
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
+            for i in new:
+                if keys[i] in present:
+                    continue
+                present.add(keys[i])
+                self._insert(conn, recs[i], prepared[i], known)
+                stored += 1
+        return stored, len(recs) - stored
+
+    def _stored_keys(self, conn: Connection, keys: Sequence[bytes]) -> set[bytes]:
+        """Those of the import keys ``keys`` that the journal holds."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        found: set[bytes] = set()
+        for start in range(0, len(keys), _IN_BATCH):
+            batch = keys[start : start + _IN_BATCH]
+            found.update(
+                bytes(k)
+                for (k,) in conn.execute(
+                    select(cmd.c.import_key).where(m.IMPORTED, cmd.c.import_key.in_(batch))
+                )
+            )
+        return found
 
     def has_command(self, rec: CommandRecord) -> bool:
         """Whether the journal already holds `rec` (same start time, text,

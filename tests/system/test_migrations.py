@@ -267,6 +267,21 @@ def test_7_incomplete(journal_at: Any) -> None:
     )
 
 
+def test_8_notes_and_tags(journal_at: Any) -> None:
+    db, structure = _migrated(journal_at, 8)
+    assert {"command_note", "tag", "command_tag"} <= set(structure)
+    assert _rows(db, "SELECT count(*) FROM command_tag") == [(0,)]
+    assert _rows(db, "SELECT id FROM command ORDER BY id") == [(1,), (2,)]
+
+
+def test_9_imported(journal_at: Any) -> None:
+    db, structure = _migrated(journal_at, 9)
+    # every older command was recorded, none imported
+    assert _rows(db, "SELECT id, imported_from, import_key FROM command ORDER BY id") == [
+        (1, None, None), (2, None, None)]
+    assert "ix_command_import_key" in structure["command"][1]
+
+
 @pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_opening_upgrades_to_exactly_a_new_journal(
     journal_at: Any, db_url: str, version: int

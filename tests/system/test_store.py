@@ -608,6 +608,7 @@ def test_indexes(tmp_path: Path) -> None:
         assert _indexes(s, "command") == {
             "ix_command_start_time": ["start_time"],
             "ix_command_session_id": ["session_id"],
+            "ix_command_import_key": ["import_key"],  # partial: imported commands only
             "ix_command_cwd_id": ["cwd_id"],
         }
 
@@ -835,13 +836,16 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == SCHEMA_VERSION == 8
+            assert version == SCHEMA_VERSION == 9
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
             assert all(c.lost_reasons == {} for c in find_commands(s))
             assert "incomplete" in columns
             assert not any(c.incomplete for c in find_commands(s))
+            # imported: added, and no old row is imported
+            assert {"imported_from", "import_key"} <= columns
+            assert all(c.imported_from is None for c in find_commands(s))
             assert _indexes(s, "command")["ix_command_session_id"] == ["session_id"]
             assert _indexes(s, "directory") == {"ix_directory_path_hash": ["path_hash"]}
             assert _unique_constraints(s, "directory") == []
@@ -886,6 +890,30 @@ def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:
     assert version == SCHEMA_VERSION
     assert not got[old].incomplete
     assert got[new].incomplete and not got[new].return_value_known
+
+
+def test_upgrade_from_7_adds_imported(db_url: str) -> None:
+    """Schema 8's command.imported_from and import_key: old rows recorded,
+    imported ones marked, a key stored once."""
+    with Store(db_url) as s:
+        old = s.add_command(record(text="old"))
+        with s.writing() as conn:
+            conn.execute(text("DROP INDEX ix_command_import_key"))
+            conn.execute(text("ALTER TABLE command DROP COLUMN import_key"))
+            conn.execute(text("ALTER TABLE command DROP COLUMN imported_from"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=7))
+    with Store(db_url, create=False) as s:
+        rec = record(text="from zsh")
+        rec.imported_from, rec.import_key = "zsh", b"k" * 16
+        assert s.add_imported([rec, rec]) == (1, 1)
+        assert s.add_imported([rec]) == (0, 1)
+        got = {c.id: c for c in find_commands(s)}
+        with s.reading() as conn:
+            version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
+        assert "ix_command_import_key" in _indexes(s, "command")
+    assert version == m.SCHEMA_VERSION == 8
+    assert got[old].imported_from is None
+    assert [c.imported_from for c in got.values() if c.id != old] == ["zsh"]
 
 
 def test_migrations_are_idempotent(db_url: str) -> None:

@@ -1,0 +1,2 @@
+-- Add migration script here
+drop table events;

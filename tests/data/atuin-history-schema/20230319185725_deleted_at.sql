@@ -1,0 +1,2 @@
+-- Add migration script here
+alter table history add column deleted_at integer;

@@ -1,0 +1,1 @@
+alter table history add column shell text;
