@@ -481,15 +481,6 @@ class Journal:
         number stored."""
         return self._store.add_commands(records, skip_stored=skip_stored)
 
-
-def _spool_waiting() -> bool:
-    """Whether command lines wait in the recorder's spool, not stored yet
-    (their archived contents must not be collected meanwhile)."""
-    from shournal.capture import spool
-
-    return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0
-        return self.store.add_command(record)
-
     def add_imported(
         self, records: Sequence[CommandRecord], *, dry_run: bool = False
     ) -> tuple[int, int]:
@@ -500,3 +491,11 @@ def _spool_waiting() -> bool:
         nothing.  (stored, skipped); ``dry_run``: (would store, would
         skip), nothing stored."""
         return self._store.add_imported(records, dry_run=dry_run)
+
+
+def _spool_waiting() -> bool:
+    """Whether command lines wait in the recorder's spool, not stored yet
+    (their archived contents must not be collected meanwhile)."""
+    from shournal.capture import spool
+
+    return spool.backlog_of()[0] > 0 or spool.inbox_count() > 0
