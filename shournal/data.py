@@ -221,6 +221,12 @@ class FileEventView(_Value):
         return self.content_id is not None
 
 
+# CommandView.match: the file given to a query was found by its content and
+# mtime, or by its content alone (a copy, `touch`, an unpacked archive).
+MATCH_EXACT = "exact"
+MATCH_CONTENT = "content"
+
+
 class CommandView(_Value):
     """One recorded command line with its files (``writes``, ``reads``).
 
@@ -233,13 +239,16 @@ class CommandView(_Value):
     the end (it exec'd a program, was hung up or died); the exit status is
     unknown.  ``write_count``/``read_count`` are the stored totals, larger
     than len(writes)/len(reads) when max_files cut the lists short.
+    ``match``: how a file given to the query (``--wfile``/``--rfile``) was
+    found: None without one, :data:`MATCH_EXACT` or :data:`MATCH_CONTENT`
+    (same size and hash, but no recorded version has the file's mtime).
     """
 
     __slots__ = (
         "id", "text", "return_value", "start_time", "end_time", "working_dir", "username",
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
-        "writes", "reads", "write_count", "read_count",
+        "writes", "reads", "write_count", "read_count", "match",
     )  # fmt: skip
 
     def __init__(
@@ -265,6 +274,7 @@ class CommandView(_Value):
         reads: list[FileEventView] | None = None,
         write_count: int = 0,
         read_count: int = 0,
+        match: str | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -287,6 +297,7 @@ class CommandView(_Value):
         self.reads: list[FileEventView] = [] if reads is None else reads
         self.write_count = write_count
         self.read_count = read_count
+        self.match = match
 
     @property
     def return_value_known(self) -> bool:

@@ -1,6 +1,8 @@
 """JSON output: one array of command objects (``json``), or one object per
 line (``jsonl``), with the original's field
-names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs).
+names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs; and
+``"match": "exact"|"content"`` for a query by a file, ``--wfile``/``--rfile``:
+``content`` when no recorded version has the file's mtime).
 
 Paths are decoded with os.fsdecode and written with ensure_ascii, so
 undecodable bytes appear as \\udcXX escapes: the output is plain ASCII, and
@@ -46,6 +48,8 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         obj["derivedFrom"] = cmd.derived_from
     if cmd.incomplete:  # likewise
         obj["incomplete"] = True
+    if cmd.match is not None:  # a query by a file's content (--wfile/--rfile)
+        obj["match"] = cmd.match
     return obj
 
 

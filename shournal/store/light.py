@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 
 from shournal.data import (
     LOST_REASONS,
+    MATCH_CONTENT,
+    MATCH_EXACT,
     CommandModifications,
     CommandView,
     DirectoryActivity,
@@ -349,15 +351,17 @@ class LightReader:
         """Every (chunk size, max reads) the journal has hashed with."""
         return [(c, r) for c, r in self._rows("SELECT chunk_size, max_reads FROM hash_setting")]
 
-    def _written_match(self, probe: FileProbe) -> tuple[str, list[Any]]:
+    def _written_match(self, probe: FileProbe) -> tuple[str, list[Any], bool]:
         """Command ids that wrote the probed content (reader._file_match for
         writes): size, hash and mtime; without a command of that mtime, size
-        and hash alone (tools such as wget or tar set old mtimes)."""
+        and hash alone (tools such as wget or tar set old mtimes).  The flag:
+        found by the content alone (find_commands' ``match``)."""
         if probe.size == 0:
             return (
                 "SELECT command_id FROM write_event "
                 "WHERE length(hash) = 0 AND size = 0 AND mtime_ns = ?",
                 [probe.mtime_ns],
+                False,
             )
         hashes = [hash_to_bytes(h) for h in sorted(probe.hashes)]
         strict = (
@@ -366,7 +370,7 @@ class LightReader:
             [*hashes, b"", probe.size, probe.mtime_ns],
         )
         if not hashes or self._rows(strict[0] + " LIMIT 1", strict[1]):
-            return strict
+            return (*strict, False)
         # No write of that mtime: the commands whose run covers it, by the
         # lineage walk's rule (loaded only here: it costs the dataclasses).
         from types import SimpleNamespace
@@ -386,7 +390,7 @@ class LightReader:
         ]
         assert probe.mtime_ns is not None
         ids = sorted({w.command_id for w in possible_writers(writes, probe.mtime_ns)})
-        return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids
+        return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids, bool(ids)
 
     def find(
         self, *, written: FileProbe | None, history: int | None, max_files: int | None
@@ -394,8 +398,9 @@ class LightReader:
         """reader.select_commands for no criteria but the written content
         and ``--history``: oldest first, with their files."""
         sql, params = _COMMAND_SELECT, []
+        by_content = False
         if written is not None:
-            match, params = self._written_match(written)
+            match, params, by_content = self._written_match(written)
             sql += f" WHERE command.id IN ({match})"
         if history is None:
             sql += " ORDER BY command.start_time, command.id"
@@ -406,6 +411,9 @@ class LightReader:
         if history is not None:
             rows.reverse()
         commands = [command_view(r) for r in rows]
+        if written is not None:
+            for cmd in commands:
+                cmd.match = MATCH_CONTENT if by_content else MATCH_EXACT
         self._attach_events(commands, max_files)
         return commands
 
