@@ -244,7 +244,7 @@ static void marker_path(char *buf, size_t n, pid_t pid, const char *suffix)
 
 #define MAX_PENDING_LISTENERS 8
 #define MAX_PENDING_WAIT_MS 2000
-/* flags, --hash, --archive-max-size, excludes and extensions with values */
+/* flags, --hash, --archive-max-size, excludes, extensions and names with values */
 #define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SHOURNAL_MAX_EXCLUDES + 2 * SHOURNAL_MAX_ARCHIVE_EXT)
 #define SETUP_ARGS_MAX 16384
 
@@ -260,7 +260,7 @@ static int one_of(const char *p, const char *const *list, size_t n)
 static const char *const g_flag_opts[] = {"--no-read", "--writable-reads", "--no-hash",
                                           "--no-archive"};
 static const char *const g_valued_opts[] = {"--exclude-mount", "--hash", "--archive-max-size",
-                                            "--archive-ext"};
+                                            "--archive-ext", "--archive-name"};
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A NUL separated list the listener left in the runtime directory, read
