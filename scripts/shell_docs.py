@@ -28,14 +28,29 @@ from pathlib import Path
 PROG = "shournal"
 COMPLETE_VAR = "_SHOURNAL_COMPLETE"
 
-# As an autoloaded function (the file in $fpath) the body runs at the first
-# TAB and must complete right away; sourced (tests, a user's rc) it only
-# registers the function.
-_ZSH_TAIL = """\
-if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
-    {func} "$@"
-else
+# zsh asks the same protocol as bash (typer's own zsh answer is an
+# `_arguments` spec that never offers options) and adds the candidates;
+# nothing offered: file names.  As an autoloaded function (the file in
+# $fpath) the body runs at every TAB and must complete right away; sourced
+# it only registers the function.
+_ZSH = """\
+#compdef {prog}
+
+{func}() {{
+    local -a reply
+    reply=("${{(@f)$(env COMP_WORDS="${{words[1,$CURRENT]}}" COMP_CWORD=$((CURRENT - 1)) \\
+        {var}=complete_bash {prog} 2>/dev/null)}}")
+    if [[ -n ${{reply[1]}} ]]; then
+        compadd -- "${{reply[@]}}"
+    else
+        _files
+    fi
+}}
+
+if [[ $zsh_eval_context[-1] == file ]]; then
     compdef {func} {prog}
+else
+    {func} "$@"
 fi
 """
 
@@ -50,21 +65,13 @@ def _command() -> object:
 
 def completion_scripts() -> dict[str, str]:
     """Relative path -> text of the bash and zsh completion files."""
-    from typer._completion_classes import BashComplete, ZshComplete
+    from typer._completion_classes import BashComplete
 
-    cli = _command()
-    bash = BashComplete(cli, {}, PROG, COMPLETE_VAR)  # type: ignore[arg-type]
-    zsh = ZshComplete(cli, {}, PROG, COMPLETE_VAR)  # type: ignore[arg-type]
-    # typer's zsh source ends in a bare compdef (right for `source`, but an
-    # autoloaded file would then complete nothing at its first TAB)
-    zsh_text = zsh.source().rstrip()
-    last = zsh_text.rsplit("\n", 1)
-    if not last[-1].startswith("compdef "):
-        raise SystemExit(f"shell_docs: unexpected zsh completion source: {last[-1]!r}")
-    zsh_text = last[0].rstrip() + "\n\n" + _ZSH_TAIL.format(func=zsh.func_name, prog=PROG)
+    bash = BashComplete(_command(), {}, PROG, COMPLETE_VAR)  # type: ignore[arg-type]
     # BashComplete.source() also checks the bash version of the build host
     # and says so on stderr; the template alone is what is installed.
     bash_text = (bash.source_template % bash.source_vars()).replace("$'\n'", "$'\\n'")
+    zsh_text = _ZSH.format(prog=PROG, func=bash.func_name, var=COMPLETE_VAR)
     return {
         "bash-completion/completions/shournal": bash_text.strip() + "\n",
         "zsh/vendor-completions/_shournal": zsh_text.strip() + "\n",
