@@ -392,6 +392,16 @@ class LightReader:
         ids = sorted({w.command_id for w in possible_writers(writes, probe.mtime_ns)})
         return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids, bool(ids)
 
+    def capped_writers(self, mtime_ns: int) -> list[int]:
+        """reader.capped_writers: the commands that dropped write events
+        and ran when a file of ``mtime_ns`` was written."""
+        from shournal._criteria import ran_at
+
+        rows = self._rows(
+            "SELECT id, start_time, end_time FROM command WHERE dropped_writes > 0 ORDER BY id"
+        )
+        return [r[0] for r in rows if ran_at(_utc(r[1]), _utc(r[2]), mtime_ns)]
+
     def find(
         self, *, written: FileProbe | None, history: int | None, max_files: int | None
     ) -> list[CommandView]:

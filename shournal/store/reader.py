@@ -141,6 +141,19 @@ def _strict_match(kind: int, probe: FileProbe, hashes: list[bytes]) -> Select[tu
     )
 
 
+def capped_writers(conn: Connection, mtime_ns: int) -> list[int]:
+    """Ids of the commands that dropped write events (the per-command cap)
+    and ran when a file of ``mtime_ns`` was written: its writer may be one
+    of them.  Only the no-results hint asks (a scan of the commands)."""
+    from shournal._criteria import ran_at
+
+    c = m.Command.__table__.c
+    rows = conn.execute(
+        select(c.id, c.start_time, c.end_time).where(c.dropped_writes > 0).order_by(c.id)
+    )
+    return [r[0] for r in rows if ran_at(r[1], r[2], mtime_ns)]
+
+
 def content_only(conn: Connection, kind: int, probe: FileProbe) -> bool:
     """Whether :func:`_file_match` finds ``probe`` by its content alone: no
     event of ``kind`` has its size, hash and mtime together."""

@@ -402,3 +402,30 @@ def test_the_light_reader_reads_the_current_schema() -> None:
     READS_SCHEMA raised); until then the fast path hands every query to
     the full CLI."""
     assert light.READS_SCHEMA == m.SCHEMA_VERSION
+
+
+def test_no_results_name_the_commands_that_hit_the_write_cap(
+    work: Path, env: dict[str, str]
+) -> None:
+    """A file written while "make all" (which dropped write events) ran is
+    not in the journal: the hint names that command, on both paths."""
+    lost = work / "sub" / "lost.o"
+    lost.write_bytes(b"never recorded\n")
+    os.utime(lost, ns=(T0, T0 + 2 * MINUTE + 5 * 10**8))
+    code, out, _ = compare(["query", "--wfile", "sub/lost.o"], env, work, answered=True).result
+    assert code == 1
+    assert b"hit the cap of write events per command" in out and b"(cmd-id 3)" in out, out
+    # written long after: no such hint
+    os.utime(lost, ns=(T0, T0 + 60 * MINUTE))
+    code, out, _ = compare(["query", "--wfile", "sub/lost.o"], env, work, answered=True).result
+    assert code == 1 and b"cap of write events" not in out
+
+
+def test_no_results_say_when_the_command_text_is_an_ignored_command(
+    work: Path, env: dict[str, str]
+) -> None:
+    code, out, _ = Run(["query", "--command-text", "mount /dev/sdb1 /mnt"], env, work,
+                       fast=False).result  # fmt: skip
+    assert code == 1 and b"`mount /dev/sdb1 /mnt` is an ignored command" in out, out
+    code, out, _ = Run(["query", "--command-text", "make"], env, work, fast=False).result
+    assert code == 0 and b"ignored command" not in out
