@@ -24,6 +24,8 @@ native:
 	mkdir -p build/native
 	$(MAKE) -C native BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP)
 
+# install: also bash/zsh completion and a man page per command, generated
+# from the installed command tree (scripts/shell_docs.py).
 install: deps native
 	getent group $(GROUP) >/dev/null || groupadd --system $(GROUP)
 	$(MAKE) -C native install BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP) DESTDIR=$(DESTDIR)
@@ -38,7 +40,6 @@ install: deps native
 	    sed -e 's|@PRELOAD_LIB@|$(LIBDIR)/libshournal_preload.so|g' -e 's|@SHELL_DIR@|$(SHAREDIR)|g' \
 	        $$f > $(DESTDIR)$(SHAREDIR)/$$(basename $$f); done
 	chmod 644 $(DESTDIR)$(SHAREDIR)/*
-	# completion and man pages from the installed command tree
 	rm -rf build/share
 	$(DESTDIR)$(VENV)/bin/python scripts/shell_docs.py build/share
 	install -D -m 644 build/share/bash-completion/completions/shournal $(DESTDIR)$(BASHCOMPDIR)/shournal
