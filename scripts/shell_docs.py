@@ -93,14 +93,20 @@ def _paragraphs(text: str) -> list[str]:
     return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
 
 
-def _walk(cmd: object, path: list[str]) -> list[tuple[list[str], object]]:
-    """(name path, command) of `cmd` and every visible sub-command."""
-    out = [(path, cmd)]
+def _walk(
+    cmd: object, path: list[str], parent: object = None
+) -> list[tuple[list[str], object, object]]:
+    """(name path, command, its context) of `cmd` and every visible
+    sub-command; a context as invoking the command makes it (-h from the
+    application's settings, inherited)."""
+    ctx = cmd.context_class(cmd, info_name=path[-1], parent=parent,  # type: ignore[attr-defined]
+                            **(getattr(cmd, "context_settings", None) or {}))  # fmt: skip
+    out = [(path, cmd, ctx)]
     subs = getattr(cmd, "commands", None) or {}
     for name in sorted(subs):
         sub = subs[name]
         if not getattr(sub, "hidden", False):
-            out += _walk(sub, [*path, name])
+            out += _walk(sub, [*path, name], ctx)
     return out
 
 
@@ -118,12 +124,11 @@ def _exit_statuses() -> list[str]:
     return lines
 
 
-def man_page(path: list[str], cmd: object, version: str, date: str,
+def man_page(path: list[str], cmd: object, ctx: object, version: str, date: str,
              all_pages: list[list[str]]) -> str:  # fmt: skip
     name = "-".join(path)
-    ctx = cmd.context_class(cmd, info_name=" ".join(path))  # type: ignore[attr-defined]
-    short = (getattr(cmd, "short_help", None) or getattr(cmd, "help", None) or "").strip()
-    short = _paragraphs(short)[0] if short else name
+    # the one line `shournal --help` lists it with
+    short = cmd.get_short_help_str(limit=100).removeprefix(f"{name}: ") or name  # type: ignore[attr-defined]
     out = [
         f'.TH {name.upper()} 1 "{date}" "shournal {version}" "User Commands"',
         ".SH NAME",
@@ -191,9 +196,9 @@ def man_pages(date: str | None = None) -> dict[str, str]:
                   else datetime.datetime.now(datetime.UTC))  # fmt: skip
         date = moment.strftime("%Y-%m-%d")
     tree = _walk(_command(), [PROG])
-    names = [p for p, _ in tree]
-    return {f"man/man1/{'-'.join(p)}.1": man_page(p, c, __version__, date, names)
-            for p, c in tree}  # fmt: skip
+    names = [p for p, _, _ in tree]
+    return {f"man/man1/{'-'.join(p)}.1": man_page(p, c, ctx, __version__, date, names)
+            for p, c, ctx in tree}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ assert _spec and _spec.loader
 shell_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shell_docs)
 
-TREE = [" ".join(path[1:]) for path, _ in shell_docs._walk(get_command(app), ["shournal"])]
+TREE = [" ".join(path[1:]) for path, _, _ in shell_docs._walk(get_command(app), ["shournal"])]
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,7 @@ def test_man_renders_each_page_without_warnings(out: Path, name: str) -> None:
     if name == "query":
         assert "--command-text TEXT Command line contains TEXT" in text
         assert "--wfile" in text and "SEE ALSO" in text
+    assert "-h, --help" in text  # as the command takes it
 
 
 def test_the_top_page_lists_every_command_and_the_exit_statuses(out: Path) -> None:
