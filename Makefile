@@ -7,6 +7,10 @@ GROUP ?= shournal
 LIBEXECDIR = $(PREFIX)/libexec/shournal
 LIBDIR = $(PREFIX)/lib/shournal
 SHAREDIR = $(PREFIX)/share/shournal
+BASHCOMPDIR = $(PREFIX)/share/bash-completion/completions
+# Debian's zsh searches $(PREFIX)/share/zsh/site-functions for /usr/local
+ZSHCOMPDIR = $(PREFIX)/share/zsh/site-functions
+MAN1DIR = $(PREFIX)/share/man/man1
 VENV = $(LIBDIR)/venv
 DEVVENV = .venv
 PYTEST_ARGS ?=
@@ -20,6 +24,8 @@ native:
 	mkdir -p build/native
 	$(MAKE) -C native BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP)
 
+# install: also bash/zsh completion and a man page per command, generated
+# from the installed command tree (scripts/shell_docs.py).
 install: deps native
 	getent group $(GROUP) >/dev/null || groupadd --system $(GROUP)
 	$(MAKE) -C native install BUILD=$(CURDIR)/build/native PREFIX=$(PREFIX) GROUP=$(GROUP) DESTDIR=$(DESTDIR)
@@ -34,10 +40,18 @@ install: deps native
 	    sed -e 's|@PRELOAD_LIB@|$(LIBDIR)/libshournal_preload.so|g' -e 's|@SHELL_DIR@|$(SHAREDIR)|g' \
 	        $$f > $(DESTDIR)$(SHAREDIR)/$$(basename $$f); done
 	chmod 644 $(DESTDIR)$(SHAREDIR)/*
+	rm -rf build/share
+	$(DESTDIR)$(VENV)/bin/python scripts/shell_docs.py build/share
+	install -D -m 644 build/share/bash-completion/completions/shournal $(DESTDIR)$(BASHCOMPDIR)/shournal
+	install -D -m 644 build/share/zsh/vendor-completions/_shournal $(DESTDIR)$(ZSHCOMPDIR)/_shournal
+	install -d $(DESTDIR)$(MAN1DIR)
+	install -m 644 build/share/man/man1/*.1 $(DESTDIR)$(MAN1DIR)/
 	@echo "shournal installed. Add to ~/.bashrc:  source $(SHAREDIR)/shournal.bash; SHOURNAL_ENABLE"
 
 uninstall:
 	rm -rf $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(PREFIX)/bin/shournal
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/shournal $(DESTDIR)$(ZSHCOMPDIR)/_shournal \
+	    $(DESTDIR)$(MAN1DIR)/shournal.1 $(DESTDIR)$(MAN1DIR)/shournal-*.1
 
 dev: deps native
 	test -x $(DEVVENV)/bin/python || $(PYTHON) -m venv $(DEVVENV)

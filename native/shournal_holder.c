@@ -357,7 +357,8 @@ static void ignore_reads_of(struct relay *r, int fd)
 
 /* A read of a script the listener may archive: its fd travels along, so
  * the content is the one the command read even if the file goes away.
- * Only a pre-filter (size, extension); the listener applies the rest. */
+ * Only a pre-filter (size, extension or basename); the listener applies
+ * the rest. */
 static int archive_candidate(const struct holder_opts *o, uint64_t mask, const struct stat *st,
                              const char *path, size_t plen)
 {
@@ -368,7 +369,8 @@ static int archive_candidate(const struct holder_opts *o, uint64_t mask, const s
         return 1;
     for (int i = 0; i < o->next; i++) {
         size_t el = strlen(o->ext[i]);
-        if (plen > el + 1 && path[plen - el - 1] == '.' &&
+        char before = o->is_name[i] ? '/' : '.';
+        if (plen > el + 1 && path[plen - el - 1] == before &&
             memcmp(path + plen - el, o->ext[i], el) == 0)
             return 1;
     }

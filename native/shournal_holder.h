@@ -20,8 +20,9 @@ struct holder_opts {
     uint32_t chunk, reads;
     int archive_on; /* reads of script candidates carry their fd (not --no-archive) */
     uint64_t archive_max;
-    int next;
+    int next; /* --archive-ext and --archive-name entries together */
     const char *ext[SHOURNAL_MAX_ARCHIVE_EXT];
+    unsigned char is_name[SHOURNAL_MAX_ARCHIVE_EXT]; /* a whole basename (Makefile) */
 };
 
 /* SCHED_OTHER or SCHED_BATCH for ourselves: both ways need no privilege,

@@ -275,8 +275,8 @@ struct shournal_daemon_msg {
 #define SHOURNAL_APPARATUS_PATHS_FILE "apparatus-paths"
 
 /* The helper's limits: `setup --exclude-mount` at most this many times,
- * `--archive-ext` at most SHOURNAL_MAX_ARCHIVE_EXT extensions of at most
- * SHOURNAL_MAX_EXT_LEN bytes, `--hash CHUNK:READS` within these bounds. */
+ * `--archive-ext` and `--archive-name` at most SHOURNAL_MAX_ARCHIVE_EXT
+ * extensions and basenames together, each of at most SHOURNAL_MAX_EXT_LEN bytes, `--hash CHUNK:READS` within these bounds. */
 #define SHOURNAL_MAX_EXCLUDES 64
 #define SHOURNAL_MAX_ARCHIVE_EXT 32
 #define SHOURNAL_MAX_EXT_LEN 32

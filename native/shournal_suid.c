@@ -577,7 +577,7 @@ static void usage(void)
     dprintf(STDERR_FILENO,
             "usage: %s setup [--no-read] [--writable-reads] [--exclude-mount DIR]...\n"
             "         [--hash CHUNK:READS | --no-hash] [--no-archive | --archive-max-size BYTES\n"
-            "         [--archive-ext EXT]...]" DISCARD_USAGE "\n"
+            "         [--archive-ext EXT | --archive-name NAME]...]" DISCARD_USAGE "\n"
             "         [--lazy-listener [--prepared IDLE_SECONDS [--spare]]]\n"
             "         [--forward] -- LISTENER [ARG]...\n"
             "       %s exec HOLDER_PID FILENAME ENVC [ENV]... ARGV0 [ARG]...\n"
@@ -713,15 +713,29 @@ static int take_archive_max(struct setup_args *a, char *text, long n)
     return 0;
 }
 
-static int take_archive_ext(struct setup_args *a, char *text, long n)
+/* An extension (`name` 0) or a whole basename such as Makefile (1): the
+ * same bounds and characters, one table of SHOURNAL_MAX_ARCHIVE_EXT. */
+static int take_archive_entry(struct setup_args *a, char *text, int name)
 {
     size_t el = strnlen(text, SHOURNAL_MAX_EXT_LEN + 1);
-    (void)n;
     if (el == 0 || el > SHOURNAL_MAX_EXT_LEN || strchr(text, '/') || strchr(text, '.') ||
         a->o.next >= SHOURNAL_MAX_ARCHIVE_EXT)
         return -1;
+    a->o.is_name[a->o.next] = (unsigned char)name;
     a->o.ext[a->o.next++] = text;
     return 0;
+}
+
+static int take_archive_ext(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    return take_archive_entry(a, text, 0);
+}
+
+static int take_archive_name(struct setup_args *a, char *text, long n)
+{
+    (void)n;
+    return take_archive_entry(a, text, 1);
 }
 
 static int take_exclude(struct setup_args *a, char *text, long n)
@@ -760,6 +774,7 @@ static const struct setup_opt setup_opts[] = {
     {.name = "--archive-max-size", .kind = OPT_NUMBER, .min = 0, .max = LONG_MAX,
      .take = take_archive_max},
     {.name = "--archive-ext", .kind = OPT_TEXT, .take = take_archive_ext},
+    {.name = "--archive-name", .kind = OPT_TEXT, .take = take_archive_name},
     {.name = "--no-archive", .kind = OPT_FLAG, .field = SETUP_FIELD(o.archive_on), .flag = 0},
 #ifdef SHOURNAL_BENCH_FLOOR
     /* bench/ only (native/Makefile's bench-helper): the holder drops every

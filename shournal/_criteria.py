@@ -81,13 +81,15 @@ def possible_writers(candidates: Iterable[W], mtime_ns: int) -> list[W]:
     same = [c for c in pool if c.mtime_ns == mtime_ns]
     if same:
         return same
+    return [c for c in pool if ran_at(c.start_time, c.end_time, mtime_ns)]
+
+
+def ran_at(start_time: datetime, end_time: datetime | None, mtime_ns: int) -> bool:
+    """Whether a command that ran from ``start_time`` to ``end_time`` can
+    have written a file at ``mtime_ns`` (+- :data:`WRITE_CLOCK_TOLERANCE_NS`;
+    a command that never finished has no end: its start must do)."""
     tol = WRITE_CLOCK_TOLERANCE_NS
-    # (a command that never finished has no end: its start must do)
-    return [
-        c
-        for c in pool
-        if _ns(c.start_time) - tol <= mtime_ns <= _ns(c.end_time or c.start_time) + tol
-    ]
+    return _ns(start_time) - tol <= mtime_ns <= _ns(end_time or start_time) + tol
 
 
 

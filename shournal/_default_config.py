@@ -55,7 +55,9 @@ DEFAULT_CONFIG_TEXT = """\
 # Never archive hidden files or files below hidden directories.
 # exclude_hidden = true
 # Extensions (no dot, case-sensitive) of archived files; [] archives any file.
-# include_file_extensions = ["sh"]
+# include_file_extensions = ["sh", "bash", "zsh", "py", "R", "r", "pl", "awk", "sed", "jl", "m", "ipynb", "smk", "nf", "yaml", "yml", "toml", "json", "ini", "cfg"]
+# Whole file names (without a dot) archived too, for files without an extension.
+# include_file_names = ["Makefile", "Snakefile"]
 
 [ignore_commands]
 # Commands not recorded: "cmd arg ..." exactly, "cmd*" with any arguments.

@@ -86,7 +86,14 @@ class ScriptArchiveConfig:
     include_paths: tuple[str, ...] = ("/",)
     exclude_paths: tuple[str, ...] = ()
     exclude_hidden: bool = True
-    include_file_extensions: tuple[str, ...] = ("sh",)  # () = any file
+    # What scientists write: scripts, notebooks, workflow files and small
+    # configs.  () = any file (then the names do not matter).
+    include_file_extensions: tuple[str, ...] = (
+        "sh", "bash", "zsh", "py", "R", "r", "pl", "awk", "sed", "jl", "m", "ipynb",
+        "smk", "nf", "yaml", "yml", "toml", "json", "ini", "cfg",
+    )  # fmt: skip
+    # Whole basenames archived too (files without an extension).
+    include_file_names: tuple[str, ...] = ("Makefile", "Snakefile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +349,18 @@ def _extensions(value: object) -> tuple[str, ...]:
     return tuple(result)
 
 
+def _file_names(value: object) -> tuple[str, ...]:
+    result: list[str] = []
+    for raw in _str_list(value):
+        # the helper's pre-filter takes a basename as it takes an extension
+        if not raw or "/" in raw or "." in raw:
+            raise _Invalid(f'invalid file name {raw!r} (a basename without ".", e.g. "Makefile")',
+                           raw)  # fmt: skip
+        if raw not in result:
+            result.append(raw)
+    return tuple(result)
+
+
 def _commands(value: object) -> tuple[str, ...]:
     result: list[str] = []
     for raw in _str_list(value):
@@ -395,6 +414,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "exclude_paths": _exclude,
             "exclude_hidden": _bool,
             "include_file_extensions": _extensions,
+            "include_file_names": _file_names,
         },
     ),
     "ignore_commands": (IgnoreCommandsConfig, {"commands": _commands}),
@@ -684,12 +704,16 @@ def helper_options(cfg: Config, *, apparatus: bool = False) -> list[str]:
         opts += ["--archive-max-size", str(cfg.apparatus.max_file_size)]
     elif archive.enable:
         opts += ["--archive-max-size", str(archive.max_size)]
-        exts = [os.fsencode(e) for e in archive.include_file_extensions]
-        if len(exts) <= limits.MAX_ARCHIVE_EXT and all(
-            0 < len(e) <= limits.MAX_EXT_LEN and not any(c in e for c in b"/.\0") for e in exts
+        exts = archive.include_file_extensions
+        names = archive.include_file_names if exts else ()
+        raw = [os.fsencode(e) for e in (*exts, *names)]
+        if len(raw) <= limits.MAX_ARCHIVE_EXT and all(
+            0 < len(e) <= limits.MAX_EXT_LEN and not any(c in e for c in b"/.\0") for e in raw
         ):
-            for ext in archive.include_file_extensions:
+            for ext in exts:
                 opts += ["--archive-ext", ext]
+            for name in names:
+                opts += ["--archive-name", name]
     else:
         opts.append("--no-archive")
     return opts

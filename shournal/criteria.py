@@ -6,7 +6,7 @@ word (typer options take exactly one value)::
     --wsize '>10KiB'          --wsize 'gt:10KiB'      --wsize '-gt 10KiB'
     --wsize '1M..2G'          --wsize 'between:1M..2G'
     --exit-code '!=0'         --since 3d              --until 2024-05-01
-    --command-text 'like:%make%'   --wname 'ne:out.log'
+    --command-text make            --wname 'ne:out.log'
 
 Operators: ``> >= < <= = == !=`` or the original's words ``gt ge lt le eq
 ne like between`` (case-insensitive) followed by ``:`` or blanks, with an
@@ -26,8 +26,9 @@ original; minutes are ``min``).  A time is a period as long as its precision:
 the day and ``--wmtime 2024-05-01`` finds files modified during it.
 
 Text: ``eq``, ``ne`` and ``like`` (``%`` is the only wildcard, ``_`` is an
-ordinary character); a value containing ``%`` is ``like`` by default (for
-the command text always).  The command text's ``like`` and the host name
+ordinary character); a value containing ``%`` is ``like`` by default.  The
+command text without an operator and without ``%`` matches as a substring
+(``make`` is ``like:%make%``).  The command text's ``like`` and the host name
 compare case-insensitively, everything else (``eq:``/``ne:`` command text,
 names, paths, working directories, users) case-sensitively.  Directories
 (``--cwd``, ``--wpath``, ``--rpath``) are resolved by :func:`resolve_path`:
@@ -162,6 +163,17 @@ def parse_text(name: str, raw: str, *, default: Op = "eq") -> Condition[str]:
     if rest == "":
         raise CriteriaError(f"{name}: empty value")
     return Condition(op, rest)
+
+
+def parse_command_text(name: str, raw: str) -> Condition[str]:
+    """The command text: a substring when the value has neither an operator
+    nor ``%`` (what people type first: ``--command-text make``), otherwise as
+    :func:`parse_text` with ``like`` by default.  No escaping is needed here:
+    the value holds no ``%``, and the engines escape ``_`` in every pattern."""
+    cond = parse_text(name, raw, default="like")
+    if split_operator(raw)[0] is None and "%" not in raw:
+        return Condition("like", f"%{raw}%")
+    return cond
 
 
 def _ordered(
@@ -495,8 +507,9 @@ def parse_criteria(
     """Criteria given as the CLI takes them, for query, stats and delete
     alike (see the module docstring for the operator syntax).
 
-    ``command_text``: SQL LIKE, case-insensitive, ``%`` the only wildcard;
-    ``eq:``/``ne:`` compare exactly.  ``cwd``, ``host``, ``user``, names
+    ``command_text``: a case-insensitive substring; with ``%`` (or
+    ``like:``) SQL LIKE, ``%`` the only wildcard; ``eq:``/``ne:`` compare
+    exactly.  ``cwd``, ``host``, ``user``, names
     and paths: equal (case-sensitive; ``host`` not) unless the value
     contains ``%``.  ``cwd``/``wpath``/``rpath`` are resolved with
     :func:`resolve_path`.  ``command_id``: a criterion such as ``'>100'``,
@@ -527,7 +540,7 @@ def parse_criteria(
         if p is not None
     ]
     c = Criteria(
-        command_text=opt(parse_text, "--command-text", command_text, default="like"),
+        command_text=opt(parse_command_text, "--command-text", command_text),
         cwd=opt(parse_path, "--cwd", cwd),
         command_id=opt(parse_int, "--command-id", command_id),
         command_ids=ids,

@@ -317,6 +317,12 @@ class FileEventView(_Value):
         return self.content_id is not None
 
 
+# CommandView.match: the file given to a query was found by its content and
+# mtime, or by its content alone (a copy, `touch`, an unpacked archive).
+MATCH_EXACT = "exact"
+MATCH_CONTENT = "content"
+
+
 class CommandView(_Value):
     """One recorded command line with its files (``writes``, ``reads``).
 
@@ -334,6 +340,9 @@ class CommandView(_Value):
     ``note`` and ``tags``: what the user added (`shournal note`, `shournal
     tag`); untrusted text like the command line (made printable, or
     escaped, where shown).
+    ``match``: how a file given to the query (``--wfile``/``--rfile``) was
+    found: None without one, :data:`MATCH_EXACT` or :data:`MATCH_CONTENT`
+    (same size and hash, but no recorded version has the file's mtime).
     """
 
     __slots__ = (
@@ -341,6 +350,7 @@ class CommandView(_Value):
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
         "imported_from", "writes", "reads", "write_count", "read_count", "note", "tags",
+        "match",
     )  # fmt: skip
 
     def __init__(
@@ -369,6 +379,7 @@ class CommandView(_Value):
         read_count: int = 0,
         note: str | None = None,
         tags: list[str] | None = None,
+        match: str | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -394,6 +405,7 @@ class CommandView(_Value):
         self.read_count = read_count
         self.note = note
         self.tags: list[str] = [] if tags is None else tags
+        self.match = match
 
     @property
     def return_value_known(self) -> bool:

@@ -187,6 +187,16 @@ class Journal:
                 history=history, limit=limit, reverse=reverse, max_files=max_files,
             )  # fmt: skip
 
+    def capped_writers(self, wfile: str | os.PathLike[str]) -> list[int]:
+        """Ids of the commands that hit the per-command cap of write events
+        while ``wfile`` (its mtime on disk) was written: why ``find(wfile=)``
+        may find nothing."""
+        from shournal.store import reader
+
+        mtime_ns = os.stat(wfile).st_mtime_ns
+        with self._reading() as conn:
+            return reader.capped_writers(conn, mtime_ns)
+
     def writers_of(
         self,
         size: int,

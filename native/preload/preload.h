@@ -76,7 +76,7 @@
 #define SHOURNAL_LISTENER_PATH "/usr/local/libexec/shournal/shournal-listener"
 #endif
 
-/* flags, --hash, --archive-max-size, excludes and extensions with values */
+/* flags, --hash, --archive-max-size, excludes, extensions and names with values */
 #define SETUP_MAX_OPTS (4 + 2 + 2 + 2 * SHOURNAL_MAX_EXCLUDES + 2 * SHOURNAL_MAX_ARCHIVE_EXT)
 #define SETUP_ARGS_MAX 16384
 

@@ -14,7 +14,7 @@ static int one_of(const char *p, const char *const *list, size_t n)
 static const char *const g_flag_opts[] = {"--no-read", "--writable-reads", "--no-hash",
                                           "--no-archive"};
 static const char *const g_valued_opts[] = {"--exclude-mount", "--hash", "--archive-max-size",
-                                            "--archive-ext"};
+                                            "--archive-ext", "--archive-name"};
 #define N_OPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A NUL separated list the listener left in the runtime directory, read

@@ -79,6 +79,11 @@ def test_apt_install_puts_files_in_debian_places(root: Root, deb: Path) -> None:
     # The shell integration points at the installed library, not a template.
     bash_rc = (root.path / "usr/share/shournal/shournal.bash").read_text()
     assert TRIPLET_LIB in bash_rc and "@PRELOAD_LIB@" not in bash_rc
+    # Completion where bash-completion and zsh look; a man page per command.
+    for path in ("usr/share/bash-completion/completions/shournal",
+                 "usr/share/zsh/vendor-completions/_shournal",
+                 "usr/share/man/man1/shournal.1.gz", "usr/share/man/man1/shournal-query.1.gz"):
+        assert (root.path / path).is_file(), path
     # A private environment with no pip: nothing is fetched at install time.
     assert not list((root.path / "usr/lib/shournal/venv").rglob("pip"))
     assert root.run("shournal version", user=USER).strip().endswith(__version__)

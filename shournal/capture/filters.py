@@ -180,6 +180,7 @@ class ScriptArchiveRule:
         exclude: Iterable[str | bytes] = (),
         exclude_hidden: bool = True,
         extensions: Iterable[str | bytes] = ("sh",),
+        names: Iterable[str | bytes] = (),
     ) -> None:
         self.enable = enable
         self.only_writable = only_writable
@@ -196,6 +197,14 @@ class ScriptArchiveRule:
         # extension without '.' or '/' that is exactly "path ends with
         # '.ext'", one C call.  None: no extensions listed, any file matches.
         self._suffixes: tuple[bytes, ...] | None = tuple(suffixes) or None
+        # Whole basenames (Makefile): "path ends with '/name'"; only with
+        # extensions (none listed: any file matches anyway).
+        for name in names:
+            raw = os.fsencode(name)
+            if not raw or b"/" in raw or b"." in raw:
+                raise ValueError(f"invalid file name {name!r}")
+            if self._suffixes is not None:
+                self._suffixes += (b"/" + raw,)
 
     @classmethod
     def from_config(cls, section: ScriptArchiveConfig) -> ScriptArchiveRule:
@@ -208,6 +217,7 @@ class ScriptArchiveRule:
             exclude=section.exclude_paths,
             exclude_hidden=section.exclude_hidden,
             extensions=section.include_file_extensions,
+            names=section.include_file_names,
         )
 
     def match(self, path: bytes, size: int) -> bool:

@@ -174,6 +174,12 @@ def _main(fast_query: bool) -> None:
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)
+    if os.environ.get("_SHOURNAL_COMPLETE"):
+        # a TAB in a shell (scripts/shell_docs.py writes the completion
+        # files): typer's completion classes, registered only then
+        from typer.completion import completion_init
+
+        completion_init()
     from shournal.cli._app import app
 
     try:  # typer >= 0.2x vendors click as typer._click

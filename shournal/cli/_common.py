@@ -159,8 +159,8 @@ CommandText = Annotated[
     str | None,
     option(
         "--command-text",
-        "Command line matches this (LIKE, case-insensitive, % is the wildcard, e.g. "
-        "'%make%'; eq:TEXT for exact).",
+        "Command line contains TEXT (case-insensitive); with % a LIKE pattern "
+        "('make%': starts with make); eq:TEXT for exact.",
         "TEXT",
     ),
 ]

@@ -115,6 +115,9 @@ def answer(argv: list[str]) -> int | None:
                 history=history,
                 max_files=HUMAN_MAX_FILES if human else None,
             )
+            capped = None
+            if not commands and human and written is not None and written.mtime_ns is not None:
+                capped = reader.capped_writers(written.mtime_ns)
             stats = None
             if commands and human and max_stats > 0:
                 from shournal.data import DEFAULT_TOP
@@ -123,7 +126,7 @@ def answer(argv: list[str]) -> int | None:
         except (QueryError, Unanswered):
             return None
     if human and not commands:
-        write(no_results("", pending, wfile, None))
+        write(no_results("", pending, wfile, None, capped))
     else:
         write(render(output_format, commands, stats, HUMAN_MAX_FILES, min_stats, max_stats, None))
     note_pending(pending, commands, human)

@@ -93,11 +93,28 @@ def render(
     return text
 
 
-def no_results(missing: str, pending: int, wfile: Path | None, rfile: Path | None) -> str:
+def no_results(
+    missing: str,
+    pending: int,
+    wfile: Path | None,
+    rfile: Path | None,
+    capped: list[int] | None = None,
+    command_text: str | None = None,
+) -> str:
+    """The human "no results" text with what is known of why: ``capped``,
+    the commands that hit the write event cap when ``wfile`` was written;
+    ``command_text`` a --command-text that names an ignored command."""
     from shournal.report.human import NO_RESULTS
 
     lines = [NO_RESULTS]
-    hints = excluded_hints(wfile, rfile)
+    hints = excluded_hints(wfile, rfile, command_text)
+    if capped:
+        shown = ", ".join(str(i) for i in capped[-5:])
+        hints.append(
+            f"{len(capped)} command(s) that ran when {wfile} was written hit the cap of write "
+            f"events per command and dropped some (cmd-id {shown}); its writer may be one of "
+            "them ([write_events] max_event_count)."
+        )
     if missing:
         hints.append(f"Nothing has been recorded yet: {missing}.")
     if not os.environ.get("SHOURNAL_SESSION_ID"):
@@ -129,11 +146,14 @@ def note_pending(pending: int, commands: list[Any], human: bool) -> None:
         )
 
 
-def excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
-    """Why a file given to --wfile/--rfile may never have been recorded."""
-    if wfile is None and rfile is None:
+def excluded_hints(
+    wfile: Path | None, rfile: Path | None, command_text: str | None = None
+) -> list[str]:
+    """Why a file given to --wfile/--rfile, or a command line given to
+    --command-text, may never have been recorded."""
+    if wfile is None and rfile is None and command_text is None:
         return []
-    from shournal.capture.filters import PathRule
+    from shournal.capture.filters import IgnoredCommands, PathRule
     from shournal.config import ConfigError, load_config
 
     try:
@@ -141,6 +161,21 @@ def excluded_hints(wfile: Path | None, rfile: Path | None) -> list[str]:
     except ConfigError:
         return []
     hints = []
+    if command_text is not None:
+        from shournal.criteria import split_operator
+
+        # the command line it names (a substring or a pattern: its words)
+        op, rest = split_operator(command_text)
+        line = (rest if op is not None else command_text).replace("%", " ").strip()
+        try:
+            ignored = IgnoredCommands.from_config(config.ignore_commands).matches_line(line)
+        except ValueError:
+            ignored = False
+        if ignored:
+            hints.append(
+                f"`{line}` is an ignored command ([ignore_commands] commands, or built in: "
+                "mount*, shournal*), so it is never recorded."
+            )
     for path, section, flag, key in (
         (wfile, config.write_events, "--wfile", "write_events"),
         (rfile, config.read_events, "--rfile", "read_events"),

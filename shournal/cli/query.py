@@ -219,6 +219,7 @@ def query(
     firsts: Any = None
     restored: Any = None
     commands: list[Any] = []
+    capped: list[int] | None = None
     with errors_to_status():
         try:
             journal = open_journal()
@@ -235,6 +236,8 @@ def query(
                     reverse=reverse,
                     max_files=max_files if human else _HTML_MAX_FILES if html else None,
                 )
+                if not commands and human and wfile is not None:
+                    capped = journal.capped_writers(wfile)
                 if restore_rfiles and commands:
                     restored = _restore(journal, commands, restore_dir)
                 if commands and (html or (human and max_stats > 0)):
@@ -255,7 +258,7 @@ def query(
     if html:
         _write_html(commands, output, stats, firsts)  # type: ignore[arg-type]
     elif human and not commands:
-        write_to(_no_results(missing, pending, wfile, rfile), None)
+        write_to(_no_results(missing, pending, wfile, rfile, capped, command_text), None)
     else:
         write_to(
             _render(

@@ -567,6 +567,28 @@ def _script_copy(node: FileNode, reader: JournalReader, taken: set[str]) -> Scri
     return ScriptCopy(name, node.archived_id, node.path, data, bool(node.event.mode & 0o111))
 
 
+# Programs whose first operand is the script that runs (python3 x.py).
+_INTERPRETERS = re.compile(
+    r"(python|pypy|perl|ruby|node|julia|Rscript|bash|sh|zsh|dash|ksh|php|lua|tclsh)"
+    r"[0-9.]*"
+)
+
+
+def _script_argument(program: str, args: list[str]) -> str | None:
+    """The stem of the script an interpreter runs (``python3 -u a.py`` ->
+    ``a``), when the script is no archived read file."""
+    if not _INTERPRETERS.fullmatch(program):
+        return None
+    for arg in args:
+        if arg.startswith("-"):
+            if arg in ("-c", "-e", "-m", "--eval", "-E"):
+                return None  # inline code or a module, no script file
+            continue
+        stem, ext = os.path.splitext(os.path.basename(arg))
+        return stem if ext and stem else None
+    return None
+
+
 def _rule_name(
     first: CommandView,
     copies: list[ScriptCopy],
@@ -574,18 +596,21 @@ def _rule_name(
     outputs: list[str],
     taken: set[str],
 ) -> str:
+    # Named after what ran: the script a command line names (`python3
+    # countwords.py isles.txt isles.dat` is countwords_isles), else the program.
     program, args = program_of(first.text)
-    named = None
+    tool = os.path.basename(program)
     for node in scripts:
         base = os.path.basename(os.fsdecode(node.path))
         if any(os.path.basename(a) == base for a in [program, *args]):
-            named = base
+            tool = os.path.splitext(base)[0] or base
             break
-    if named is not None:
-        name = _identifier(named)
     else:
-        stem = os.path.splitext(os.path.basename(outputs[0]))[0] if outputs else ""
-        name = _identifier(f"{program}_{stem}" if stem else program)
+        script = _script_argument(tool, args)
+        if script is not None:
+            tool = script
+    stem = os.path.splitext(os.path.basename(outputs[0]))[0] if outputs else ""
+    name = _identifier(f"{tool}_{stem}" if stem and stem != tool else tool)
     unique, n = name, 2
     while unique in taken or unique == "all":
         unique, n = f"{name}_{n}", n + 1

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 
-from shournal.data import CommandView, FileEventView, lost_reason_parts
+from shournal.data import MATCH_CONTENT, CommandView, FileEventView, lost_reason_parts
 from shournal.terminal import printable
 
 # Not typing.TYPE_CHECKING: `shournal query` renders through here, and
@@ -228,6 +228,13 @@ INCOMPLETE_TEXT = (
 )
 
 
+# What a content-only match (shournal.data.MATCH_CONTENT) is.
+CONTENT_MATCH_TEXT = (
+    "Matched by content only: same size and hash, but the file's mtime is none recorded "
+    "(copied, touched or unpacked since)"
+)
+
+
 def _command_body(
     cmd: CommandView,
     max_files: int,
@@ -253,6 +260,8 @@ def _command_body(
         lines.append(f"Derived from command {cmd.derived_from} (shournal rerun)")
     if cmd.imported_from is not None:
         lines.append(f"Imported from a {printable(cmd.imported_from)} history (shournal import)")
+    if cmd.match == MATCH_CONTENT:
+        lines.append(CONTENT_MATCH_TEXT)
     lines += _section(cmd.writes, cmd.write_count, "written", max_files, max_lines, False)
     lines += _dropped(cmd.dropped_writes, "write")
     lines += _section(cmd.reads, cmd.read_count, "read", max_files, max_lines, True)

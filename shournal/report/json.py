@@ -1,7 +1,9 @@
 """JSON output: one array of command objects (``json``), or one object per
 line (``jsonl``), with the original's field
 names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs;
-and derivedFrom, incomplete, note and tags when a command has them).
+and derivedFrom, incomplete, note, tags and importedFrom when a command has
+them; ``"match": "exact"|"content"`` for a query by a file, ``--wfile``/
+``--rfile``: ``content`` when no recorded version has the file's mtime).
 
 Paths are decoded with os.fsdecode and written with ensure_ascii, so
 undecodable bytes appear as \\udcXX escapes: the output is plain ASCII, and
@@ -53,6 +55,8 @@ def command_object(cmd: CommandView) -> dict[str, Any]:
         obj["tags"] = list(cmd.tags)
     if cmd.imported_from is not None:  # likewise: `shournal import`
         obj["importedFrom"] = cmd.imported_from
+    if cmd.match is not None:  # a query by a file's content (--wfile/--rfile)
+        obj["match"] = cmd.match
     return obj
 
 

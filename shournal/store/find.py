@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from shournal._criteria import possible_writers
 from shournal.criteria import merge_criteria
-from shournal.data import INT64_MAX, CommandView, Criteria, FileProbe, QueryError
+from shournal.data import (
+    INT64_MAX,
+    MATCH_CONTENT,
+    MATCH_EXACT,
+    CommandView,
+    Criteria,
+    FileProbe,
+    QueryError,
+)
 from shournal.probe import probe_file
 from shournal.store import reader
 
@@ -75,8 +83,10 @@ def find_commands(
             probes.append((reader.KIND_WRITE, probe_file(wfile, settings)))
         if rfile is not None:
             probes.append((reader.KIND_READ, probe_file(rfile, settings)))
-    probes, crit = _writers_by_run(conn, probes, crit)
-    return reader.select_commands(
+    by_content = any(reader.content_only(conn, kind, probe) for kind, probe in probes
+                     if kind == reader.KIND_READ)  # fmt: skip
+    probes, crit, writes_by_content = _writers_by_run(conn, probes, crit)
+    commands = reader.select_commands(
         conn,
         probes=probes,
         criteria=crit,
@@ -85,23 +95,34 @@ def find_commands(
         reverse=reverse,
         max_files=max_files,
     )
+    if any(p.mtime_ns is not None for p in (written, read) if p is not None) or (
+        wfile is not None or rfile is not None
+    ):
+        match = MATCH_CONTENT if by_content or writes_by_content else MATCH_EXACT
+        for cmd in commands:
+            cmd.match = match
+    return commands
 
 
 def _writers_by_run(
     conn: Any, probes: list[tuple[int, FileProbe]], crit: Criteria
-) -> tuple[list[tuple[int, FileProbe]], Criteria]:
+) -> tuple[list[tuple[int, FileProbe]], Criteria, bool]:
     """A written content with an mtime (``--wfile``) as the ids of the
     commands that can have written that version, chosen as the lineage
     walk chooses (:func:`shournal._criteria.possible_writers`): the same
-    mtime, else a run that covers it."""
+    mtime, else a run that covers it.  The flag: found by the content alone
+    (no write of it has that mtime)."""
     rest = []
+    by_content = False
     for kind, probe in probes:
         if kind != reader.KIND_WRITE or probe.mtime_ns is None:
             rest.append((kind, probe))
             continue
         found = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
-        ids = {w.command_id for w in possible_writers(found, probe.mtime_ns)}
+        writers = possible_writers(found, probe.mtime_ns)
+        by_content |= bool(writers) and all(w.mtime_ns != probe.mtime_ns for w in writers)
+        ids = {w.command_id for w in writers}
         if crit.command_ids is not None:
             ids &= set(crit.command_ids)
         crit = replace(crit, command_ids=tuple(sorted(ids)))
-    return rest, crit
+    return rest, crit, by_content

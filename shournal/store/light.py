@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 
 from shournal.data import (
     LOST_REASONS,
+    MATCH_CONTENT,
+    MATCH_EXACT,
     CommandModifications,
     CommandView,
     DirectoryActivity,
@@ -352,15 +354,17 @@ class LightReader:
         """Every (chunk size, max reads) the journal has hashed with."""
         return [(c, r) for c, r in self._rows("SELECT chunk_size, max_reads FROM hash_setting")]
 
-    def _written_match(self, probe: FileProbe) -> tuple[str, list[Any]]:
+    def _written_match(self, probe: FileProbe) -> tuple[str, list[Any], bool]:
         """Command ids that wrote the probed content (reader._file_match for
         writes): size, hash and mtime; without a command of that mtime, size
-        and hash alone (tools such as wget or tar set old mtimes)."""
+        and hash alone (tools such as wget or tar set old mtimes).  The flag:
+        found by the content alone (find_commands' ``match``)."""
         if probe.size == 0:
             return (
                 "SELECT command_id FROM write_event "
                 "WHERE length(hash) = 0 AND size = 0 AND mtime_ns = ?",
                 [probe.mtime_ns],
+                False,
             )
         hashes = [hash_to_bytes(h) for h in sorted(probe.hashes)]
         strict = (
@@ -369,7 +373,7 @@ class LightReader:
             [*hashes, b"", probe.size, probe.mtime_ns],
         )
         if not hashes or self._rows(strict[0] + " LIMIT 1", strict[1]):
-            return strict
+            return (*strict, False)
         # No write of that mtime: the commands whose run covers it, by the
         # lineage walk's rule (loaded only here: it costs the dataclasses).
         from types import SimpleNamespace
@@ -389,7 +393,17 @@ class LightReader:
         ]
         assert probe.mtime_ns is not None
         ids = sorted({w.command_id for w in possible_writers(writes, probe.mtime_ns)})
-        return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids
+        return f"SELECT id FROM command WHERE id IN ({_marks(ids)})", ids, bool(ids)
+
+    def capped_writers(self, mtime_ns: int) -> list[int]:
+        """reader.capped_writers: the commands that dropped write events
+        and ran when a file of ``mtime_ns`` was written."""
+        from shournal._criteria import ran_at
+
+        rows = self._rows(
+            "SELECT id, start_time, end_time FROM command WHERE dropped_writes > 0 ORDER BY id"
+        )
+        return [r[0] for r in rows if ran_at(_utc(r[1]), _utc(r[2]), mtime_ns)]
 
     def find(
         self, *, written: FileProbe | None, history: int | None, max_files: int | None
@@ -397,8 +411,9 @@ class LightReader:
         """reader.select_commands for no criteria but the written content
         and ``--history``: oldest first, with their files."""
         sql, params = _COMMAND_SELECT, []
+        by_content = False
         if written is not None:
-            match, params = self._written_match(written)
+            match, params, by_content = self._written_match(written)
             sql += f" WHERE command.id IN ({match})"
         if history is None:
             sql += " ORDER BY command.start_time, command.id"
@@ -409,6 +424,9 @@ class LightReader:
         if history is not None:
             rows.reverse()
         commands = [command_view(r) for r in rows]
+        if written is not None:
+            for cmd in commands:
+                cmd.match = MATCH_CONTENT if by_content else MATCH_EXACT
         self._attach_events(commands, max_files)
         return commands
 

@@ -128,8 +128,16 @@ def _file_match(conn: Connection, kind: int, probe: FileProbe) -> Select[tuple[i
     if probe.mtime_ns is None:
         # The content alone, whatever its mtime.
         return _commands_having(kind, lambda f: (f.hash.in_(hashes), f.size == probe.size))
+    strict = _strict_match(kind, probe, hashes)
+    if not hashes or conn.execute(strict.limit(1)).first() is not None:
+        return strict
+    # Tools like wget or tar set old mtimes: fall back to the content alone.
+    return _commands_having(kind, lambda f: (f.hash.in_(hashes), f.size == probe.size))
+
+
+def _strict_match(kind: int, probe: FileProbe, hashes: list[bytes]) -> Select[tuple[int]]:
     # b"": stored by a command with hashing disabled; size+mtime must do.
-    strict = _commands_having(
+    return _commands_having(
         kind,
         lambda f: (
             f.hash.in_([*hashes, b""]),
@@ -137,10 +145,28 @@ def _file_match(conn: Connection, kind: int, probe: FileProbe) -> Select[tuple[i
             f.mtime_ns == probe.mtime_ns,
         ),
     )
-    if not hashes or conn.execute(strict.limit(1)).first() is not None:
-        return strict
-    # Tools like wget or tar set old mtimes: fall back to the content alone.
-    return _commands_having(kind, lambda f: (f.hash.in_(hashes), f.size == probe.size))
+
+
+def capped_writers(conn: Connection, mtime_ns: int) -> list[int]:
+    """Ids of the commands that dropped write events (the per-command cap)
+    and ran when a file of ``mtime_ns`` was written: its writer may be one
+    of them.  Only the no-results hint asks (a scan of the commands)."""
+    from shournal._criteria import ran_at
+
+    c = m.Command.__table__.c
+    rows = conn.execute(
+        select(c.id, c.start_time, c.end_time).where(c.dropped_writes > 0).order_by(c.id)
+    )
+    return [r[0] for r in rows if ran_at(r[1], r[2], mtime_ns)]
+
+
+def content_only(conn: Connection, kind: int, probe: FileProbe) -> bool:
+    """Whether :func:`_file_match` finds ``probe`` by its content alone: no
+    event of ``kind`` has its size, hash and mtime together."""
+    hashes = [m.hash_to_bytes(h) for h in sorted(probe.hashes)]
+    if probe.size == 0 or probe.mtime_ns is None or not hashes:
+        return False
+    return conn.execute(_strict_match(kind, probe, hashes).limit(1)).first() is None
 
 
 def _like_pattern(pattern: str) -> str:

@@ -176,7 +176,7 @@ def test_killed_holder_is_one_warning_and_counted_as_lost(kind, install, user_ho
     assert (user_home / "work" / "out1").read_text() == "after\n"
     assert len(warnings_in(out1 + out2)) == 1, (out1, out2)
     assert "event relay ended early" in warnings_in(out1 + out2)[0]
-    (cmd,) = recorded(user_home, command_text=text)
+    (cmd,) = recorded(user_home, command_text=f"eq:{text}")
     assert cmd.lost_events >= 1
     # stored and shown as what it was: the relay ended, not an overflow
     assert cmd.lost_reasons.get("relay", 0) >= 1, cmd.lost_reasons

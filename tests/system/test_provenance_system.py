@@ -81,7 +81,7 @@ def test_lineage_status_and_exports_of_a_recorded_analysis(install, user_home, t
     work = user_home / "work"
     uid, gid = install.user.pw_uid, install.user.pw_gid
     _downloaded(work, uid, gid)
-    # Archive Python scripts too (the default archives only *.sh).
+    # Archive shell and Python scripts (explicitly, whatever the default).
     write_config(user_home, '[script_archive]\ninclude_file_extensions = ["sh", "py"]\n', install)
     for lines in (SESSION_1, SESSION_2):
         sh = Shell("bash", install, user_home)

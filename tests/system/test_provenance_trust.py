@@ -70,7 +70,7 @@ def test_exports_and_lineage_of_a_messy_analysis(install, user_home, tmp_path):
     old = time.time() - 40
     os.utime(work / "data" / "in2.csv", (old, old))
     subprocess.run(["chown", "-R", f"{uid}:{gid}", str(work)], check=True)
-    # calc.py is not archived (only shell scripts are): the export must say
+    # calc.py is not archived (this config archives shell scripts only): the export must say
     # when the file on disk is not what ran
     write_config(user_home, '[script_archive]\ninclude_file_extensions = ["sh"]\n', install)
 

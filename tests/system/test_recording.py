@@ -125,7 +125,7 @@ def test_read_events_and_executables(kind, install, user_home):
     assert [(e.path, e.size) for e in cat.reads] == [(os.fsencode(work / "foo1"), 0)]
     assert cat.reads[0].content_id is None
     for text in (f"{work}/echo exec_trace_test", f"env {work}/echo exec_trace_test2"):
-        cmd = only_command(user_home, command_text=text)
+        cmd = only_command(user_home, command_text=f"eq:{text}")
         assert [e.path for e in cmd.reads] == [os.fsencode(work / "echo")]
 
 
@@ -281,7 +281,7 @@ def test_pasted_lines_each_hash_their_own_content(kind, install, user_home):
         sh.proc.expect(PROMPT, timeout=60)
     sh.exit()
     for i, line in enumerate(lines):
-        (cmd,) = recorded(user_home, command_text=line)
+        (cmd,) = recorded(user_home, command_text=f"eq:{line}")
         (ev,) = cmd.writes
         content = b"x" * (i + 1) + b"\n"
         assert (ev.size, ev.hash) == (len(content), xxhash.xxh64_intdigest(content)), line

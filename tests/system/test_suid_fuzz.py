@@ -72,12 +72,14 @@ MAX_ARGV_BYTES = 1_000_000
 SETUP_OPTS: list[list[bytes]] = [
     [b"--no-read"], [b"--writable-reads"], [b"--no-hash"], [b"--hash", b"256:3"],
     [b"--archive-max-size", b"512000"], [b"--archive-ext", b"sh"], [b"--no-archive"],
+    [b"--archive-name", b"Makefile"],
     [b"--discard-events"], [b"--exclude-mount", b"/nonexistent"], [b"--forward"],
 ]
 # options with a count limit in setup
 LIMITED: dict[tuple[bytes, ...], int] = {
     (b"--exclude-mount", b"/nonexistent"): limits.MAX_EXCLUDES,
     (b"--archive-ext", b"sh"): limits.MAX_ARCHIVE_EXT,
+    (b"--archive-name", b"Makefile"): limits.MAX_ARCHIVE_EXT,
 }
 WORDS: list[bytes] = [
     b"setup", b"exec", b"check", b"--version", b"--help", b"--", b"-", b"",

@@ -446,6 +446,11 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup archive ext with dot", ["setup", "--archive-ext", "tar.gz", "--", *listener]),
         ("setup archive ext with slash", ["setup", "--archive-ext", "a/b", "--", *listener]),
         ("setup archive ext too long", ["setup", "--archive-ext", "x" * 33, "--", *listener]),
+        ("setup archive name empty", ["setup", "--archive-name", "", "--", *listener]),
+        ("setup archive name with dot", ["setup", "--archive-name", "a.mk", "--", *listener]),
+        ("setup archive name with slash", ["setup", "--archive-name", "a/Makefile", "--",
+                                           *listener]),
+        ("setup archive name missing", ["setup", "--archive-name"]),
         ("setup lazy with value", ["setup", "--lazy-listener=1", "--", *listener]),
         ("setup lazy after --", ["setup", "--", "--lazy-listener", *listener]),
         ("setup prepared not lazy", ["setup", "--prepared", "5", "--", *listener]),
@@ -466,6 +471,10 @@ def _usage_cases(tools: Tools, marker: Path) -> list[tuple[str, list[str]]]:
         ("setup 33 archive exts", ["setup", *[a for i in range(33)
                                               for a in ("--archive-ext", f"e{i}")],
                                    "--", *listener]),
+        # extensions and names share the one table
+        ("setup 32 archive exts and a name", ["setup", *[a for i in range(32)
+                                                         for a in ("--archive-ext", f"e{i}")],
+                                              "--archive-name", "Makefile", "--", *listener]),
     ]
     for pid in ("abc", "-1", "0", "+5", " 5", "5 ", "012", "0x10", "5x", "",
                 "2147483648", "4294967297", "99999999999999999999"):
@@ -503,7 +512,8 @@ def test_well_formed_invocations_do_run(install, tools, scratch, recorders):
                     str(out / "exec-ran"))
     assert r.rc == 0 and (out / "exec-ran").exists(), r
     excl = [a for i in range(64) for a in ("--exclude-mount", f"/nonexistent{i}")]
-    exts = [a for i in range(32) for a in ("--archive-ext", f"e{i}")]
+    exts = [a for i in range(30) for a in ("--archive-ext", f"e{i}")]
+    exts += ["--archive-name", "Makefile", "--archive-name", "Snakefile"]
     rec = recorders.start(install.user, [str(tools.touch), str(out / "setup-ran")],
                           opts=["--no-read", *excl, "--hash", "40960:2147483647",
                                 "--archive-max-size", "0", *exts, "--no-hash",

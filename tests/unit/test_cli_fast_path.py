@@ -21,6 +21,7 @@ from synthetic import MINUTE, T0, file_event, record
 from shournal.config import DEFAULT_CONFIG_TEXT
 from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.record import LOST_REASONS, FileEvent
+from shournal.report.human import CONTENT_MATCH_TEXT
 from shournal.store import Store, light
 from shournal.store.migrations import SCHEMA_VERSION
 
@@ -166,13 +167,30 @@ def test_the_absolute_path_of_a_file_written_by_several_commands(
 def test_a_file_with_another_mtime_is_found_by_its_content(
     work: Path, env: dict[str, str]
 ) -> None:
+    code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
+    assert code == 0 and CONTENT_MATCH_TEXT.encode() not in out
+    code, out, _ = compare(["query", "--wfile", "foo", "--output-format", "json"], env, work,
+                           answered=True).result  # fmt: skip
+    assert {c["match"] for c in json.loads(out)} == {"exact"}
+    code, out, _ = Run(["query", "--rfile", "foo", "--output-format", "jsonl"], env, work,
+                       fast=False).result  # fmt: skip
+    assert code == 0 and {json.loads(line)["match"] for line in out.splitlines()} == {"exact"}
     os.utime(work / "foo", ns=(T0, T0))
     code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
     assert code == 0 and b"echo stuff > foo" in out
+    assert CONTENT_MATCH_TEXT.encode() in out  # marked: the mtime differs
+    code, out, _ = compare(["query", "--wfile", "foo", "--output-format", "jsonl"], env, work,
+                           answered=True).result  # fmt: skip
+    assert [json.loads(line)["match"] for line in out.splitlines()] == ["content"]
     # within the run of "sh run.sh" (+- 2 s): that one only
     os.utime(work / "foo", ns=(T0, T0 + MINUTE + 2 * 10**9))
     code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
     assert code == 0 and b"sh run.sh" in out and b"echo stuff > foo" not in out
+    assert CONTENT_MATCH_TEXT.encode() in out
+    # --rfile (the full CLI): read with another mtime
+    code, out, _ = Run(["query", "--rfile", "foo", "--output-format", "jsonl"], env, work,
+                       fast=False).result  # fmt: skip
+    assert code == 0 and {json.loads(line)["match"] for line in out.splitlines()} == {"content"}
     # within no writer's run (an unrecorded copy): written outside the journal
     os.utime(work / "foo", ns=(T0, T0 + 30 * MINUTE))
     code, out, _ = compare(["query", "--wfile", "foo"], env, work, answered=True).result
@@ -384,3 +402,30 @@ def test_the_light_reader_reads_the_current_schema() -> None:
     READS_SCHEMA raised); until then the fast path hands every query to
     the full CLI."""
     assert light.READS_SCHEMA == SCHEMA_VERSION
+
+
+def test_no_results_name_the_commands_that_hit_the_write_cap(
+    work: Path, env: dict[str, str]
+) -> None:
+    """A file written while "make all" (which dropped write events) ran is
+    not in the journal: the hint names that command, on both paths."""
+    lost = work / "sub" / "lost.o"
+    lost.write_bytes(b"never recorded\n")
+    os.utime(lost, ns=(T0, T0 + 2 * MINUTE + 5 * 10**8))
+    code, out, _ = compare(["query", "--wfile", "sub/lost.o"], env, work, answered=True).result
+    assert code == 1
+    assert b"hit the cap of write events per command" in out and b"(cmd-id 3)" in out, out
+    # written long after: no such hint
+    os.utime(lost, ns=(T0, T0 + 60 * MINUTE))
+    code, out, _ = compare(["query", "--wfile", "sub/lost.o"], env, work, answered=True).result
+    assert code == 1 and b"cap of write events" not in out
+
+
+def test_no_results_say_when_the_command_text_is_an_ignored_command(
+    work: Path, env: dict[str, str]
+) -> None:
+    code, out, _ = Run(["query", "--command-text", "mount /dev/sdb1 /mnt"], env, work,
+                       fast=False).result  # fmt: skip
+    assert code == 1 and b"`mount /dev/sdb1 /mnt` is an ignored command" in out, out
+    code, out, _ = Run(["query", "--command-text", "make"], env, work, fast=False).result
+    assert code == 0 and b"ignored command" not in out

@@ -71,8 +71,11 @@ def test_defaults() -> None:
     assert cfg.write_events == WriteEventsConfig(("/",), (), True, 5000)
     assert cfg.read_events == ReadEventsConfig(True, True, (HOME,), (), True, 5000)
     assert cfg.script_archive == ScriptArchiveConfig(
-        True, True, 500 * 1024, 3, ("/",), (), True, ("sh",)
-    )
+        True, True, 500 * 1024, 3, ("/",), (), True,
+        ("sh", "bash", "zsh", "py", "R", "r", "pl", "awk", "sed", "jl", "m", "ipynb",
+         "smk", "nf", "yaml", "yml", "toml", "json", "ini", "cfg"),
+        ("Makefile", "Snakefile"),
+    )  # fmt: skip
     assert cfg.ignore_commands.commands == ()
     assert cfg.mounts.exclude_paths == ()
     assert cfg.hash == HashConfig(True, 256, 3)
@@ -549,7 +552,10 @@ def test_helper_options_follow_the_config():
         helper_options,
     )
 
-    defaults = ["--hash", "256:3", "--archive-max-size", "512000", "--archive-ext", "sh"]
+    exts = [a for e in Config().script_archive.include_file_extensions
+            for a in ("--archive-ext", e)]  # fmt: skip
+    defaults = ["--hash", "256:3", "--archive-max-size", "512000", *exts,
+                "--archive-name", "Makefile", "--archive-name", "Snakefile"]
     assert helper_options(Config()) == ["--writable-reads", *defaults]
     off = Config(read_events=ReadEventsConfig(enable=False),
                  script_archive=ScriptArchiveConfig(enable=False))
@@ -573,3 +579,12 @@ def test_helper_options_follow_the_config():
     assert "--archive-ext" not in helper_options(many)
     anyext = Config(script_archive=ScriptArchiveConfig(include_file_extensions=()))
     assert helper_options(anyext)[-2:] == ["--archive-max-size", "512000"]
+    # names only beside extensions; they count against the same limit
+    just_sh = Config(script_archive=ScriptArchiveConfig(include_file_extensions=("sh",),
+                                                        include_file_names=("GNUmakefile",)))
+    assert helper_options(just_sh)[-4:] == ["--archive-ext", "sh", "--archive-name",
+                                            "GNUmakefile"]
+    full = Config(script_archive=ScriptArchiveConfig(
+        include_file_extensions=tuple(f"e{i}" for i in range(31)),
+        include_file_names=("A", "B")))
+    assert "--archive-name" not in helper_options(full)

@@ -277,6 +277,16 @@ def test_archive_several_extensions_and_none() -> None:
     assert anything.match(b"/x/no_extension.", 1)
 
 
+def test_archive_whole_names() -> None:
+    rule = ScriptArchiveRule(extensions=["py"], names=["Makefile", "Snakefile"])
+    assert rule.match(b"/w/Makefile", 1) and rule.match(b"/w/Snakefile", 1)
+    assert rule.match(b"/w/a.py", 1)
+    assert not rule.match(b"/w/GNUMakefile", 1)  # the whole basename only
+    assert not rule.match(b"/w/Makefile.bak", 1) and not rule.match(b"/w/makefile", 1)
+    with pytest.raises(ValueError):
+        ScriptArchiveRule(names=["a/Makefile"])
+
+
 @pytest.mark.parametrize("ext", ["", "a/b", ".sh", "tar.gz"])
 def test_archive_rejects_bad_extensions(ext: str) -> None:
     with pytest.raises(ValueError):

@@ -99,6 +99,22 @@ def test_what_cannot_be_expressed_is_named_and_left_as_comments(j: J, tmp_path: 
         export_workflow(lin, j.reader(), "make", str(tmp_path / "b"), root=str(j.root))
 
 
+@pytest.mark.parametrize("archived", [True, False])
+def test_rules_are_named_after_the_script_that_ran(j: J, tmp_path: Path, archived: bool) -> None:
+    script = j.v("countwords.py", b"print(1)\n", 5)
+    if archived:
+        script.content = b"print(1)\n"
+    books = j.v("books/isles.txt", b"words\n", 1)
+    j.cmd("python3 -u countwords.py books/isles.txt isles.dat", 10, reads=[script, books],
+          writes=[j.v("isles.dat", b"1\n", 10)])  # fmt: skip
+    j.disk("countwords.py", b"print(1)\n", 5)
+    j.disk("books/isles.txt", b"words\n", 1)
+    target = j.disk("isles.dat", b"1\n", 10)
+    result = export_workflow(j.lineage(DiskTarget(str(target))), j.reader(), "snakemake",
+                             str(tmp_path / "wf"))  # type: ignore[arg-type]
+    assert [r.name for r in result.rules] == ["countwords_isles"]
+
+
 def test_scripts_are_the_archived_versions_or_with_current_scripts_the_files(
     j: J, tmp_path: Path
 ) -> None:
