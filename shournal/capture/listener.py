@@ -40,7 +40,7 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from shournal import _paths
+from shournal import _paths, redact
 from shournal.capture import protocol, setup_args
 from shournal.capture.collector import Collector, rules_of
 
@@ -436,11 +436,23 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         derived_from=getattr(collector, "derived_from", None),
         lost_reasons=dict(collector.lost),
         incomplete=cmd.incomplete,
+        redactions=dict(getattr(collector, "redactions", {})),
     )
 
 
 def _ignored(cfg, text: str) -> bool:
     return rules_of(cfg).ignore.matches_line(text)
+
+
+def admit(cfg, text: str) -> tuple[str, dict[str, int]] | None:
+    """The one gate of a command line's text on its way into a record
+    (built here, or from a start on disk): None when the config ignores
+    it (matched as typed), else the text with its secrets replaced by
+    their markers (shournal.redact, the built-in patterns and the
+    config's) and how many of each kind."""
+    if _ignored(cfg, text):
+        return None
+    return redact.redact_text(text, redact.patterns_for(cfg.redact.patterns))
 
 
 # Exit status of the listener when its command line could not be stored
@@ -495,7 +507,7 @@ def recover_starts(store, cfg, busy: Container[int] = frozenset(),
         _warn(f"{message}: {short_command(text)}", start.session)
 
     return spool.recover_starts(
-        store, _username(os.getuid()), socket.gethostname(), lambda text: _ignored(cfg, text),
+        store, _username(os.getuid()), socket.gethostname(), lambda text: admit(cfg, text),
         warn, directory, busy
     )
 
@@ -616,10 +628,13 @@ def collect(
             spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
         return None
     rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
+    admitted = admit(cfg, rec.text)
+    if admitted is None:
         spool.forget_started(forwarder, spool_dir)
         spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
         return None
+    rec.text = admitted[0]
+    redact.add_counts(rec.redactions, admitted[1])
     return rec
 
 

@@ -59,3 +59,7 @@ class CommandRecord:
     # (return_value RETURN_VALUE_UNKNOWN), the end when its last process
     # exited.
     incomplete: bool = False
+    # Secrets replaced by their markers on the way in (shournal.redact), in
+    # the text and the archived scripts: kind -> count, kinds with a count
+    # only.
+    redactions: dict[str, int] = field(default_factory=dict)

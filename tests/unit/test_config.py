@@ -22,6 +22,7 @@ from shournal.config import (
     IgnoreCommandsConfig,
     MountsConfig,
     ReadEventsConfig,
+    RedactConfig,
     ScriptArchiveConfig,
     StoreConfig,
     WriteEventsConfig,
@@ -60,6 +61,7 @@ SECTIONS = {
     "hash": HashConfig,
     "store": StoreConfig,
     "apparatus": ApparatusConfig,
+    "redact": RedactConfig,
 }
 
 

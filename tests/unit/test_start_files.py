@@ -64,7 +64,7 @@ class FakeStore:
 
 def _recover(store: FakeStore, base: Path, warned: list[str]) -> int:
     return sp.recover_starts(
-        store, "u", "h", lambda text: text.startswith("ignored"),
+        store, "u", "h", lambda text: None if text.startswith("ignored") else (text, {}),
         lambda start, msg: warned.append(f"{msg}: {start.text.decode()}"), base,
     )  # fmt: skip
 
@@ -141,6 +141,6 @@ def test_a_line_the_daemon_reads_now_is_not_recovered(tmp_path):
     dead = (_dead_pid(), 0)
     path = write_start(tmp_path, b"make", 100, holder=dead, listener=dead)
     store = FakeStore()
-    assert sp.recover_starts(store, "u", "h", lambda t: False, lambda s, m: None, tmp_path,
+    assert sp.recover_starts(store, "u", "h", lambda t: (t, {}), lambda s, m: None, tmp_path,
                              busy={dead[0]}) == 0  # fmt: skip
     assert path.exists() and store.recs == []
