@@ -378,7 +378,9 @@ def _redact_patterns(value: object) -> tuple[tuple[str, str], ...]:
     shournal.redact (a regex that does not compile is an error here, never
     on a command line)."""
     if not isinstance(value, list):
-        raise _Invalid(f'expected an array of {{name = "...", regex = "..."}}, got {_describe(value)}')
+        raise _Invalid(
+            f'expected an array of {{name = "...", regex = "..."}}, got {_describe(value)}'
+        )
     result: list[tuple[str, str]] = []
     for item in value:
         if not isinstance(item, dict) or set(item) != {"name", "regex"}:

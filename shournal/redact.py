@@ -141,7 +141,8 @@ BUILTIN: tuple[Pattern, ...] = (
        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?P<secret>[\s\S]+?)"
        r"(?=-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
        "private key"),
-    _p(AWS_ACCESS_KEY, r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
+    _p(AWS_ACCESS_KEY,
+       r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])",
        "akia", "asia", "abia", "acca", "a3t"),
     _p(AWS_SECRET_KEY,
        r"(?i:aws_secret_access_key|aws-secret-access-key)\s*[=:]?\s*['\"]?"
@@ -154,7 +155,8 @@ BUILTIN: tuple[Pattern, ...] = (
     _p(GITLAB_TOKEN, r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|soat|ft|imt|cbt)-[A-Za-z0-9_-]{20,}",
        "glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glft-", "glimt-", "glcbt-"),
     _p(SLACK_TOKEN, r"(?<![A-Za-z0-9_-])xox[abposre]-[A-Za-z0-9-]{10,}", "xox"),
-    _p(SLACK_TOKEN, r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/-]+)",
+    _p(SLACK_TOKEN,
+       r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/-]+)",
        "hooks.slack.com"),
     _p(STRIPE_KEY, r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",
        "sk_live_", "sk_test_", "rk_live_", "rk_test_"),
@@ -255,7 +257,9 @@ def redact_text(text: str, patterns: Iterable[Pattern] = BUILTIN) -> tuple[str, 
     return text, counts
 
 
-def redact_bytes(data: bytes, patterns: Iterable[Pattern] = BUILTIN) -> tuple[bytes, dict[str, int]]:
+def redact_bytes(
+    data: bytes, patterns: Iterable[Pattern] = BUILTIN
+) -> tuple[bytes, dict[str, int]]:
     """:func:`redact_text` of a file's bytes: what is not UTF-8 passes
     unchanged (surrogate escapes), so only secrets change."""
     text = data.decode("utf-8", "surrogateescape")

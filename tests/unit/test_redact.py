@@ -125,7 +125,7 @@ def M(kind: str) -> str:
      f"NPM_TOKEN={M('npm-token')} npm publish", "npm-token"),
     (f"printf '{PEM}' > id", "printf '-----BEGIN OPENSSH PRIVATE KEY-----"
      f"{M('private-key')}-----END OPENSSH PRIVATE KEY-----' > id", "private-key"),
-    (f"curl -H 'Authorization: Bearer {JWT_}' https://api", 
+    (f"curl -H 'Authorization: Bearer {JWT_}' https://api",
      f"curl -H 'Authorization: Bearer {M('jwt')}' https://api", "jwt"),
     ("PGPASSWORD=s3cret psql -h db", f"PGPASSWORD={M('password')} psql -h db", "password"),
     ("wget --password=abc http://x/f", f"wget --password={M('password')} http://x/f", "password"),
@@ -134,8 +134,8 @@ def M(kind: str) -> str:
     ("curl 'https://x/login?user=u&password=pw&x=1'",
      f"curl 'https://x/login?user=u&password={M('password')}&x=1'", "password"),
     ("mysql -uroot -phunter2 mydb", f"mysql -uroot -p{M('password')} mydb", "password"),
-    ("/usr/bin/mysqldump -u r -p'x y' db > d.sql", f"/usr/bin/mysqldump -u r -p{M('password')} db > d.sql",
-     "password"),
+    ("/usr/bin/mysqldump -u r -p'x y' db > d.sql",
+     f"/usr/bin/mysqldump -u r -p{M('password')} db > d.sql", "password"),
     ("mariadb-dump -pS3cr3t db", f"mariadb-dump -p{M('password')} db", "password"),
     ("sshpass -p pw ssh host", f"sshpass -p {M('password')} ssh host", "password"),
     ("curl -u alice:pw https://x", f"curl -u alice:{M('password')} https://x", "password"),
@@ -166,7 +166,7 @@ def test_several_secrets_of_a_line_are_counted_by_kind() -> None:
     out, counts = redact_text(line)
     assert counts == {"github-token": 1, "stripe-key": 1, "password": 1}
     assert GH not in out and "sk_test" not in out and "-pX" not in out
-    assert out.startswith(f"GH={M('github-token')} STRIPE={M('stripe-key')} ")
+    assert out.startswith(f"GH={M('github-token')} STRIPE={M('stripe-key')};")
 
 
 def test_a_marker_stays_unchanged_and_uncounted() -> None:
