@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
+    from shournal.store.redaction import BytesRule, RedactResult
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -419,6 +420,46 @@ class Journal:
         from shournal.restore import restore_read_files
 
         return restore_read_files(self.store, commands, dest, overwrite=overwrite)
+
+    # -- redaction ---------------------------------------------------------------------
+
+    def redactions(self) -> tuple[int, dict[str, int]]:
+        """The secrets replaced by their markers in the whole journal
+        (shournal.redact): how many commands have one, and the counts by
+        kind."""
+        from shournal.store.redaction import commands_redacted, counts_by_kind
+
+        with self._reading() as conn:
+            return commands_redacted(conn), counts_by_kind(conn)
+
+    def redact(
+        self,
+        patterns: Iterable[Any],
+        *,
+        manifest_rule: BytesRule | None = None,
+        dry_run: bool = False,
+    ) -> RedactResult:
+        """Apply ``patterns`` (shournal.redact.Pattern, e.g.
+        ``patterns_for(config.redact.patterns)``) to every stored command
+        line and archived script, and ``manifest_rule`` (encoded apparatus
+        manifest -> redacted one and counts; the reproduce package's
+        ``redact_manifest``) to the apparatus manifests; count what is
+        replaced with each command.  ``dry_run``: only say what would
+        change.  One transaction; running it again changes nothing.
+
+        :raises shournal.store.StoreError: the journal cannot be written.
+        """
+        from shournal import redact
+        from shournal.store.redaction import redact_stored
+
+        patterns = tuple(patterns)
+        return redact_stored(
+            self.store,
+            lambda text: redact.redact_text(text, patterns),
+            lambda data: redact.redact_bytes(data, patterns),
+            manifest_rule,
+            dry_run=dry_run,
+        )
 
     # -- writing -----------------------------------------------------------------------
 

@@ -416,6 +416,10 @@ def _username(uid: int) -> str:
 
 def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
     hashed = collector.hash_settings
+    # (the manifest first: building it redacts the apparatus's environment,
+    # whose counts join the scripts')
+    manifest = getattr(collector, "manifest", None)
+    redactions = redact.add_counts(dict(collector.redactions), getattr(collector, "redacted", {}))
     return CommandRecord(
         text=cmd.text.decode("utf-8", errors="backslashreplace"),
         return_value=cmd.return_value,
@@ -432,11 +436,11 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         dropped_writes=collector.dropped_writes,
         dropped_reads=collector.dropped_reads,
         lost_events=sum(collector.lost.values()),
-        apparatus=getattr(collector, "manifest", None),
+        apparatus=manifest,
         derived_from=getattr(collector, "derived_from", None),
         lost_reasons=dict(collector.lost),
         incomplete=cmd.incomplete,
-        redactions=dict(getattr(collector, "redactions", {})),
+        redactions=redactions,
     )
 
 

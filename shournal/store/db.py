@@ -233,6 +233,14 @@ def _v6_incomplete(conn: Connection) -> None:
         )
 
 
+def _v7_redaction(conn: Connection) -> None:
+    """Table redaction (no rows for older commands: what was redacted in
+    them, if anything, was not counted)."""
+    m.Base.metadata.create_all(
+        conn, tables=[m.Redaction.__table__], checkfirst=True  # type: ignore[list-item]
+    )
+
+
 # Ordered upgrade steps: _MIGRATIONS[v] lifts a journal from version v to
 # v + 1 inside the schema transaction.  Each must be idempotent.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -242,6 +250,7 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_derived_from,
     5: _v5_lost_reasons,
     6: _v6_incomplete,
+    7: _v7_redaction,
 }
 
 # Serialises schema creation between processes on PostgreSQL (an arbitrary
@@ -993,6 +1002,12 @@ class Store:
                 m.Apparatus.__table__.insert(),
                 {"command_id": command_id, "manifest": rec.apparatus,
                  "derived_from": rec.derived_from},
+            )
+        if rec.redactions:
+            conn.execute(
+                m.Redaction.__table__.insert(),
+                [{"command_id": command_id, "kind": k, "count": n}
+                 for k, n in sorted(rec.redactions.items()) if n],
             )
         return command_id
 

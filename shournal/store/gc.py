@@ -367,6 +367,7 @@ def delete_commands(
         )
         # (Foreign-key actions are off here: the cascade would not run.)
         conn.execute(text(f"DELETE FROM apparatus WHERE command_id IN ({doomed})"))
+        conn.execute(text(f"DELETE FROM redaction WHERE command_id IN ({doomed})"))
         result.events = sum(
             conn.execute(text(f"DELETE FROM {t} WHERE command_id IN ({doomed})")).rowcount
             for t in ("write_event", "read_event")

@@ -52,7 +52,8 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #    lost events by reason).
 # 7: command.incomplete (stored from its start: the shell never reported
 #    the end).
-SCHEMA_VERSION = 7
+# 8: table redaction (the secrets replaced in a command, by kind).
+SCHEMA_VERSION = 8
 
 # The condition of the partial index of hashless writes; queries must spell
 # it exactly so (not as a bound parameter) for either backend to use it.
@@ -353,6 +354,21 @@ class Apparatus(Base):
     # The recorded command this one was derived from (`shournal rerun`);
     # no foreign key: the origin may be deleted, the link stays as history.
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
+
+
+class Redaction(Base):
+    """How many secrets of ``kind`` (shournal.redact) were replaced by their
+    markers in command ``command_id``: in its text and its archived
+    scripts (on the way in, or by `shournal redact`), and in the
+    environment of its apparatus manifest.  Rows with a count only."""
+
+    __tablename__ = "redaction"
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
 
 
 def split_path(path: bytes) -> tuple[bytes, bytes]:
