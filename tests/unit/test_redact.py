@@ -209,3 +209,26 @@ def test_environment_values_get_the_text_patterns_too() -> None:
     assert out == {"HOME": "/h", "NOTE": f"key {M('github-token')}", "GH_TOKEN": MARKER}
     assert counts == {"github-token": 1, SECRET_NAME: 1}
     assert redact.describe_counts(counts) == "2 secrets redacted (1 by name, 1 github-token)"
+
+
+def test_the_capture_gate_ignores_then_redacts() -> None:
+    """listener.admit: the one gate of a command line on its way in (the
+    ignore rules see the line as typed)."""
+    from shournal.capture.listener import admit
+    from shournal.config import parse_config
+
+    cfg = parse_config('[ignore_commands]\ncommands = ["secret-tool*"]\n'
+                       '[redact]\npatterns = [{name = "acme", regex = "acme_[0-9]{4}"}]\n')
+    assert admit(cfg, f"secret-tool --token {GH}") is None
+    assert admit(cfg, f"x acme_1234 {GH}") == (
+        f"x {M('acme')} {M('github-token')}", {"acme": 1, "github-token": 1})
+    assert admit(cfg, "mkdir -p x") == ("mkdir -p x", {})
+
+
+def test_a_spooled_record_keeps_its_redactions() -> None:
+    from shournal.capture import spool
+    from shournal.capture.record import CommandRecord
+
+    rec = CommandRecord("t", 0, 1, 2, "/", "u", "h", None, None, None,
+                        redactions={"github-token": 2})
+    assert spool._decode(spool._encode(rec)).redactions == {"github-token": 2}
