@@ -363,6 +363,8 @@ class Redaction(Base):
     environment of its apparatus manifest.  Rows with a count only."""
 
     __tablename__ = "redaction"
+    # (the key is the row: one B-tree, no second one for the key's index)
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     command_id: Mapped[int] = mapped_column(
         ForeignKey("command.id", ondelete="CASCADE"), primary_key=True

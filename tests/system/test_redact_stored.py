@@ -147,6 +147,11 @@ def test_redact_applies_to_stored_rows_once(url: str, old_journal: dict[str, int
     again = _redact(url, dry_run=False)
     assert again.total == 0 and again.commands.changed == again.scripts.changed == 0
     assert _state(url) == after
+    # a deleted command's counts go with it
+    with Journal.open(url) as j:
+        j.delete(command_id=[ids["two"]])
+        assert j.redactions() == (4, {"github-token": 2, "password": 1, "stripe-key": 1,
+                                      "secret-name": 1, "url-password": 1})
 
 
 def test_the_cli_dry_run_real_run_and_bad_config(url: str, old_journal: dict[str, int],
