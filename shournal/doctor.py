@@ -192,7 +192,8 @@ def _redaction_check() -> Check:
         user = len(load_config(create=False).redact.patterns)
     except ConfigError:
         user = 0  # (the config check says what is wrong)
-    rules = f"{len(redact.BUILTIN)} built-in patterns" + (f" and {user} of yours" if user else "")
+    rules = f"{len(redact.BUILTIN_SPECS)} built-in patterns"
+    rules += f" and {user} of yours" if user else ""
     try:
         with Journal.open(create=False, read_only=True) as journal:
             commands, counts = journal.redactions()

@@ -9,7 +9,7 @@ stored already.  A secret is replaced by a visible marker naming its kind,
 ``[REDACTED:github-token]`` (:func:`marker`); the text around it is kept.
 Every replacement is counted by kind.
 
-Kinds (:data:`BUILTIN` holds their patterns; the user's own are added from
+Kinds (:data:`BUILTIN_SPECS` holds their patterns; the user's own are added from
 the config, ``[redact] patterns``):
 
 * :data:`SECRET_NAME` -- the whole value of an environment variable whose
@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 _PREFIX = "[REDACTED"
@@ -105,7 +104,22 @@ MYSQL_CLIENTS = (
 KIND_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")
 
 
-@dataclass(frozen=True, slots=True)
+class Spec:
+    """A built-in pattern before it is compiled (compiling all of them
+    costs ~3 ms: done on first use, not when the config is imported).
+    (Plain classes, not dataclasses: those cost ~1 ms each to define, on
+    every start of the listener and the CLI.)"""
+
+    __slots__ = ("empty_ok", "kind", "regex", "triggers")
+
+    def __init__(self, kind: str, regex: str, triggers: tuple[str, ...] = (),
+                 empty_ok: bool = False) -> None:
+        self.kind = kind
+        self.regex = regex
+        self.triggers = triggers
+        self.empty_ok = empty_ok
+
+
 class Pattern:
     """One rule: ``regex``'s group ``secret`` (without it: the whole match)
     is replaced by ``marker(kind)``.  ``triggers``: lower-case substrings
@@ -113,14 +127,18 @@ class Pattern:
     is always tried).  ``empty_ok``: an empty secret is replaced too (a
     URL's ``user:@``: a password field, even if empty)."""
 
-    kind: str
-    regex: re.Pattern[str]
-    triggers: tuple[str, ...] = ()
-    empty_ok: bool = False
+    __slots__ = ("empty_ok", "kind", "regex", "triggers")
+
+    def __init__(self, kind: str, regex: re.Pattern[str], triggers: tuple[str, ...] = (),
+                 empty_ok: bool = False) -> None:
+        self.kind = kind
+        self.regex = regex
+        self.triggers = triggers
+        self.empty_ok = empty_ok
 
 
-def _p(kind: str, regex: str, *triggers: str, empty_ok: bool = False) -> Pattern:
-    return Pattern(kind, re.compile(regex), triggers, empty_ok)
+def _p(kind: str, regex: str, *triggers: str, empty_ok: bool = False) -> Spec:
+    return Spec(kind, regex, triggers, empty_ok)
 
 
 # A value after `=` or a blank: quoted, or a word up to a shell or URL
@@ -136,7 +154,7 @@ _ARGS = r"(?=\s)[^;&|\n]*?\s"
 # In this order: the multi-line block first, the tokens known by their
 # form before the generic password rules (so `password=ghp_…` says
 # github-token).
-BUILTIN: tuple[Pattern, ...] = (
+BUILTIN_SPECS: tuple[Spec, ...] = (
     _p(PRIVATE_KEY,
        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?P<secret>[\s\S]+?)"
        r"(?=-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
@@ -187,7 +205,7 @@ BUILTIN: tuple[Pattern, ...] = (
 # The pre-check: every trigger of the built-in patterns, looked for once
 # per text (substring tests: cheaper than one regex alternation of them,
 # which Python's engine tries position by position).
-_TRIGGERS = tuple(sorted({t for p in BUILTIN for t in p.triggers}))
+_TRIGGERS = tuple(sorted({t for p in BUILTIN_SPECS for t in p.triggers}))
 
 
 class PatternError(ValueError):
@@ -215,11 +233,18 @@ def compile_user(name: str, regex: str) -> Pattern:
     return Pattern(name, compiled)
 
 
+@functools.cache
+def builtin() -> tuple[Pattern, ...]:
+    """The built-in patterns (:data:`BUILTIN_SPECS`), compiled once."""
+    return tuple(Pattern(p.kind, re.compile(p.regex), p.triggers, p.empty_ok)
+                 for p in BUILTIN_SPECS)
+
+
 @functools.lru_cache(maxsize=8)
 def patterns_for(user: tuple[tuple[str, str], ...] = ()) -> tuple[Pattern, ...]:
-    """:data:`BUILTIN` and the user's ``(name, regex)`` patterns after
-    them, compiled once per set."""
-    return BUILTIN + tuple(compile_user(n, r) for n, r in user)
+    """The built-in patterns and the user's ``(name, regex)`` patterns
+    after them, compiled once per set."""
+    return builtin() + tuple(compile_user(n, r) for n, r in user)
 
 
 def _add(counts: dict[str, int], more: Mapping[str, int]) -> None:
@@ -227,9 +252,13 @@ def _add(counts: dict[str, int], more: Mapping[str, int]) -> None:
         counts[kind] = counts.get(kind, 0) + n
 
 
-def redact_text(text: str, patterns: Iterable[Pattern] = BUILTIN) -> tuple[str, dict[str, int]]:
+def redact_text(
+    text: str, patterns: Iterable[Pattern] | None = None
+) -> tuple[str, dict[str, int]]:
     """``text`` with the secrets inside it replaced by their markers, and
-    how many of each kind."""
+    how many of each kind (``patterns``: default the built-in ones)."""
+    if patterns is None:
+        patterns = builtin()
     counts: dict[str, int] = {}
     lower = text.lower()
     present = {t for t in _TRIGGERS if t in lower}
@@ -261,7 +290,7 @@ def redact_text(text: str, patterns: Iterable[Pattern] = BUILTIN) -> tuple[str, 
 
 
 def redact_bytes(
-    data: bytes, patterns: Iterable[Pattern] = BUILTIN
+    data: bytes, patterns: Iterable[Pattern] | None = None
 ) -> tuple[bytes, dict[str, int]]:
     """:func:`redact_text` of a file's bytes: what is not UTF-8 passes
     unchanged (surrogate escapes), so only secrets change."""
@@ -280,7 +309,7 @@ def is_secret_name(name: str, patterns: Iterable[str] = DEFAULT_SECRET_NAMES) ->
 def redact_env(
     env: Mapping[str, str],
     names: Iterable[str] = DEFAULT_SECRET_NAMES,
-    patterns: Iterable[Pattern] = BUILTIN,
+    patterns: Iterable[Pattern] | None = None,
 ) -> tuple[dict[str, str], dict[str, int]]:
     """``env`` with every secret replaced (the secrets never leave this
     function), and how many were redacted by kind: the whole value of a
@@ -288,7 +317,7 @@ def redact_env(
     others.  A value redacted before stays as it is: applying this again
     changes nothing."""
     names = tuple(names)
-    patterns = tuple(patterns)
+    patterns = builtin() if patterns is None else tuple(patterns)
     out: dict[str, str] = {}
     counts: dict[str, int] = {}
     for name, value in env.items():
