@@ -86,7 +86,7 @@ class Collector:
         self.archived = 0
         # Secrets replaced in archived scripts (shournal.redact), by kind.
         self.redactions: dict[str, int] = {}
-        self.redact_patterns = redact.patterns_for(cfg.redact.patterns)
+        self._user_patterns = cfg.redact.patterns
         rules = rules_of(cfg)
         self.write_rule, self.read_rule, self.archive_rule = rules.write, rules.read, rules.archive
         self.may_read = filters.may_read_ids
@@ -116,6 +116,12 @@ class Collector:
         # warning yet (listener.collect() says it once the start is found
         # on disk).
         self.relay_unreported = False
+
+    @property
+    def redact_patterns(self) -> tuple[redact.Pattern, ...]:
+        """The config's secret patterns, compiled when first needed (a
+        listener process that archives nothing compiles none)."""
+        return redact.patterns_for(self._user_patterns)
 
     def lose(self, reason: str, n: int = 1) -> None:
         if n > 0:
