@@ -60,6 +60,6 @@ class CommandRecord:
     # exited.
     incomplete: bool = False
     # Secrets replaced by their markers on the way in (shournal.redact), in
-    # the text and the archived scripts: kind -> count, kinds with a count
-    # only.
+    # the text, the archived scripts and the apparatus's environment and
+    # argv: kind -> count, kinds with a count only.
     redactions: dict[str, int] = field(default_factory=dict)
