@@ -91,10 +91,21 @@ DEFAULT_CONFIG_TEXT = """\
 # max_command_size = "1GiB"
 # Archive the content of written files too (not only their digests).
 # archive_outputs = false
-# Environment variables whose values are replaced by [REDACTED] (name
-# patterns; PWD and OLDPWD never are; a URL's user:password@ always is).
+# Environment variables whose values are replaced by [REDACTED:secret-name]
+# (name patterns; PWD and OLDPWD never are; the secrets [redact] finds in
+# the other values always are).
 # secret_env_names = ["*TOKEN*", "*SECRET*", "*PASS*", "*PWD*", "*CREDENTIAL*", "*AUTH*", "*COOKIE*", "*_KEY", "*APIKEY*", "*PRIVATE_KEY*"]
 # Shell command lines run in these directories (or below) are recorded with
 # their apparatus, as after `shournal apparatus on` (e.g. ["~/projects/paper2"]).
 # paths = []
+
+[redact]
+# Your own secret patterns, redacted in command lines, archived scripts and
+# recorded environments on top of the built-in ones (tokens and keys of AWS,
+# GitHub, GitLab, Slack, Stripe, npm, private keys, JWTs, password
+# arguments, URL passwords).  Each: a name (the kind in the marker
+# [REDACTED:name]) and a Python regex; a group named "secret" limits what is
+# replaced.  `shournal redact` applies new patterns to what is stored.  E.g.
+# [{name = "acme-key", regex = "acme_[0-9a-f]{32}"}].
+# patterns = []
 """  # noqa: E501 (one TOML line per setting: the test uncomments them)

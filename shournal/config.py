@@ -19,7 +19,7 @@ from pathlib import Path
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 from shournal import _paths, limits
 from shournal._default_config import DEFAULT_CONFIG_TEXT
-from shournal.redact import DEFAULT_SECRET_NAMES
+from shournal.redact import DEFAULT_SECRET_NAMES, PatternError, compile_user
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "IgnoreCommandsConfig",
     "MountsConfig",
     "ReadEventsConfig",
+    "RedactConfig",
     "ScriptArchiveConfig",
     "StoreConfig",
     "WriteEventsConfig",
@@ -151,6 +152,15 @@ class ApparatusConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RedactConfig:
+    """[redact]: the user's secret patterns, on top of the built-in ones
+    (shournal.redact): (name, regex) pairs, each name the kind in its
+    marker, ``[REDACTED:name]``."""
+
+    patterns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; every part defaults to the original's defaults."""
 
@@ -162,6 +172,7 @@ class Config:
     hash: HashConfig = field(default_factory=HashConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     apparatus: ApparatusConfig = field(default_factory=ApparatusConfig)
+    redact: RedactConfig = field(default_factory=RedactConfig)
     # The file the values came from; None when nothing was read.
     source: Path | None = field(default=None, compare=False)
 
@@ -379,6 +390,32 @@ def _commands(value: object) -> tuple[str, ...]:
     return tuple(result)
 
 
+def _redact_patterns(value: object) -> tuple[tuple[str, str], ...]:
+    """[{name = "...", regex = "..."}, ...], each checked by
+    shournal.redact (a regex that does not compile is an error here, never
+    on a command line)."""
+    if not isinstance(value, list):
+        raise _Invalid(
+            f'expected an array of {{name = "...", regex = "..."}}, got {_describe(value)}'
+        )
+    result: list[tuple[str, str]] = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"name", "regex"}:
+            raise _Invalid(f'expected {{name = "...", regex = "..."}}, got {_describe(item)}'
+                           + (f" with keys {sorted(item)}" if isinstance(item, dict) else ""))
+        name, regex = item["name"], item["regex"]
+        if not isinstance(name, str) or not isinstance(regex, str):
+            raise _Invalid("name and regex must be strings")
+        try:
+            compile_user(name, regex)
+        except PatternError as exc:
+            raise _Invalid(str(exc), name) from None
+        if any(n == name for n, _ in result):
+            raise _Invalid(f"pattern name {name!r} given twice", name)
+        result.append((name, regex))
+    return tuple(result)
+
+
 _include = _path_list(keep_hidden_children=True)
 _exclude = _path_list(keep_hidden_children=False)
 
@@ -438,6 +475,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "paths": _exclude,
         },
     ),
+    "redact": (RedactConfig, {"patterns": _redact_patterns}),
 }
 _HEADERS = frozenset(f"[{name}]" for name in _SCHEMA)
 

@@ -496,7 +496,7 @@ class JournalStats(_Value):
     __slots__ = (
         "commands", "sessions", "written_events", "read_events", "first_start", "last_start",
         "most_modifications", "sessions_most_commands", "busiest_working_dirs",
-        "busiest_directories",
+        "busiest_directories", "redactions",
     )  # fmt: skip
 
     def __init__(
@@ -511,6 +511,7 @@ class JournalStats(_Value):
         sessions_most_commands: list[SessionCommands] | None = None,
         busiest_working_dirs: list[WorkingDirCommands] | None = None,
         busiest_directories: list[DirectoryActivity] | None = None,
+        redactions: dict[str, int] | None = None,
     ) -> None:
         self.commands = commands
         self.sessions = sessions
@@ -530,6 +531,9 @@ class JournalStats(_Value):
         self.busiest_directories: list[DirectoryActivity] = (
             [] if busiest_directories is None else busiest_directories
         )
+        # Secrets replaced by their markers in these commands, by kind
+        # (shournal.redact); filled by shournal.store.stats only.
+        self.redactions: dict[str, int] = {} if redactions is None else redactions
 
 
 # -- what files commands produced and consumed (shournal stats; computed by

@@ -181,6 +181,35 @@ def _store_check() -> Check:
         return Check("store", False, (str(exc).splitlines() or [type(exc).__name__])[0], fix)
 
 
+def _redaction_check() -> Check:
+    """Not a problem, a fact worth knowing: the secrets kept out of the
+    journal, and the patterns that find them (shournal.redact)."""
+    from shournal import redact
+    from shournal.config import ConfigError, load_config
+    from shournal.journal import Journal
+
+    try:
+        user = len(load_config(create=False).redact.patterns)
+    except ConfigError:
+        user = 0  # (the config check says what is wrong)
+    rules = f"{len(redact.BUILTIN_SPECS)} built-in patterns"
+    rules += f" and {user} of yours" if user else ""
+    try:
+        with Journal.open(create=False, read_only=True) as journal:
+            commands, counts = journal.redactions()
+    except Exception as exc:  # noqa: BLE001 - the store check says what is wrong
+        return Check("redaction", True, f"{rules}; not counted ({exc})".splitlines()[0],
+                     blocks=False)
+    if not counts:
+        return Check("redaction", True, f"{rules}; no secret redacted yet", blocks=False)
+    total = sum(counts.values())
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda e: (-e[1], e[0])))
+    return Check(
+        "redaction", True,
+        f"{rules}; {total} secret(s) redacted in {commands} command(s): {kinds}", blocks=False,
+    )
+
+
 def _privacy_check() -> Check:
     """The journal holds what the user's commands read and wrote (and the
     archive, beside it, their scripts): nobody else may read it."""
@@ -373,6 +402,7 @@ def run_checks() -> list[Check]:
     checks.append(_config_check())
     checks.append(_store_check())
     checks.append(_privacy_check())
+    checks.append(_redaction_check())
     checks.append(_runtime_check())
     checks.append(_daemon_check())
     checks.append(_userns_check())

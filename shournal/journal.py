@@ -41,9 +41,11 @@ if TYPE_CHECKING:
     )
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
+    from shournal.redact import RedactResult
     from shournal.store.db import Store
 
 __all__ = ["Journal", "resolve_url"]
+
 
 class Journal:
     """A shournal journal: every recorded command line with the files it
@@ -477,6 +479,49 @@ class Journal:
         from shournal.store.labels import remove_tags
 
         return remove_tags(self._store, command_id, tags)
+
+    # -- redaction ---------------------------------------------------------------------
+
+    def redactions(self) -> tuple[int, dict[str, int]]:
+        """The secrets replaced by their markers in the whole journal
+        (shournal.redact): how many commands have one, and the counts by
+        kind."""
+        from shournal.store.redaction import commands_redacted, counts_by_kind
+
+        with self._reading() as conn:
+            return commands_redacted(conn), counts_by_kind(conn)
+
+    def redact(
+        self,
+        patterns: Iterable[Any],
+        *,
+        secret_env_names: Iterable[str] | None = None,
+        dry_run: bool = False,
+    ) -> RedactResult:
+        """Apply ``patterns`` (shournal.redact.Pattern, e.g.
+        ``patterns_for(config.redact.patterns)``) to every stored command
+        line and archived script, and to the apparatus manifests' argv and
+        environment (variables named like ``secret_env_names`` too, default
+        :data:`shournal.redact.DEFAULT_SECRET_NAMES`); count what is
+        replaced with each command.  ``dry_run``: only say what would
+        change.  One transaction; running it again changes nothing.
+
+        :raises shournal.store.StoreError: the journal cannot be written.
+        """
+        from shournal import redact
+        from shournal.store.archive import redact_manifest
+        from shournal.store.redaction import redact_stored
+
+        patterns = tuple(patterns)
+        names = tuple(redact.DEFAULT_SECRET_NAMES if secret_env_names is None
+                      else secret_env_names)  # fmt: skip
+        return redact_stored(
+            self._store,
+            lambda text: redact.redact_text(text, patterns),
+            lambda data: redact.redact_bytes(data, patterns),
+            lambda data: redact_manifest(data, names, patterns),
+            dry_run=dry_run,
+        )
 
     # -- writing -----------------------------------------------------------------------
 

@@ -65,3 +65,7 @@ class CommandRecord:
     # overlapping history again stores nothing twice.
     imported_from: str | None = None
     import_key: bytes | None = None
+    # Secrets replaced by their markers on the way in (shournal.redact), in
+    # the text, the archived scripts and the apparatus's environment and
+    # argv: kind -> count, kinds with a count only.
+    redactions: dict[str, int] = field(default_factory=dict)

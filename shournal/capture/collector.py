@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-from shournal import _paths, limits
+from shournal import _paths, limits, redact
 from shournal.capture import protocol
 from shournal.record import FileEvent
 
@@ -84,6 +84,9 @@ class Collector:
         # lost events by reason (shournal.record.LOST_REASONS)
         self.lost: dict[str, int] = {}
         self.archived = 0
+        # Secrets replaced in archived scripts (shournal.redact), by kind.
+        self.redactions: dict[str, int] = {}
+        self._user_patterns = cfg.redact.patterns
         rules = rules_of(cfg)
         self.write_rule, self.read_rule, self.archive_rule = rules.write, rules.read, rules.archive
         self.may_read = filters.may_read_ids
@@ -113,6 +116,12 @@ class Collector:
         # warning yet (listener.collect() says it once the start is found
         # on disk).
         self.relay_unreported = False
+
+    @property
+    def redact_patterns(self) -> tuple[redact.Pattern, ...]:
+        """The config's secret patterns, compiled when first needed (a
+        listener process that archives nothing compiles none)."""
+        return redact.patterns_for(self._user_patterns)
 
     def lose(self, reason: str, n: int = 1) -> None:
         if n > 0:
@@ -223,6 +232,10 @@ class Collector:
             content = self._content(fd, size, hsh)
             if content is not None:
                 self.archived += 1
+                # The script archive keeps no secret (the apparatus's
+                # archive, byte-exact for a replay, reads _content itself).
+                content, found = redact.redact_bytes(content, self.redact_patterns)
+                redact.add_counts(self.redactions, found)
         elif known is not None:
             content = known.content
         self.reads[path] = FileEvent(path, size, mtime, mode, hsh, content)

@@ -40,7 +40,7 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from shournal import _paths
+from shournal import _paths, redact
 from shournal.capture import protocol, setup_args
 from shournal.capture.collector import Collector, rules_of
 
@@ -416,6 +416,10 @@ def _username(uid: int) -> str:
 
 def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -> CommandRecord:
     hashed = collector.hash_settings
+    # (the manifest first: building it redacts the apparatus's environment,
+    # whose counts join the scripts')
+    manifest = getattr(collector, "manifest", None)
+    redactions = redact.add_counts(dict(collector.redactions), getattr(collector, "redacted", {}))
     return CommandRecord(
         text=cmd.text.decode("utf-8", errors="backslashreplace"),
         return_value=cmd.return_value,
@@ -432,15 +436,27 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         dropped_writes=collector.dropped_writes,
         dropped_reads=collector.dropped_reads,
         lost_events=sum(collector.lost.values()),
-        apparatus=getattr(collector, "manifest", None),
+        apparatus=manifest,
         derived_from=getattr(collector, "derived_from", None),
         lost_reasons=dict(collector.lost),
         incomplete=cmd.incomplete,
+        redactions=redactions,
     )
 
 
 def _ignored(cfg, text: str) -> bool:
     return rules_of(cfg).ignore.matches_line(text)
+
+
+def admit(cfg, text: str) -> tuple[str, dict[str, int]] | None:
+    """The one gate of a command line's text on its way into a record
+    (built here, or from a start on disk): None when the config ignores
+    it (matched as typed), else the text with its secrets replaced by
+    their markers (shournal.redact, the built-in patterns and the
+    config's) and how many of each kind."""
+    if _ignored(cfg, text):
+        return None
+    return redact.redact_text(text, redact.patterns_for(cfg.redact.patterns))
 
 
 # Exit status of the listener when its command line could not be stored
@@ -496,7 +512,7 @@ def recover_starts(store, cfg, busy: Container[int] = frozenset(),
         _warn(f"{message}: {short_command(text)}", start.session)
 
     return spool.recover_starts(
-        store, _username(os.getuid()), socket.gethostname(), lambda text: _ignored(cfg, text),
+        store, _username(os.getuid()), socket.gethostname(), lambda text: admit(cfg, text),
         warn, directory, busy
     )
 
@@ -616,10 +632,13 @@ def collect(
             spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
         return None
     rec = build_record(cwd, command, collector)
-    if _ignored(cfg, rec.text):
+    admitted = admit(cfg, rec.text)
+    if admitted is None:
         spool.forget_started(forwarder, spool_dir)
         spool.forget_start(forwarder, command.session, command.start_ns, spool_dir)
         return None
+    rec.text = admitted[0]
+    redact.add_counts(rec.redactions, admitted[1])
     return rec
 
 

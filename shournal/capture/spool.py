@@ -670,7 +670,7 @@ def orphaned_starts(
     return out
 
 
-def recover_starts(store, username: str, hostname: str, ignored, warn,
+def recover_starts(store, username: str, hostname: str, admit, warn,
                    directory: Path | None = None, busy: Container[int] = frozenset()) -> int:
     """Store every start whose recorder is gone as an incomplete command
     (Store `store`), once; the number stored.  Only when the daemon's spool
@@ -678,7 +678,9 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
     missed by the lookup).  Each file under flock (one recoverer at a
     time; one unlinked meanwhile was taken), looked up first (a recorder
     killed between storing the line and removing its start stored it
-    already).  `ignored(text)`: a command the config ignores (dropped);
+    already).  `admit(text)`: None for a command the config ignores
+    (dropped), else its text as stored and its redactions by kind
+    (shournal.capture.listener.admit);
     `warn(start, message)`: the warning naming the command; `busy`: the
     listener pids of lines the caller (the daemon) is reading now, whose
     forwarder may be gone already.  Store errors propagate: what is not
@@ -695,9 +697,10 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
             if start is None or start.listener_pid in busy or not recorder_gone(start):
                 continue
             text = start.text.decode("utf-8", errors="backslashreplace")
-            if text.strip() and not ignored(text):
+            admitted = admit(text) if text.strip() else None
+            if admitted is not None:
                 rec = CommandRecord(
-                    text=text,
+                    text=admitted[0],
                     return_value=RETURN_VALUE_UNKNOWN,
                     start_ns=start.start_ns,
                     end_ns=start.start_ns,
@@ -710,6 +713,7 @@ def recover_starts(store, username: str, hostname: str, ignored, warn,
                     lost_events=1,
                     lost_reasons={"relay": 1},
                     incomplete=True,
+                    redactions=admitted[1],
                 )
                 if not store.has_command(rec):
                     store.add_command(rec)

@@ -17,6 +17,7 @@ from shournal.cli.importing import import_history
 from shournal.cli.labels import note, tag
 from shournal.cli.provenance import export, lineage, status
 from shournal.cli.query import query
+from shournal.cli.redact import redact
 from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
 from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
@@ -115,6 +116,13 @@ app.command(
 app.command("delete", help="Delete commands and what only they referenced from the journal.")(
     delete
 )
+app.command(
+    "redact",
+    help="Apply the current secret patterns (built in and [redact] patterns) to the stored "
+    "command lines, archived scripts and recorded environments; --dry-run says what would "
+    "change.",
+    short_help="Redact secrets in what is stored already (--dry-run).",
+)(redact)
 app.command(
     "lineage",
     help="From FILE back to every command that made it and the files they read.",

@@ -56,7 +56,9 @@ def import_history(
 ) -> None:
     """Import a history: each entry becomes a command marked as imported
     from FORMAT; entries already imported are skipped."""
-    from shournal.importers import default_path, read_history
+    from shournal.config import load_config
+    from shournal.importers import default_path, read_history, redacted
+    from shournal.redact import patterns_for
     from shournal.terminal import printable
 
     if path is None:
@@ -64,6 +66,8 @@ def import_history(
         if path is None:
             fail(f"import {fmt.value} needs the PATH of the file to import", EXIT_USAGE)
     history = read_history(fmt.value, path)
+    # Secrets in what is brought in are kept no more than in what is recorded.
+    records = redacted(history.records, patterns_for(load_config(create=False).redact.patterns))
     with errors_to_status():
         from shournal.errors import StoreMissing
         from shournal.journal import Journal
@@ -71,11 +75,11 @@ def import_history(
         try:
             # (a dry run creates no journal: with none, all would be new)
             with Journal.open(create=not dry_run, read_only=dry_run) as journal:
-                stored, skipped = journal.add_imported(history.records, dry_run=dry_run)
+                stored, skipped = journal.add_imported(records, dry_run=dry_run)
         except StoreMissing:
             if not dry_run:
                 raise
-            stored, skipped = len(history.records), 0
+            stored, skipped = len(records), 0
     for line in history.notes:
         note(line)
     done = "would import" if dry_run else "imported"

@@ -141,4 +141,5 @@ def stats_object(s: Any) -> dict[str, Any]:
             {"path": os.fsdecode(e.path), "written": e.written, "read": e.read}
             for e in s.busiest_directories
         ],
+        "redactions": dict(sorted(s.redactions.items())),
     }

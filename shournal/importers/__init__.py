@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from shournal.record import CommandRecord
+from shournal.redact import Pattern
 
 # The formats, each the module of its parser (shournal.importers.<module>).
 FORMATS: dict[str, str] = {
@@ -87,3 +88,26 @@ def _module(fmt: str) -> ModuleType:
 
 def home() -> Path:
     return Path(os.path.expanduser("~"))
+
+
+def redacted(records: list[CommandRecord], patterns: tuple[Pattern, ...]) -> list[CommandRecord]:
+    """``records`` with the secrets in their text and archived scripts
+    replaced by markers and counted, as the recorder does on the way in
+    (:mod:`shournal.redact`); the import keys stay those of the source."""
+    from dataclasses import replace
+
+    from shournal.redact import add_counts, redact_bytes, redact_text
+
+    out = []
+    for rec in records:
+        text, counts = redact_text(rec.text, patterns)
+        reads = []
+        for ev in rec.reads:
+            if ev.content is not None:
+                content, more = redact_bytes(ev.content, patterns)
+                if more:
+                    ev = replace(ev, content=content)
+                    add_counts(counts, more)
+            reads.append(ev)
+        out.append(replace(rec, text=text, reads=reads, redactions=counts) if counts else rec)
+    return out

@@ -315,6 +315,13 @@ def _when(moment: datetime | None, tz: tzinfo | None) -> str:
     return "-" if moment is None else moment.astimezone(tz).strftime("%Y-%m-%d %H:%M")
 
 
+def redactions_line(counts: dict[str, int]) -> str:
+    """``3 secrets redacted: github-token 2, stripe-key 1`` (shournal.redact)."""
+    total = sum(counts.values())
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda e: (-e[1], e[0])))
+    return f"{_plural(total, 'secret')} redacted: {kinds}"
+
+
 def render_stats(
     stats: JournalStats,
     *,
@@ -335,6 +342,8 @@ def render_stats(
             f"{stats.written_events} written and {stats.read_events} read file events, "
             f"{_when(stats.first_start, tz)} to {_when(stats.last_start, tz)}"
         )
+        if stats.redactions:
+            lines.append(redactions_line(stats.redactions))
 
     def section(title: str, entries: list[str]) -> None:
         if len(entries) < max(min_count, 1):

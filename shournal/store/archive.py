@@ -220,3 +220,46 @@ def encode_manifest(manifest: dict[str, Any]) -> bytes:
 
 def decode_manifest(data: bytes) -> dict[str, Any]:
     return json.loads(zlib.decompress(data))
+
+
+def redact_argv(argv: Any, patterns: Any) -> tuple[Any, dict[str, int]]:
+    """A manifest's argv with the secrets in each argument replaced
+    (shournal.redact; not a list: as it is)."""
+    from shournal import redact
+
+    if not isinstance(argv, list):
+        return argv, {}
+    counts: dict[str, int] = {}
+    out = []
+    for arg in argv:
+        if isinstance(arg, str):
+            arg, found = redact.redact_text(arg, patterns)
+            redact.add_counts(counts, found)
+        out.append(arg)
+    return out, counts
+
+
+def redact_manifest(
+    data: bytes, names: Iterable[str], patterns: Iterable[Any]
+) -> tuple[bytes, dict[str, int]]:
+    """An encoded manifest with today's rules applied to its environment
+    (secret ``names``, ``patterns``) and argv, and what they replaced by
+    kind (added to its own ``redacted`` too); unchanged when nothing was
+    found (`shournal redact`)."""
+    from shournal import redact
+
+    patterns = tuple(patterns)
+    man = decode_manifest(data)
+    counts: dict[str, int] = {}
+    env = man.get("env")
+    if isinstance(env, dict):
+        new_env, counts = redact.redact_env(env, names, patterns)
+    man["argv"], found = redact_argv(man.get("argv"), patterns)
+    redact.add_counts(counts, found)
+    if not counts:
+        return data, {}
+    if isinstance(env, dict):
+        man["env"] = new_env
+    old = man.get("redacted")
+    man["redacted"] = redact.add_counts(dict(old) if isinstance(old, dict) else {}, counts)
+    return encode_manifest(man), counts

@@ -339,6 +339,7 @@ def delete_commands(
         conn.execute(text(f"DELETE FROM apparatus WHERE command_id IN ({doomed})"))
         for table in ("command_note", "command_tag"):
             conn.execute(text(f"DELETE FROM {table} WHERE command_id IN ({doomed})"))
+        conn.execute(text(f"DELETE FROM redaction WHERE command_id IN ({doomed})"))
         result.events = sum(
             conn.execute(text(f"DELETE FROM {t} WHERE command_id IN ({doomed})")).rowcount
             for t in ("write_event", "read_event")

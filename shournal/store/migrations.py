@@ -245,6 +245,14 @@ def _command_indexes(conn: Connection) -> None:
             ix.create(conn, checkfirst=True)
 
 
+def redaction(conn: Connection) -> None:
+    """Schema 10: table redaction (no rows for older commands: what was
+    redacted in them, if anything, was not counted)."""
+    m.Base.metadata.create_all(
+        conn, tables=[m.Redaction.__table__], checkfirst=True  # type: ignore[list-item]
+    )
+
+
 class Migration(NamedTuple):
     version: int  # the schema version it lifts a journal to (from the one before)
     upgrade: Callable[[Connection], None]
@@ -259,6 +267,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, incomplete),
     Migration(8, notes_and_tags),
     Migration(9, imported),
+    Migration(10, redaction),
 )
 
 # The version of a journal this shournal creates, and to which it upgrades

@@ -407,6 +407,23 @@ class CommandTag(Base):
 LABEL_TABLES = ("command_note", "tag", "command_tag")
 
 
+class Redaction(Base):
+    """How many secrets of ``kind`` (shournal.redact) were replaced by their
+    markers in command ``command_id``: in its text and its archived
+    scripts (on the way in, or by `shournal redact`), and in the
+    environment of its apparatus manifest.  Rows with a count only."""
+
+    __tablename__ = "redaction"
+    # (the key is the row: one B-tree, no second one for the key's index)
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    command_id: Mapped[int] = mapped_column(
+        ForeignKey("command.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
 def split_path(path: bytes) -> tuple[bytes, bytes]:
     """(directory with trailing slash, basename); dir + base == path."""
     cut = path.rfind(b"/") + 1

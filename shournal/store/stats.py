@@ -98,6 +98,7 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
     from sqlalchemy import func, literal, select, union_all
 
     from shournal.store import models as m
+    from shournal.store.redaction import counts_by_kind
 
     c, we, re_, rf = m.Command, m.WriteEvent, m.ReadEvent, m.ReadFile
     out = JournalStats()
@@ -193,6 +194,9 @@ def _stats(conn: Connection, parts: Sequence[Any], top: int, *, limit_in_sql: bo
         q = q.limit(limit) if limit is not None else q
         for did, w, total in conn.execute(q):
             tally.directory(did, w, total)
+
+        for kind, count in counts_by_kind(conn, _restrict(m.Redaction.command_id, part)).items():
+            out.redactions[kind] = out.redactions.get(kind, 0) + count
     if not limit_in_sql:
         out.sessions = len(tally.session_ids)
 

@@ -308,6 +308,12 @@ class Writer:
                 {"command_id": command_id, "manifest": rec.apparatus,
                  "derived_from": rec.derived_from},
             )
+        if rec.redactions:
+            conn.execute(
+                m.Redaction.__table__.insert(),
+                [{"command_id": command_id, "kind": k, "count": n}
+                 for k, n in sorted(rec.redactions.items()) if n],
+            )
         return command_id
 
     def _lock_find_or_insert(self, conn: Connection) -> None:

@@ -96,7 +96,7 @@ def test_record_apparatus_archives_what_was_read_from_the_event_fds(
     (out,) = man["writes"]
     assert out[0] == str(analysis / "results.txt")
     assert out[5] == content_digest(b"rows=3 total=16.000\n").hex()
-    assert man["env"]["API_TOKEN"] == man["env"]["DB_PASSWORD"] == "[REDACTED]"
+    assert man["env"]["API_TOKEN"] == man["env"]["DB_PASSWORD"] == "[REDACTED:secret-name]"
     assert man["env"]["PLAIN"] == "visible"
     assert (man["uid"], man["gid"]) == (install.user.pw_uid, install.user.pw_gid)
     assert man["kernel"] == os.uname().release and man["umask"] is not None

@@ -12,12 +12,13 @@ import pytest
 from fixtures_shell import Install, journal_url, wait_stored
 
 from shournal.journal import Journal
-from shournal.redact import MARKER
+from shournal.redact import MARKER, URL_PASSWORD, marker
 from shournal.store import Store
 from shournal.store.archive import decode_manifest
 
 pytestmark = [pytest.mark.root]
 
+URL = marker(URL_PASSWORD)
 # name -> (value, what is stored)
 SECRETS = {
     "MYSQL_PWD": ("pw-mysql-26", MARKER),
@@ -25,8 +26,8 @@ SECRETS = {
     "GPG_PASSPHRASE": ("pw-gpg-26", MARKER),
     "DB_PASSWD": ("pw-db-26", MARKER),
     "GITHUB_TOKEN": ("pw-token-26", MARKER),
-    "DATABASE_URL": ("postgresql://u:pw-url-26@db.example/x", f"postgresql://{MARKER}@db.example/x"),
-    "http_proxy": ("http://u:pw-proxy-26@proxy:3128", f"http://{MARKER}@proxy:3128"),
+    "DATABASE_URL": ("postgresql://u:pw-url-26@db.example/x", f"postgresql://u:{URL}@db.example/x"),
+    "http_proxy": ("http://u:pw-proxy-26@proxy:3128", f"http://u:{URL}@proxy:3128"),
 }
 VALUES = [v for v, _ in SECRETS.values()]
 
@@ -78,7 +79,7 @@ def test_secrets_are_neither_stored_nor_exported(install, user_home):
     for name, (_, stored) in SECRETS.items():
         assert man["env"][name] == stored, name
     assert man["env"]["PWD"] == str(work) and man["env"]["OLDPWD"] == str(user_home)
-    assert man["redacted"] == {"secret_name": 5, "url_password": 2}
+    assert man["redacted"] == {"secret-name": 5, "url-password": 2}
     assert files_leak(user_home / ".local" / "share" / "shournal") == []
 
     # every way out

@@ -709,7 +709,7 @@ def _downgrade_to(s: Store, version: int) -> None:
                 ),
                 dict(zip(("c", "d", "b", "s", "m", "h", "o", "ct"), row, strict=True), id=i),
             )
-        for table in ("read_event", "read_file", "write_event"):
+        for table in ("read_event", "read_file", "write_event", "redaction"):
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("DROP INDEX ix_command_session_id"))
         _cwd_back_to_text(conn, sqlite)
@@ -836,7 +836,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == SCHEMA_VERSION == 9
+            assert version == SCHEMA_VERSION == 10
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns
@@ -870,6 +870,25 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
         [cmd] = find_commands(s, command_id=cid)
         assert cmd.writes[0].id > max(w[0] for c in before for w in c[2])
         assert cmd.reads[0].id > max(read_ids)
+
+
+def test_upgrade_from_7_adds_the_redaction_table(db_url: str) -> None:
+    """Schema 8's redaction: no rows for old commands; new ones counted."""
+    with Store(db_url) as s:
+        s.add_command(record(text="old"))
+        with s.writing() as conn:
+            conn.execute(text("DROP TABLE redaction"))
+            conn.execute(m.SchemaVersion.__table__.update().values(version=7))
+    with Store(db_url, create=False) as s:
+        rec = record(text="x [REDACTED:github-token]")
+        rec.redactions = {"github-token": 1}
+        new = s.add_command(rec)
+        with s.reading() as conn:
+            version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
+            rows = conn.execute(select(m.Redaction.command_id, m.Redaction.kind,
+                                       m.Redaction.count)).all()
+    assert version == 8
+    assert [tuple(r) for r in rows] == [(new, "github-token", 1)]
 
 
 def test_upgrade_from_6_adds_incomplete(db_url: str) -> None:

@@ -22,6 +22,7 @@ from shournal.config import (
     IgnoreCommandsConfig,
     MountsConfig,
     ReadEventsConfig,
+    RedactConfig,
     ScriptArchiveConfig,
     StoreConfig,
     WriteEventsConfig,
@@ -60,6 +61,7 @@ SECTIONS = {
     "hash": HashConfig,
     "store": StoreConfig,
     "apparatus": ApparatusConfig,
+    "redact": RedactConfig,
 }
 
 
@@ -588,3 +590,29 @@ def test_helper_options_follow_the_config():
         include_file_extensions=tuple(f"e{i}" for i in range(31)),
         include_file_names=("A", "B")))
     assert "--archive-name" not in helper_options(full)
+
+
+# ---- [redact] ---------------------------------------------------------------
+
+
+def test_redact_patterns_are_read_in_order() -> None:
+    cfg = parse('[redact]\npatterns = [\n  {name = "acme", regex = "acme_[0-9]+"},\n'
+                '  {name = "t.k", regex = "tk=(?P<secret>\\\\S+)"},\n]\n')
+    assert cfg.redact == RedactConfig((("acme", "acme_[0-9]+"), ("t.k", r"tk=(?P<secret>\S+)")))
+
+
+@pytest.mark.parametrize(("body", "needle", "line"), [
+    ('patterns = [{name = "a", regex = "acme_("}]', "pattern 'a': invalid regex", 2),
+    ('patterns = [\n  {name = "ok", regex = "x"},\n  {name = "b", regex = "a*"},\n]',
+     "matches the empty text", 4),
+    ('patterns = [{name = "Bad Name", regex = "x"}]', "invalid pattern name", 2),
+    ('patterns = [{name = "a", regex = "x"}, {name = "a", regex = "y"}]', "given twice", 2),
+    ('patterns = [{name = "a"}]', 'expected {name = "...", regex = "..."}', 2),
+    ('patterns = ["acme_.*"]', "expected {name", 2),
+    ('patterns = "acme"', "expected an array", 2),
+    ('patterns = [{name = "a", regex = 5}]', "must be strings", 2),
+])  # fmt: skip
+def test_bad_redact_patterns_are_one_line_errors(body: str, needle: str, line: int) -> None:
+    err = error(f"[redact]\n{body}\n")
+    assert needle in str(err), str(err)
+    assert str(err).startswith(f"config.toml:{line}: [redact] patterns: "), str(err)

@@ -30,7 +30,7 @@ DEFAULT = ApparatusConfig().secret_env_names
 def test_secret_looking_names_are_redacted(name: str) -> None:
     env = {name: "s3cr3t", "HOME": "/home/u"}
     out, counts = redact_env(env, DEFAULT)
-    assert out == {name: REDACTED, "HOME": "/home/u"} and counts == {"secret_name": 1}
+    assert out == {name: REDACTED, "HOME": "/home/u"} and counts == {"secret-name": 1}
     assert "s3cr3t" not in repr(out)
 
 

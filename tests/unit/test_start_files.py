@@ -64,7 +64,7 @@ class FakeStore:
 
 def _recover(store: FakeStore, base: Path, warned: list[str]) -> int:
     return sp.recover_starts(
-        store, "u", "h", lambda text: text.startswith("ignored"),
+        store, "u", "h", lambda text: None if text.startswith("ignored") else (text, {}),
         lambda start, msg: warned.append(f"{msg}: {start.text.decode()}"), base,
     )  # fmt: skip
 
@@ -141,6 +141,21 @@ def test_a_line_the_daemon_reads_now_is_not_recovered(tmp_path):
     dead = (_dead_pid(), 0)
     path = write_start(tmp_path, b"make", 100, holder=dead, listener=dead)
     store = FakeStore()
-    assert sp.recover_starts(store, "u", "h", lambda t: False, lambda s, m: None, tmp_path,
+    assert sp.recover_starts(store, "u", "h", lambda t: (t, {}), lambda s, m: None, tmp_path,
                              busy={dead[0]}) == 0  # fmt: skip
     assert path.exists() and store.recs == []
+
+
+def test_a_recovered_line_passes_the_capture_gate(tmp_path):
+    """The start of a killed recorder is stored through listener.admit:
+    redacted and counted like any other line."""
+    from shournal.capture.listener import admit
+    from shournal.config import Config
+
+    dead = (_dead_pid(), 0)
+    write_start(tmp_path, b"mysql -uroot -pS3cret shop", 100, holder=dead, listener=dead)
+    store = FakeStore()
+    assert sp.recover_starts(store, "u", "h", lambda t: admit(Config(), t),
+                             lambda s, m: None, tmp_path) == 1  # fmt: skip
+    assert store.recs[0].text == "mysql -uroot -p[REDACTED:password] shop"
+    assert store.recs[0].redactions == {"password": 1}

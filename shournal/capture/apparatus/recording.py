@@ -39,7 +39,13 @@ from shournal import _paths, redact
 from shournal.capture.apparatus import ENV_VAR, summary_path
 from shournal.capture.collector import Collector, read_all
 from shournal.hashing import CONTENT_DIGEST_ALGORITHM, content_digest
-from shournal.store.archive import MANIFEST_FORMAT, Archive, ArchiveError, encode_manifest
+from shournal.store.archive import (
+    MANIFEST_FORMAT,
+    Archive,
+    ArchiveError,
+    encode_manifest,
+    redact_argv,
+)
 
 # Reasons a read or written file's content is not in the archive.
 TOO_LARGE = "too_large"  # beyond [apparatus] max_file_size
@@ -203,10 +209,13 @@ class ApparatusCollector(Collector):
             # (a device or pipe has no content to lose)
             if why is not None and why != NOT_REGULAR:
                 self.not_archived[why] = self.not_archived.get(why, 0) + 1
-        env, self.redacted = redact.redact_env(self.env, self.app_cfg.secret_env_names)
+        env, self.redacted = redact.redact_env(
+            self.env, self.app_cfg.secret_env_names, self.redact_patterns
+        )
         uname = os.uname()
         umask = self.extra.get("umask")
-        argv = self.extra.get("argv")
+        argv, found = redact_argv(self.extra.get("argv"), self.redact_patterns)
+        redact.add_counts(self.redacted, found)
         return {
             "format": MANIFEST_FORMAT,
             "digest_algorithm": CONTENT_DIGEST_ALGORITHM,
