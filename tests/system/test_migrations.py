@@ -282,6 +282,13 @@ def test_9_imported(journal_at: Any) -> None:
     assert "ix_command_import_key" in structure["command"][1]
 
 
+def test_10_redaction(journal_at: Any) -> None:
+    db, structure = _migrated(journal_at, 10)
+    assert "redaction" in structure
+    # older commands were not counted: no rows
+    assert _rows(db, "SELECT count(*) FROM redaction") == [(0,)]
+
+
 @pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_opening_upgrades_to_exactly_a_new_journal(
     journal_at: Any, db_url: str, version: int
