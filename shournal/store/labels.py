@@ -88,7 +88,7 @@ def add_tags(store: Store, command_id: int, tags: Iterable[str]) -> list[str]:
         for name in wanted:
             if name in has:
                 continue
-            conn.execute(store._insert_ignore(tag), {"name": name})  # type: ignore[arg-type]
+            conn.execute(store.writer.insert_ignore(tag), {"name": name})  # type: ignore[arg-type]
             tag_id = conn.execute(select(tag.c.id).where(tag.c.name == name)).scalar_one()
             conn.execute(link.insert(), {"command_id": command_id, "tag_id": tag_id})
             added.append(name)

@@ -67,7 +67,8 @@ class Writer:
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
 
-    def _insert_ignore(self, table: Table) -> Insert:
+    def insert_ignore(self, table: Table) -> Insert:
+        """An INSERT that leaves a row whose key exists as it is."""
         if self.dialect_name == "sqlite":
             from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -78,7 +79,7 @@ class Writer:
 
     def _get_or_create(self, conn: Connection, model: type[m.Base], **values: Any) -> int:
         table: Table = model.__table__  # type: ignore[assignment]
-        conn.execute(self._insert_ignore(table), values)
+        conn.execute(self.insert_ignore(table), values)
         where = [table.c[k] == v for k, v in values.items()]
         return conn.execute(select(table.c.id).where(*where)).scalar_one()
 
@@ -134,7 +135,7 @@ class Writer:
         each row's ``key`` value to its id."""
         if not rows:
             return {}
-        conn.execute(self._insert_ignore(table), list(rows))
+        conn.execute(self.insert_ignore(table), list(rows))
         ids: dict[Any, int] = {}
         keys = [r[key] for r in rows]
         column = table.c[key]
