@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from shournal.restore import ArchivedFile, RestoredFile, RestoreResult
     from shournal.store.db import Store
     from shournal.store.gc import DeletePlan, DeleteResult
+    from shournal.store.search import Searcher
 
 __all__ = ["Journal", "resolve_url"]
 
@@ -141,6 +142,19 @@ class Journal:
         from shournal.store.db import Store
 
         return cls(Store(resolve_url(url, config=config), create=create, read_only=read_only))
+
+    @staticmethod
+    def searcher(url: str | None = None) -> Searcher:
+        """The interactive search's reader of the journal :func:`resolve_url`
+        names: pages of matches, newest first, each a bounded amount of
+        work (see :mod:`shournal.store.search`).  SQLite journals only;
+        SQLAlchemy is not loaded (the search screen's start-up budget).
+
+        :raises shournal.store.StoreError: none yet, or not searchable.
+        """
+        from shournal.store.search import open_searcher
+
+        return open_searcher(resolve_url(url))
 
     @property
     def location(self) -> str:
