@@ -60,6 +60,9 @@ SCOPES = ("all", "host", "session", "directory", "repository")
 
 _ESCAPE = "\\"
 
+# How long one step of a search (one window, one SQL statement) should take.
+STEP_SECONDS = 0.008
+
 
 def _like_literal(text: str) -> str:
     """``text`` as a LIKE pattern that matches only itself."""
@@ -151,21 +154,19 @@ _HIT_SELECT = (
     "FROM command c JOIN working_dir wd ON wd.id = c.cwd_id JOIN env ON env.id = c.env_id"
 )
 
+# A written (w) or read (r) file's name (basename) or, with a "/" in what
+# is looked for, its whole path (only then is its directory joined).
 _FILE_MATCH = {
-    # a written file's name (basename) or, with a "/", its whole path
-    "w": (
-        "EXISTS (SELECT 1 FROM write_event we JOIN directory d ON d.id = we.directory_id "
-        "WHERE we.command_id = c.id AND {col} LIKE ? ESCAPE '\\')",
-        "CAST(we.basename AS TEXT)",
-        "CAST(d.path || we.basename AS TEXT)",
-    ),
-    "r": (
-        "EXISTS (SELECT 1 FROM read_event re JOIN read_file rf ON rf.id = re.read_file_id "
-        "JOIN directory d ON d.id = rf.directory_id "
-        "WHERE re.command_id = c.id AND {col} LIKE ? ESCAPE '\\')",
-        "CAST(rf.basename AS TEXT)",
-        "CAST(d.path || rf.basename AS TEXT)",
-    ),
+    ("w", False): "EXISTS (SELECT 1 FROM write_event we WHERE we.command_id = c.id "
+    "AND CAST(we.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    ("w", True): "EXISTS (SELECT 1 FROM write_event we JOIN directory d ON d.id = we.directory_id "
+    "WHERE we.command_id = c.id AND CAST(d.path || we.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    ("r", False): "EXISTS (SELECT 1 FROM read_event re "
+    "JOIN read_file rf ON rf.id = re.read_file_id "
+    "WHERE re.command_id = c.id AND CAST(rf.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    ("r", True): "EXISTS (SELECT 1 FROM read_event re JOIN read_file rf ON rf.id = re.read_file_id "
+    "JOIN directory d ON d.id = rf.directory_id "
+    "WHERE re.command_id = c.id AND CAST(d.path || rf.basename AS TEXT) LIKE ? ESCAPE '\\')",
 }
 
 
@@ -176,9 +177,8 @@ def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], list[Any]]
         where.append("c.text LIKE ? ESCAPE '\\'")
         params.append(pattern)
     for side, names in (("w", query.written), ("r", query.read)):
-        sql, by_name, by_path = _FILE_MATCH[side]
         for name in names:
-            where.append(sql.format(col=by_path if "/" in name else by_name))
+            where.append(_FILE_MATCH[side, "/" in name])
             params.append(f"%{_like_literal(name)}%")
     if scope.kind == "host":
         where.append("c.env_id IN (SELECT id FROM env WHERE hostname = ?)")
@@ -248,26 +248,34 @@ class Searcher(LightReader):
         below: int | None = None,
         limit: int = 200,
         seconds: float | None = None,
-        window: int = 4096,
+        window: int | None = None,
     ) -> tuple[list[Hit], int]:
         """Up to ``limit`` matches, newest first, from ``below`` down (None:
         from the newest), and where to go on (0: done).  ``seconds``: stop
         after that much time with what was found (the caller goes on with
-        the returned position).  Windows grow while they are cheap."""
+        the returned position).  ``window``: the first window's size (by
+        default small when files are looked for: each command has many);
+        windows grow while they are cheap and shrink when they are not."""
+        if window is None:
+            window = 64 if query.written or query.read else 2048
         start = self.newest_id() + 1 if below is None else below
         hits: list[Hit] = []
         deadline = None if seconds is None else time.monotonic() + seconds
         while start > 0 and len(hits) < limit:
             t0 = time.monotonic()
-            found, start = self.step(query, scope, start, window=window, limit=limit - len(hits))
+            found, next_start = self.step(
+                query, scope, start, window=window, limit=limit - len(hits)
+            )
             hits += found
-            took = time.monotonic() - t0
-            if deadline is not None and time.monotonic() >= deadline:
+            now = time.monotonic()
+            # the next window: what this one's pace does in the time left
+            # (at most STEP_SECONDS: a step cannot be interrupted)
+            rate = (start - next_start) / max(now - t0, 1e-5)
+            left = STEP_SECONDS if deadline is None else min(STEP_SECONDS, deadline - now)
+            start = next_start
+            if left <= 0:
                 break
-            if took < 0.004:
-                window = min(window * 2, 1 << 20)
-            elif took > 0.012:
-                window = max(window // 2, 256)
+            window = max(64, min(int(rate * left), 1 << 20))
         return hits, start
 
     def details(
