@@ -16,7 +16,6 @@ so typing is never queued behind a scan).
 from __future__ import annotations
 
 import os
-import socket
 from datetime import UTC, datetime
 
 from prompt_toolkit.application import Application
@@ -77,7 +76,7 @@ def scope_for(kind: str, cwd: str, session: str | None) -> Scope | str:
     if kind == "all":
         return Scope()
     if kind == "host":
-        return Scope("host", socket.gethostname())
+        return Scope("host", os.uname().nodename)  # socket.gethostname(), as recorded
     if kind == "directory":
         return Scope("directory", cwd)
     if kind == "session":
@@ -185,7 +184,8 @@ class SearchScreen:
         )
         self.hits += hits
         if self.app is not None and self.app.is_running:
-            self.app.invalidate()
+            if hits or self.position <= 0:  # a step that found nothing changes nothing
+                self.app.invalidate()
             if self.position > 0 and len(self.hits) < self._wanted():
                 self.app.loop.call_soon(self._more, generation, KEY_SECONDS)  # type: ignore[union-attr]
 

@@ -56,6 +56,10 @@ def run_search(query: str, mode: str, scope: str) -> int:
         print("shournal: search needs a terminal (/dev/tty cannot be opened)", file=sys.stderr)
         return EXIT_USAGE
     os.close(tty)
+    from shournal.query.pending import wait_for_pending
+
+    # the command line just run may still be on its way into the journal
+    wait_for_pending(timeout=1.0)
     try:
         searcher = Journal.searcher()
     except Exception as exc:  # noqa: BLE001 - error_status maps the library's errors
