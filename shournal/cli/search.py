@@ -59,7 +59,7 @@ def run_search(query: str, mode: str, scope: str) -> int:
     from shournal.query.pending import wait_for_pending
 
     # the command line just run may still be on its way into the journal
-    wait_for_pending(timeout=1.0)
+    wait_for_pending()
     try:
         searcher = Journal.searcher()
     except Exception as exc:  # noqa: BLE001 - error_status maps the library's errors
