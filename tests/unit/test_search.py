@@ -6,6 +6,8 @@ prompt_toolkit's pipe input, on a real SQLite journal."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -253,3 +255,47 @@ def test_git_root(tmp_path: Path) -> None:
     (tmp_path / "repo" / "a" / "b").mkdir(parents=True)
     assert git_root(str(tmp_path / "repo" / "a" / "b")) == str(tmp_path / "repo")
     assert git_root(os.sep) in (None, os.sep)
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def _shournal(argv: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`shournal ARGV` with no controlling terminal (a new session)."""
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "shournal", *argv], capture_output=True,
+                          text=True, env={**base, **env}, start_new_session=True)  # fmt: skip
+
+
+def test_search_without_a_terminal_is_one_line(journal: str, tmp_path: Path) -> None:
+    r = _shournal(["search"], tmp_path, SHOURNAL_DB_URL=journal)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == "shournal: search needs a terminal (/dev/tty cannot be opened)\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mode", "regex"], "--mode: unknown value 'regex' (one of substring, fuzzy, prefix)"),
+        (["--filter", "x"], "--filter: unknown value 'x' (one of all, host, session, "
+                            "directory, repository)"),  # fmt: skip
+    ],
+)
+def test_search_bad_option_values(argv: list[str], message: str, tmp_path: Path) -> None:
+    r = _shournal(["search", *argv], tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"shournal: {message}\n")
+
+
+@pytest.mark.parametrize(("shell", "line"), [("bash", "SHOURNAL_BIND_SEARCH '\\C-r'"),
+                                             ("zsh", "SHOURNAL_BIND_SEARCH '^R'")])  # fmt: skip
+def test_init_ctrl_r_adds_the_key_binding(shell: str, line: str, tmp_path: Path) -> None:
+    from shournal import _paths
+
+    r = _shournal(["init", shell, "--ctrl-r"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if not ln.startswith("#")]
+    assert lines[1:] == ["SHOURNAL_ENABLE", line]
+    # the function it calls is the shell file's
+    assert "SHOURNAL_BIND_SEARCH()" in (_paths.shell_dir() / f"shournal.{shell}").read_text()
+    plain = _shournal(["init", shell], tmp_path).stdout
+    assert "SHOURNAL_BIND_SEARCH" not in plain
