@@ -2,9 +2,11 @@
 journal (bench/journal_gen.py builds and caches it), as a user sees it:
 a real process on a pseudo-terminal, real key presses.
 
-* first screen: from the process's start to its first screen (the list of
-  the newest commands and the status line) on the terminal, Python's
-  start-up and the imports included;
+* first screen: from the process's start to its first screen (the search
+  line, the status line and the newest commands; drawn before
+  prompt_toolkit is imported) on the terminal, Python's start-up
+  included; and to the whole screen (prompt_toolkit's, with the details
+  pane);
 * keystroke: from a key's bytes written to the terminal to the first
   redraw after it (the list of matches found for the new text within the
   screen's per-key time; a search that has not filled its page goes on
@@ -92,15 +94,26 @@ class Screen:
                 return
             os.read(self.fd, 65536)
 
-    def key(self, data: bytes) -> float:
-        """Seconds from writing ``data`` to the first byte of the redraw."""
+    def schedstat(self) -> tuple[float, float]:
+        """Seconds the process has run on a CPU, and waited for one
+        (/proc/PID/schedstat, ns): the load of a shared machine lengthens
+        the wall times, hardly the first."""
+        with open(f"/proc/{self.pid}/schedstat") as f:
+            on_cpu, waited, _slices = f.read().split()
+        return int(on_cpu) / 1e9, int(waited) / 1e9
+
+    def key(self, data: bytes) -> tuple[float, float]:
+        """Seconds from writing ``data`` to the first byte of the redraw,
+        and the CPU seconds the process used meanwhile."""
+        cpu0 = self.schedstat()[0]
         t = time.perf_counter()
         os.write(self.fd, data)
         if not select.select([self.fd], [], [], 10)[0]:
             raise TimeoutError(f"no redraw after {data!r}")
         took = time.perf_counter() - t
+        cpu = self.schedstat()[0] - cpu0
         os.read(self.fd, 65536)
-        return took
+        return took, cpu
 
     def close(self) -> None:
         os.write(self.fd, b"\x1b")
@@ -155,8 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     python = str(bindir / "python")
     first: list[float] = []
+    full: list[float] = []
+    first_cpu: list[float] = []
+    first_wait: list[float] = []
     floor: list[float] = []
     typed: dict[str, list[float]] = {name: [] for name, _ in SEQUENCES}
+    typed_cpu: dict[str, list[float]] = {name: [] for name, _ in SEQUENCES}
     for rep in range(args.reps):
         t = time.perf_counter()
         os.spawnv(os.P_WAIT, python, [python, "-c", "pass"])
@@ -164,10 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         screen = Screen([shournal, "search"], env, args.rows, args.cols)
         try:
             first.append(screen.read_until(b"matches |"))
+            cpu, waited = screen.schedstat()
+            first_cpu.append(cpu)
+            first_wait.append(waited)
+            full.append(screen.read_until(b"session:"))
             screen.settle()
             for name, keys in SEQUENCES:
                 for k in keys:
-                    typed[name].append(screen.key(k))
+                    took, cpu = screen.key(k)
+                    typed[name].append(took)
+                    typed_cpu[name].append(cpu)
                     screen.settle()
                 screen.key(b"\x15")  # ^U: an empty line again
                 screen.settle()
@@ -178,16 +201,25 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "journal": str(db),
         "first_screen_ms": stats_ms(first),
+        "first_screen_cpu_ms": stats_ms(first_cpu),
+        "full_screen_ms": stats_ms(full),
+        "first_screen_runqueue_wait_ms": stats_ms(first_wait),
         "python_pass_ms": stats_ms(floor),
         "keystroke_ms": {name: stats_ms(v) for name, v in typed.items()},
+        "keystroke_cpu_ms": {name: stats_ms(v) for name, v in typed_cpu.items()},
         "all_keystrokes_ms": stats_ms([v for vs in typed.values() for v in vs]),
         "targets_ms": {"first_screen": FIRST_SCREEN_MS, "keystroke": KEY_MS},
         "loadavg_end": os.getloadavg(),
     }
-    print(f"first screen: median {result['first_screen_ms']['median']:.1f} ms "
-          f"(python -c pass {result['python_pass_ms']['median']:.1f} ms)")  # fmt: skip
+    print(f"first screen: median {result['first_screen_ms']['median']:.1f} ms, "
+          f"CPU {result['first_screen_cpu_ms']['median']:.1f} ms, "
+          f"waited for a CPU {result['first_screen_runqueue_wait_ms']['median']:.1f} ms "
+          f"(python -c pass {result['python_pass_ms']['median']:.1f} ms); "
+          f"whole screen (prompt_toolkit) {result['full_screen_ms']['median']:.1f} ms")  # fmt: skip
     for name, s in result["keystroke_ms"].items():
-        print(f"  {name:18} median {s['median']:6.1f}  p90 {s['p90']:6.1f}  max {s['max']:6.1f} ms")
+        c = result["keystroke_cpu_ms"][name]
+        print(f"  {name:18} median {s['median']:6.1f}  p90 {s['p90']:6.1f}  max {s['max']:6.1f} ms"
+              f"  CPU median {c['median']:5.1f} ms")  # fmt: skip
     common.write_run(args, "search_tui", t_start, {"result": result})
     return 0
 

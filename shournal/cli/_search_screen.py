@@ -25,6 +25,7 @@ from prompt_toolkit.layout import HSplit, Layout, VSplit, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.styles import Style
 
+from shournal.cli.search import hit_fields, scope_for, status_line
 from shournal.store.search import MODES, SCOPES, Details, Hit, Scope, Searcher, parse_query
 from shournal.terminal import printable
 
@@ -40,10 +41,6 @@ KEY_SECONDS = 0.012
 # Matches kept per search (more as the list is scrolled down).
 PAGE = 200
 
-KEYS_HELP = (
-    "Enter: to prompt  Esc: cancel  ^R: filter  ^S: mode  Tab: next file  "
-    "^O: lineage  ^T: --stat"
-)
 
 _STYLE = Style.from_dict(
     {
@@ -56,47 +53,6 @@ _STYLE = Style.from_dict(
         "head": "bold",
     }
 )
-
-
-def git_root(start: str) -> str | None:
-    """The working tree of the git repository ``start`` is in (the
-    nearest directory above it with a ``.git``), or None."""
-    path = os.path.abspath(start)
-    while True:
-        if os.path.exists(os.path.join(path, ".git")):
-            return path
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-
-
-def scope_for(kind: str, cwd: str, session: str | None) -> Scope | str:
-    """The scope of filter ``kind`` here, or why there is none."""
-    if kind == "all":
-        return Scope()
-    if kind == "host":
-        return Scope("host", os.uname().nodename)  # socket.gethostname(), as recorded
-    if kind == "directory":
-        return Scope("directory", cwd)
-    if kind == "session":
-        if not session:
-            return "this shell is not recorded (no SHOURNAL_SESSION_ID)"
-        from shournal.query.criteria import BadSessionId, session_id_bytes
-
-        try:
-            return Scope("session", session_id_bytes(session))
-        except BadSessionId as e:
-            return str(e)
-    root = git_root(cwd)
-    if root is None:
-        return "not in a git repository"
-    return Scope("repository", root)
-
-
-def _time(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _home(path: str) -> str:
@@ -293,14 +249,12 @@ class SearchScreen:
         out: list[tuple[str, str]] = []
         for i in range(self.top, min(len(self.hits), self.top + rows)):
             hit = self.hits[i]
-            from shournal.report.history import relative_time
-
-            when = relative_time(_time(hit.start_time), self.now)
+            when, status, text = hit_fields(hit, self.now)
             status_style = "class:ok" if hit.return_value == 0 else "class:failed"
             line_style = "class:selected" if i == self.selected else ""
-            out.append((line_style, f"{when:>14} "))
-            out.append((f"{line_style} {status_style}", f"{hit.return_value:>3} "))
-            out.append((line_style, _one_line(hit.text)))
+            out.append((line_style, when))
+            out.append((f"{line_style} {status_style}", status))
+            out.append((line_style, text))
             out.append(("", "\n"))
         if not self.hits:
             out.append(("class:dim", self.note or ("searching..." if self.position else
@@ -308,11 +262,8 @@ class SearchScreen:
         return out
 
     def status_text(self) -> list[tuple[str, str]]:
-        more = "+" if self.position > 0 else ""
-        where = {"all": "all", "host": "this host", "session": "this session",
-                 "directory": "this directory", "repository": "this git repository"}
-        return [("class:status", f" {len(self.hits)}{more} matches | mode: {self.mode} | "
-                 f"filter: {where[self.scope_kind]} | {KEYS_HELP} ")]  # fmt: skip
+        line = status_line(len(self.hits), self.position > 0, self.mode, self.scope_kind)
+        return [("class:status", line)]
 
     def details_text(self) -> Any:
         if self.panel is not None:

@@ -90,7 +90,9 @@ def test_ctrl_r_search_to_the_prompt(kind, install, user_home):
         # what is typed on the prompt is where the search starts
         sh.proc.send("echo bet")
         sh.proc.send("\x12")  # Ctrl-R
-        screen = term.wait(r"1 matches \| mode: substring \| filter: all", "the search screen")
+        term.wait(r"1 matches \| mode: substring \| filter: all", "the first screen")
+        # (drawn before prompt_toolkit is loaded; then the whole screen)
+        screen = term.wait(r"session:", "the details pane")
         assert "search> echo bet" in screen
         assert "echo beta-results > results.csv" in screen
         # the details pane: the file it wrote, its exit status, its session
