@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     python = str(bindir / "python")
     first: list[float] = []
     full: list[float] = []
+    full_cpu: list[float] = []
     first_cpu: list[float] = []
     first_wait: list[float] = []
     floor: list[float] = []
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             first_cpu.append(cpu)
             first_wait.append(waited)
             full.append(screen.read_until(b"session:"))
+            full_cpu.append(screen.schedstat()[0])
             screen.settle()
             for name, keys in SEQUENCES:
                 for k in keys:
@@ -203,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_screen_ms": stats_ms(first),
         "first_screen_cpu_ms": stats_ms(first_cpu),
         "full_screen_ms": stats_ms(full),
+        "full_screen_cpu_ms": stats_ms(full_cpu),
         "first_screen_runqueue_wait_ms": stats_ms(first_wait),
         "python_pass_ms": stats_ms(floor),
         "keystroke_ms": {name: stats_ms(v) for name, v in typed.items()},
@@ -215,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
           f"CPU {result['first_screen_cpu_ms']['median']:.1f} ms, "
           f"waited for a CPU {result['first_screen_runqueue_wait_ms']['median']:.1f} ms "
           f"(python -c pass {result['python_pass_ms']['median']:.1f} ms); "
-          f"whole screen (prompt_toolkit) {result['full_screen_ms']['median']:.1f} ms")  # fmt: skip
+          f"whole screen (prompt_toolkit) {result['full_screen_ms']['median']:.1f} ms, "
+          f"CPU {result['full_screen_cpu_ms']['median']:.1f} ms")  # fmt: skip
     for name, s in result["keystroke_ms"].items():
         c = result["keystroke_cpu_ms"][name]
         print(f"  {name:18} median {s['median']:6.1f}  p90 {s['p90']:6.1f}  max {s['max']:6.1f} ms"

@@ -25,7 +25,7 @@ from prompt_toolkit.layout import HSplit, Layout, VSplit, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.styles import Style
 
-from shournal.cli.search import hit_fields, scope_for, status_line
+from shournal.cli._search_view import hit_fields, scope_for, status_line
 from shournal.store.search import MODES, SCOPES, Details, Hit, Scope, Searcher, parse_query
 from shournal.terminal import printable
 

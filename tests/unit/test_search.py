@@ -249,7 +249,7 @@ def test_lineage_panel_text(journal: str, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_git_root(tmp_path: Path) -> None:
-    from shournal.cli.search import git_root
+    from shournal.cli._search_view import git_root
 
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     (tmp_path / "repo" / "a" / "b").mkdir(parents=True)
