@@ -471,5 +471,6 @@ _shournal_search() {
 }
 
 SHOURNAL_BIND_SEARCH() {
+    [[ $- == *i* ]] || return 0  # no line editor to bind in
     bind -x "\"${1:-\\C-r}\": _shournal_search"
 }

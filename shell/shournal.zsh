@@ -173,6 +173,7 @@ _shournal_search_widget() {
 }
 
 SHOURNAL_BIND_SEARCH() {
+    [[ -o interactive ]] || return 0  # no line editor to bind in
     zle -N _shournal_search_widget
     bindkey "${1:-^R}" _shournal_search_widget
 }
