@@ -133,10 +133,12 @@ def test_ctrl_r_search_to_the_prompt(kind, install, user_home):
         sh.proc.expect(PROMPT)
         hist = sh.run("shournal history --session --no-pager")
         assert hist.count("echo beta-results > results.csv") == 2, hist
-        # Esc leaves the prompt as it was
+        # Esc leaves the prompt as it was (without what was typed in the search)
         sh.proc.send("echo keep")
         sh.proc.send("\x12")
-        term.wait(r"search> echo keep", "the screen again")
+        # typed at once, before the screen is up: read by the search, not lost
+        sh.proc.send("s")
+        term.wait(r"search> echo keeps", "the screen with the key typed ahead")
         sh.proc.send("\x1b")
         sh.proc.expect_exact(LEAVE_SCREEN)
         sh.proc.sendline(" me")
