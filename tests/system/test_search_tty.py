@@ -148,3 +148,43 @@ def test_ctrl_r_search_to_the_prompt(kind, install, user_home):
     except BaseException:
         sh.proc.terminate(force=True)
         raise
+
+
+def test_the_search_loads_neither_typer_nor_sqlalchemy(tmp_path: Path) -> None:
+    """Start-up is the first screen's budget: `shournal search` on a real
+    pty imports neither the parser nor the ORM (Esc to leave)."""
+    import os
+    import pty
+    import select
+    import sys
+
+    from synthetic import record
+
+    from shournal.store import Store
+
+    journal = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    with Store(journal, create=True) as store:
+        store.add_command(record("echo one"))
+    log = tmp_path / "imports.txt"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
+           "TERM": "xterm", "SHOURNAL_DB_URL": journal}  # fmt: skip
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the pty is its terminal; the import log to a file
+        out = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(out, 2)
+        os.execve(sys.executable, [sys.executable, "-X", "importtime", "-m", "shournal",
+                                   "search"], env)  # fmt: skip
+    seen = b""
+    try:
+        while b"session:" not in seen:  # the whole screen, with the details pane
+            assert select.select([fd], [], [], 30)[0], seen[-500:]
+            seen += os.read(fd, 65536)
+        os.write(fd, b"\x1b")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 1  # left without a command
+    lines = log.read_text().splitlines()
+    mods = {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines if "import time:" in ln}
+    assert "prompt_toolkit" in mods
+    assert not mods & {"sqlalchemy", "typer", "click", "pydantic", "rich"}, mods

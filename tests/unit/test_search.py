@@ -299,3 +299,4 @@ def test_init_ctrl_r_adds_the_key_binding(shell: str, line: str, tmp_path: Path)
     assert "SHOURNAL_BIND_SEARCH()" in (_paths.shell_dir() / f"shournal.{shell}").read_text()
     plain = _shournal(["init", shell], tmp_path).stdout
     assert "SHOURNAL_BIND_SEARCH" not in plain
+
