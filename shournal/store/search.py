@@ -209,6 +209,17 @@ class Searcher(LightReader):
         schema this reads (see :func:`open_searcher`).
     """
 
+    def _rows(self, sql: str, params: Any = ()) -> list[Any]:
+        # After opening, a failing read is the journal's fault (locked past
+        # the busy timeout, damaged): the error of every reader, not the
+        # light reader's "ask the full path".
+        try:
+            return super()._rows(sql, params)
+        except Unanswered as e:
+            from shournal.store.errors import StoreUnavailable
+
+            raise StoreUnavailable(f"cannot search the journal: {e}") from None
+
     def newest_id(self) -> int:
         """The largest command id (0: no command yet); where a search starts."""
         ((top,),) = self._rows("SELECT coalesce(max(id), 0) FROM command")

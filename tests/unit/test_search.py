@@ -6,6 +6,7 @@ prompt_toolkit's pipe input, on a real SQLite journal."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +176,15 @@ def test_no_journal_and_not_sqlite(tmp_path: Path) -> None:
         Journal.searcher(f"sqlite:///{tmp_path / 'none.sqlite'}")
     with pytest.raises(StoreUnavailable, match="SQLite journal file"):
         Journal.searcher("postgresql://u@localhost/x")
+    # a read that fails after opening (here: a table gone) is the journal's error
+    good = tmp_path / "good.sqlite"
+    with Store(f"sqlite:///{good}", create=True):
+        pass
+    searcher = Journal.searcher(f"sqlite:///{good}")
+    with sqlite3.connect(good) as conn:
+        conn.execute("DROP TABLE write_event")
+    with searcher, pytest.raises(StoreUnavailable, match="cannot search the journal"):
+        searcher.search(parse_query("w:x"), Scope())
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"not a database" * 100)
     with pytest.raises(StoreUnavailable, match="cannot search"):
