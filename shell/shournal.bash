@@ -458,3 +458,19 @@ shournal() {
         command shournal "$@"
     fi
 }
+
+# `shournal search` on a key (`shournal init bash --ctrl-r` prints
+# `SHOURNAL_BIND_SEARCH '\C-r'`): the search starts with the line typed so
+# far; Enter puts the chosen command on the prompt, Esc leaves it as it was.
+# The search draws on /dev/tty; only the chosen command reaches stdout.
+_shournal_search() {
+    local chosen
+    chosen=$(command shournal search --query "${READLINE_LINE-}") || return 0
+    READLINE_LINE=$chosen
+    READLINE_POINT=${#chosen}
+}
+
+SHOURNAL_BIND_SEARCH() {
+    [[ $- == *i* ]] || return 0  # no line editor to bind in
+    bind -x "\"${1:-\\C-r}\": _shournal_search"
+}

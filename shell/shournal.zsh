@@ -157,3 +157,23 @@ shournal() {
         command shournal "$@"
     fi
 }
+
+# `shournal search` on a key (`shournal init zsh --ctrl-r` prints
+# `SHOURNAL_BIND_SEARCH '^R'`): the search starts with the line typed so
+# far; Enter puts the chosen command on the prompt, Esc leaves it as it was.
+# The search draws on /dev/tty; only the chosen command reaches stdout.
+_shournal_search_widget() {
+    local chosen
+    chosen=$(command shournal search --query "$BUFFER" </dev/tty)
+    if (( $? == 0 )); then
+        BUFFER=$chosen
+        CURSOR=${#BUFFER}
+    fi
+    zle reset-prompt
+}
+
+SHOURNAL_BIND_SEARCH() {
+    [[ -o interactive ]] || return 0  # no line editor to bind in
+    zle -N _shournal_search_widget
+    bindkey "${1:-^R}" _shournal_search_widget
+}

@@ -43,8 +43,10 @@ if TYPE_CHECKING:
     from shournal.record import CommandRecord
     from shournal.redact import RedactResult
     from shournal.store.db import Store
+    from shournal.store.search import Searcher
 
 __all__ = ["Journal", "resolve_url"]
+# (Searcher: the type Journal.searcher returns, for annotations above the door)
 
 
 class Journal:
@@ -110,6 +112,19 @@ class Journal:
         from shournal.store.engine import journal_open_to_others
 
         return journal_open_to_others(resolve_url(url))
+
+    @staticmethod
+    def searcher(url: str | None = None) -> Searcher:
+        """The interactive search's reader of the journal :func:`resolve_url`
+        names: pages of matches, newest first, each a bounded amount of
+        work (see :mod:`shournal.store.search`).  SQLite journals only;
+        SQLAlchemy is not loaded (the search screen's start-up budget).
+
+        :raises shournal.store.StoreError: none yet, or not searchable.
+        """
+        from shournal.store.search import open_searcher
+
+        return open_searcher(resolve_url(url))
 
     @property
     def location(self) -> str:

@@ -107,8 +107,9 @@ def print_version() -> None:
     print(f"shournal {__version__}")
 
 
-def print_init(shell: str) -> int:
-    """The two rc lines for SHELL; the exit status."""
+def print_init(shell: str, *, ctrl_r: bool = False) -> int:
+    """The two rc lines for SHELL (``ctrl_r``: and the line binding Ctrl-R
+    to the search); the exit status."""
     from shournal import _paths
 
     if shell not in ("bash", "zsh"):
@@ -120,6 +121,9 @@ def print_init(shell: str) -> int:
     print("# it runs twice (banners, conda init, module load, ssh-agent, PATH+=).")
     print(f"source {script}")
     print("SHOURNAL_ENABLE")
+    if ctrl_r:
+        print("# Ctrl-R: shournal search; Enter puts the chosen command on the prompt")
+        print("SHOURNAL_BIND_SEARCH '\\C-r'" if shell == "bash" else "SHOURNAL_BIND_SEARCH '^R'")
     return 0
 
 
@@ -132,6 +136,10 @@ def _fast_path(argv: list[str]) -> int | None:
         return 0
     if len(argv) == 2 and argv[0] == "init" and not argv[1].startswith("-"):
         return print_init(argv[1])
+    if argv[:1] == ["search"]:
+        from shournal.cli.search import answer
+
+        return answer(argv[1:])
     return None
 
 

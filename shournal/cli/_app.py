@@ -194,10 +194,49 @@ def run(
 @app.command("init", help="Print the two lines to add to ~/.bashrc or ~/.zshrc.")
 def init(
     shell: Annotated[str, typer.Argument(help="bash or zsh")],
+    ctrl_r: Annotated[
+        bool,
+        typer.Option("--ctrl-r", help="Also bind Ctrl-R to `shournal search` (Enter puts "
+                     "the chosen command on the prompt)."),
+    ] = False,
 ) -> None:
     from shournal.cli import print_init
 
-    raise typer.Exit(print_init(shell))
+    raise typer.Exit(print_init(shell, ctrl_r=ctrl_r))
+
+
+@app.command(
+    "search",
+    help="Search the journal interactively (full screen): command text, and the files "
+    "commands wrote (w:NAME) or read (r:NAME); Enter prints the chosen command "
+    "(with `shournal init SHELL --ctrl-r`: puts it on the prompt).",
+    short_help="Search commands and their files interactively (Ctrl-R).",
+)
+def search(
+    query: Annotated[
+        str,
+        typer.Option("--query", help="Start with this search text "
+                     "(w:NAME: wrote a file NAME, r:NAME: read one)."),
+    ] = "",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help="Text matching: substring, fuzzy or prefix (Ctrl-S cycles)."),
+    ] = "substring",
+    filter_: Annotated[
+        str,
+        typer.Option("--filter", help="Start with this filter: all, host, session, directory "
+                     "or repository (Ctrl-R cycles)."),
+    ] = "all",
+) -> None:
+    from shournal.cli.search import run_search
+    from shournal.search_query import MODES, SCOPES
+
+    for name, value, known in (("--mode", mode, MODES), ("--filter", filter_, SCOPES)):
+        if value not in known:
+            print(f"shournal: {name}: unknown value {value!r} (one of {', '.join(known)})",
+                  file=sys.stderr)
+            raise typer.Exit(2)
+    raise typer.Exit(run_search(query, mode, filter_))
 
 
 @app.command(
