@@ -39,6 +39,7 @@ from shournal.store.errors import (
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.store.lab import OWN_ROWS_ONLY
 from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
 from shournal.store.precompiled import Precompiled
 
@@ -648,6 +649,9 @@ class Store:
             with self._translated(), self.engine.connect() as raw:
                 conn = raw.execution_options(shournal_write=True)
                 with conn.begin():
+                    # A lab store's writer sees only its own rows (see
+                    # shournal.store.lab); elsewhere the setting is unused.
+                    conn.exec_driver_sql(OWN_ROWS_ONLY)
                     yield conn
             return
         with self._translated(), self._write_connection() as conn, _driver_transaction(conn):
@@ -1073,6 +1077,8 @@ class Store:
         stores a spooled command whose earlier attempt may have committed
         (shournal.capture.spool), so that each is stored exactly once."""
         with self.reading() as conn:
+            if self.dialect_name == "postgresql":
+                conn.exec_driver_sql(OWN_ROWS_ONLY)
             return self._holds(conn, rec)
 
     def _holds(self, conn: Connection, rec: CommandRecord) -> bool:
