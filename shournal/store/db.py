@@ -642,6 +642,14 @@ class Store:
         with self._translated(), self.engine.connect() as conn, conn.begin():
             yield conn
 
+    def only_own_rows(self, conn: Connection) -> None:
+        """Narrow `conn`'s transaction to the rows of its own user in a lab
+        store (shournal.store.lab), as every write transaction is: what
+        a user changes or deletes is found among his own rows, never a
+        colleague's shared ones.  A no-op on SQLite."""
+        if self.dialect_name == "postgresql":
+            conn.exec_driver_sql(OWN_ROWS_ONLY)
+
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         """A connection inside one write transaction: all or nothing."""
@@ -1077,8 +1085,7 @@ class Store:
         stores a spooled command whose earlier attempt may have committed
         (shournal.capture.spool), so that each is stored exactly once."""
         with self.reading() as conn:
-            if self.dialect_name == "postgresql":
-                conn.exec_driver_sql(OWN_ROWS_ONLY)
+            self.only_own_rows(conn)
             return self._holds(conn, rec)
 
     def _holds(self, conn: Connection, rec: CommandRecord) -> bool:
