@@ -221,8 +221,8 @@ def lab(install: Install) -> Iterator[Lab]:
 
         owner = pwd.getpwnam("nobody")
         os.chown(base, owner.pw_uid, owner.pw_gid)
-        _run([str(PG_BIN / "initdb"), "-D", str(data), "-U", PG_SUPERUSER,
-              "--auth-local=trust", "--auth-host=reject", "--encoding=UTF8", "--no-sync"])  # fmt: skip
+        _run([str(PG_BIN / "initdb"), "-D", str(data), "-U", PG_SUPERUSER, "--auth-local=trust",
+              "--auth-host=reject", "--encoding=UTF8", "--no-sync"])  # fmt: skip
         # The superuser only through the socket; the users only over TCP,
         # only as members of the users' role, only with their password.
         (data / "pg_hba.conf").write_text(

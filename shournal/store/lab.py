@@ -501,3 +501,44 @@ def describe(plan: Plan, dry_run: bool) -> Sequence[str]:
     if dry_run:
         return [f"{sql};" for step in plan.steps for sql in step.sql]
     return [step.what for step in plan.steps]
+
+
+def apply_sharing(store: Any, roles: Sequence[str]) -> list[str]:
+    """Make the roles the user of `store` shares his rows with those of
+    ``[store] share_with`` (``roles``), in a lab store; nothing elsewhere.
+    Returns a note (one line) for each role that cannot be shared with
+    (no such role, or the user is not a member); the others are applied.
+
+    :raises shournal.store.StoreError: the store cannot be written.
+    """
+    if store.dialect_name != "postgresql":
+        return []
+    notes: list[str] = []
+    with store.writing() as conn:
+        if conn.execute(text(f"SELECT to_regclass('{SHARE_TABLE}')")).scalar() is None:
+            return []  # not a lab store
+        wanted: list[int] = []
+        for role in dict.fromkeys(roles):
+            member = conn.execute(
+                text("SELECT oid, pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles "
+                     "WHERE rolname = :r"),
+                {"r": role},
+            ).one_or_none()  # fmt: skip
+            if member is None:
+                notes.append(f"[store] share_with: no role {role!r} on the server; not shared")
+            elif not member[1]:
+                notes.append(f"[store] share_with: you are not a member of {role!r}; not shared")
+            else:
+                wanted.append(int(member[0]))
+        conn.execute(
+            text(f"DELETE FROM {SHARE_TABLE} WHERE owner = current_user "
+                 "AND NOT (role::oid = ANY(:w))"),
+            {"w": wanted},
+        )  # fmt: skip
+        for oid in wanted:
+            conn.execute(
+                text(f"INSERT INTO {SHARE_TABLE} (role) VALUES (CAST(:o AS oid)::regrole) "
+                     "ON CONFLICT DO NOTHING"),
+                {"o": oid},
+            )  # fmt: skip
+    return notes
