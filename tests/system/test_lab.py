@@ -402,3 +402,27 @@ def test_share_with_in_the_config_shares_and_unshares(lab_clean: Lab) -> None:
         assert ok(b.psql("SELECT count(*) FROM command")) == "0"
     finally:
         shutil.rmtree(a.home / ".config")
+
+
+def test_a_password_in_the_url_is_never_printed(lab_clean: Lab) -> None:
+    """A URL with a (wrong) password: doctor, query and a recorded command
+    say the store cannot be used, never the password."""
+    a, _b = lab_clean.hosts
+    secret = "Wr0ng-secret-in-url"
+    url = a.url.replace(f"{a.name}@", f"{a.name}:{secret}@")
+    env = {"SHOURNAL_DB_URL": url, "PGPASSFILE": "/nonexistent"}
+    outputs = []
+    doctor = a.shournal("doctor", **env)
+    outputs.append(doctor.stdout + doctor.stderr)
+    assert "password authentication failed" in outputs[-1], outputs[-1]
+    query = a.shournal("query", "--history", "3", **env)
+    assert query.returncode == 3
+    outputs.append(query.stdout + query.stderr)
+    run = a.shournal("run", "--", "true", **env)
+    outputs.append(run.stdout + run.stderr)
+    warnings = a.home / "run" / "shournal"
+    outputs.extend(p.read_text() for p in warnings.glob("warnings*"))
+    for text in outputs:
+        assert secret not in text, text
+    assert "password authentication failed" in run.stderr, run.stderr
+    assert lab_clean.admin("SELECT count(*) FROM command") == [(0,)]
