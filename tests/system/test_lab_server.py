@@ -124,3 +124,11 @@ def test_add_user_refuses_roles_that_would_read_everything(pg_fresh_url: str) ->
     assert res.returncode == 2 and res.stderr.startswith("shournal: invalid role name")
     res = server("init", "sqlite:////tmp/x.sqlite")
     assert res.returncode == 3 and "needs a postgresql:// URL" in res.stderr
+
+
+def test_an_unreachable_server_is_one_line_with_the_password_masked() -> None:
+    res = server("init", "postgresql://admin:topsecret@127.0.0.1:1/x")
+    assert res.returncode == 3
+    assert res.stdout == ""
+    assert res.stderr.startswith("shournal: cannot reach postgresql://admin:***@127.0.0.1:1/x: ")
+    assert "topsecret" not in res.stderr and len(res.stderr.splitlines()) == 1
