@@ -426,3 +426,28 @@ def test_a_password_in_the_url_is_never_printed(lab_clean: Lab) -> None:
         assert secret not in text, text
     assert "password authentication failed" in run.stderr, run.stderr
     assert lab_clean.admin("SELECT count(*) FROM command") == [(0,)]
+
+
+def test_recording_beside_a_colleagues_shared_rows(lab_clean: Lab) -> None:
+    """Bob shares; alice records a command reading bob's file in bob's
+    directory: her writer must make rows of her own (directory, working
+    directory, read file), never reuse his shared ones."""
+    a, b = lab_clean.hosts
+    record(b, "bob's")
+    ok(b.psql(f"INSERT INTO {SHARE_TABLE} (role) VALUES ('{SHARE_ROLE}')"))
+    data = b.home / "work" / "out.txt"
+    write_config(a.home, '[read_events]\nonly_writable = false\ninclude_paths = ["/"]\n'
+                 '[script_archive]\nonly_writable = false\n', a.install)
+    try:
+        ok(a.shournal("run", "--", "sh", "-c", f"cat {data} job.sh > /dev/null",
+                      cwd=b.home / "work"))  # fmt: skip
+    finally:
+        shutil.rmtree(a.home / ".config")
+    for table in ("directory", "working_dir", "read_file", "content"):
+        assert rows_of(lab_clean, table, a.name), table
+    names = {bytes(r[0]) for r in lab_clean.admin(
+        "SELECT basename FROM read_file WHERE owner = %s", (a.name,))}  # fmt: skip
+    assert {b"out.txt", b"job.sh"} <= names
+    # her query finds both: her read of the script, and his
+    out = ok(a.shournal("query", "--rfile", str(b.home / "work" / "job.sh")))
+    assert "$ sh -c 'cat " in out and "$ sh job.sh" in out, out
