@@ -83,6 +83,9 @@ DEFAULT_CONFIG_TEXT = """\
 # url = ""
 # Seconds the store daemon stays without a command line before it exits.
 # daemon_idle_seconds = 600
+# A lab store on PostgreSQL (docs/lab.md): roles whose members may read (never
+# change) your commands, e.g. ["lab"]; [] shares nothing.
+# share_with = []
 
 [apparatus]
 # Largest file whose content a record with its apparatus archives.

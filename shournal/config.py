@@ -129,6 +129,9 @@ class StoreConfig:
     # The store daemon (shournal.capture.daemon) exits after this long without a
     # command line, once its spool is drained; the next one starts it again.
     daemon_idle_seconds: int = 600
+    # A lab store (docs/lab.md): the roles whose members may read this
+    # user's rows; applied by the writer when it opens the store.
+    share_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +467,11 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
             "max_count_of_reads": _int(limits.HASH_READS_MIN),
         },
     ),
-    "store": (StoreConfig, {"url": _str, "daemon_idle_seconds": _int(1)}),
+    "store": (
+        StoreConfig,
+        {"url": _str, "daemon_idle_seconds": _int(1),
+         "share_with": lambda v: tuple(_str_list(v))},
+    ),
     "apparatus": (
         ApparatusConfig,
         {

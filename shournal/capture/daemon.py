@@ -564,6 +564,11 @@ class Daemon:
         store = Store(self._url)
         for note in store.notes:
             listener._warn(note)
+        try:
+            listener._share(store, self.cfg)
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def _recover_starts(self) -> None:

@@ -475,6 +475,7 @@ def store_record(rec: CommandRecord, cfg) -> int:
     with Store(resolve_url(config=cfg), create=True) as store:
         for note in store.notes:
             _warn(note)
+        _share(store, cfg)
         command_id = store.add_command(rec)
         if spool.inbox_count():
             try:
@@ -487,6 +488,15 @@ def store_record(rec: CommandRecord, cfg) -> int:
         except Exception as exc:  # noqa: BLE001 - they stay for the next one
             _warn(f"command lines of killed recorders not stored yet: {exc}".splitlines()[0])
         return command_id
+
+
+def _share(store, cfg) -> None:
+    """Apply [store] share_with to a lab store (shournal.store.lab); what
+    cannot be shared is said, and the command is stored all the same."""
+    from shournal.store.lab import apply_sharing
+
+    for note in apply_sharing(store, cfg.store.share_with):
+        _warn(note)
 
 
 def _daemon_runs() -> bool:

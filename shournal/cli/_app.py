@@ -21,6 +21,7 @@ from shournal.cli.redact import redact
 from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
 from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
+from shournal.cli.server import server_app
 from shournal.cli.stats import stats
 
 app = typer.Typer(
@@ -142,6 +143,11 @@ app.add_typer(
     describe_app,
     name="describe",
     help="Write ReReSo tool and benchmark bundles from recorded commands.",
+)
+app.add_typer(
+    server_app,
+    name="server",
+    help="A lab store on PostgreSQL: init (schema, roles, policies), add-user.",
 )
 app.command(
     "recombine",

@@ -31,6 +31,7 @@ from shournal.errors import (
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.store.lab import OWN_ROWS_ONLY
 from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
@@ -392,6 +393,14 @@ class Database:
         with self._translated(), self.engine.connect() as conn, conn.begin():
             yield conn
 
+    def only_own_rows(self, conn: Connection) -> None:
+        """Narrow `conn`'s transaction to the rows of its own user in a lab
+        store (shournal.store.lab), as every write transaction is: what
+        a user changes or deletes is found among his own rows, never a
+        colleague's shared ones.  A no-op on SQLite."""
+        if self.dialect_name == "postgresql":
+            conn.exec_driver_sql(OWN_ROWS_ONLY)
+
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         """A connection inside one write transaction: all or nothing."""
@@ -399,6 +408,9 @@ class Database:
             with self._translated(), self.engine.connect() as raw:
                 conn = raw.execution_options(shournal_write=True)
                 with conn.begin():
+                    # A lab store's writer sees only its own rows (see
+                    # shournal.store.lab); elsewhere the setting is unused.
+                    conn.exec_driver_sql(OWN_ROWS_ONLY)
                     yield conn
             return
         with self._translated(), self._write_connection() as conn, _driver_transaction(conn):

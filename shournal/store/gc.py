@@ -133,6 +133,8 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
         raise DeleteError(NO_CRITERIA)
     c = m.Command
     with store.reading() as conn:
+        # what delete_commands will find: the user's own rows only
+        store.only_own_rows(conn)
         ids = matching_ids(conn, criteria).subquery()
         rows = conn.execute(
             select(c.id, c.start_time, m.WorkingDir.path, c.text)

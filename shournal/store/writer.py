@@ -438,6 +438,7 @@ class Writer:
         stores a spooled command whose earlier attempt may have committed
         (shournal.capture.spool), so that each is stored exactly once."""
         with self._db.reading() as conn:
+            self._db.only_own_rows(conn)
             return self._holds(conn, rec)
 
     def _holds(self, conn: Connection, rec: CommandRecord) -> bool:

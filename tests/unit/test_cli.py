@@ -31,7 +31,10 @@ def test_every_command_has_help(name):
     assert cmd.help and len(cmd.help) > 10
 
 
-@pytest.mark.parametrize("name", [*COMMANDS, "describe tool", "describe benchmark", ""])
+@pytest.mark.parametrize(
+    "name",
+    [*COMMANDS, "describe tool", "describe benchmark", "server init", "server add-user", ""],
+)
 def test_h_is_help_everywhere(name):
     """-h as --help: for the top level, every command and sub-command."""
     res = runner.invoke(app, [*name.split(), "-h"])
