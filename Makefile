@@ -10,6 +10,10 @@ SHAREDIR = $(PREFIX)/share/shournal
 VENV = $(LIBDIR)/venv
 DEVVENV = .venv
 PYTEST_ARGS ?=
+# Parallel test processes: most tests wait on shells, daemons and PostgreSQL,
+# not on the CPU, so more workers than cores (docs/development.md).
+TEST_WORKERS ?= 4
+PYTEST = $(DEVVENV)/bin/python -m pytest
 
 all: native
 
@@ -43,9 +47,19 @@ dev: deps native
 	test -x $(DEVVENV)/bin/python || $(PYTHON) -m venv $(DEVVENV)
 	$(DEVVENV)/bin/pip install -q -e ".[test]"
 
+# Two passes, both always run: every test but those marked `serial` in
+# parallel workers (a test file stays in one worker), then the serial ones
+# alone.  Either failing fails; status 5 (PYTEST_ARGS selected none of a
+# pass's tests) does not.
 test: dev
 	$(DEVVENV)/bin/ruff check .
-	$(DEVVENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
+	st=0; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=30 $(PYTEST_ARGS) \
+	    || st=$$?; \
+	[ $$st -ne 5 ] || st=0; \
+	$(PYTEST) -p no:xdist -m serial --durations=10 $(PYTEST_ARGS) \
+	    || { s=$$?; [ $$s -eq 5 ] || st=$$s; }; \
+	exit $$st
 
 lint: dev
 	$(DEVVENV)/bin/ruff check .
