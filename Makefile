@@ -43,9 +43,14 @@ install: deps native
 uninstall:
 	rm -rf $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(PREFIX)/bin/shournal
 
-dev: deps native
+dev: deps native $(DEVVENV)/.installed
+
+# (re)installed only when pyproject.toml changed: the install is editable, and
+# a reinstall meanwhile would pull the package from under a running test
+$(DEVVENV)/.installed: pyproject.toml
 	test -x $(DEVVENV)/bin/python || $(PYTHON) -m venv $(DEVVENV)
 	$(DEVVENV)/bin/pip install -q -e ".[test]"
+	touch $@
 
 # Two passes, both always run: every test but those marked `serial` in
 # parallel workers (a test file stays in one worker), then the serial ones
