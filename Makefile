@@ -62,7 +62,7 @@ test: dev
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=30 $(PYTEST_ARGS) \
 	    || st=$$?; \
 	[ $$st -ne 5 ] || st=0; \
-	$(PYTEST) -p no:xdist -m serial --durations=10 $(PYTEST_ARGS) \
+	$(PYTEST) -n 0 -m serial --durations=10 $(PYTEST_ARGS) \
 	    || { s=$$?; [ $$s -eq 5 ] || st=$$s; }; \
 	exit $$st
 
