@@ -14,6 +14,10 @@ MAN1DIR = $(PREFIX)/share/man/man1
 VENV = $(LIBDIR)/venv
 DEVVENV = .venv
 PYTEST_ARGS ?=
+# Parallel test processes: most tests wait on shells, daemons and PostgreSQL,
+# not on the CPU, so more workers than cores (docs/development.md).
+TEST_WORKERS ?= 4
+PYTEST = $(DEVVENV)/bin/python -m pytest
 
 all: native
 
@@ -53,13 +57,28 @@ uninstall:
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/shournal $(DESTDIR)$(ZSHCOMPDIR)/_shournal \
 	    $(DESTDIR)$(MAN1DIR)/shournal.1 $(DESTDIR)$(MAN1DIR)/shournal-*.1
 
-dev: deps native
+dev: deps native $(DEVVENV)/.installed
+
+# (re)installed only when pyproject.toml changed: the install is editable, and
+# a reinstall meanwhile would pull the package from under a running test
+$(DEVVENV)/.installed: pyproject.toml
 	test -x $(DEVVENV)/bin/python || $(PYTHON) -m venv $(DEVVENV)
 	$(DEVVENV)/bin/pip install -q -e ".[test]"
+	touch $@
 
+# Two passes, both always run: every test but those marked `serial` in
+# parallel workers (a test file stays in one worker), then the serial ones
+# alone.  Either failing fails; status 5 (PYTEST_ARGS selected none of a
+# pass's tests) does not.
 test: dev
 	$(DEVVENV)/bin/ruff check .
-	$(DEVVENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS)
+	st=0; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=30 $(PYTEST_ARGS) \
+	    || st=$$?; \
+	[ $$st -ne 5 ] || st=0; \
+	$(PYTEST) -n 0 -m serial --durations=10 $(PYTEST_ARGS) \
+	    || { s=$$?; [ $$s -eq 5 ] || st=$$s; }; \
+	exit $$st
 
 lint: dev
 	$(DEVVENV)/bin/ruff check .

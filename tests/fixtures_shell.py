@@ -3,6 +3,7 @@ as root, an unprivileged user, and real bash/zsh driven through a pty."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import pwd
@@ -25,21 +26,38 @@ from shournal.capture import protocol
 from shournal.data import CommandView
 
 REPO = Path(__file__).resolve().parent.parent
-TEST_USER = "shournal-test"
-OTHER_USER = "shournal-other"
 GROUP = "shournal"
+# Each pytest-xdist worker ("gw0", ...) has test users of its own: tests
+# count and kill the test user's processes, fanotify groups and marks, which
+# another worker's tests must not disturb.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEST_USER = "shournal-test" + (f"-{_WORKER}" if _WORKER else "")
+OTHER_USER = "shournal-other" + (f"-{_WORKER}" if _WORKER else "")
+USERS_LOCK = Path("/var/tmp/shournal-tests-users.lock")
 PROMPT = "__SHOURNAL_PROMPT__"
 _MARKERS = (protocol.MARK_RUN, protocol.MARK_END, protocol.MARK_STORE)
 
 
+@contextmanager
+def users_locked() -> Iterator[None]:
+    """/etc/passwd and /etc/group changed by one test process at a time:
+    parallel workers (and other test runs) start at once, and useradd,
+    groupadd and gpasswd fail when another holds the files' lock."""
+    with open(USERS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _ensure_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/bin/bash", name], check=True
-        )
-        return pwd.getpwnam(name)
+    with users_locked():
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/bin/bash", name],
+                check=True,
+            )
+            return pwd.getpwnam(name)
 
 
 def _user_can_read(user: str, path: Path) -> bool:
@@ -89,19 +107,35 @@ def build_native(dest: Path, *make_args: str) -> None:
     )
 
 
+def _native_built_once(tmp_path_factory: pytest.TempPathFactory, dest: Path) -> None:
+    """native/ built into `dest`; pytest-xdist's workers share one build
+    (in the run's base temp dir, which is their temp dirs' parent) and copy it."""
+    if not _WORKER:
+        build_native(dest)
+        return
+    shared = tmp_path_factory.getbasetemp().parent / "native-build"
+    with open(shared.with_name("native-build.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / ".complete").exists():
+            build_native(shared)
+            (shared / ".complete").touch()
+    shutil.copytree(shared, dest, ignore=shutil.ignore_patterns(".complete"))
+
+
 @pytest.fixture(scope="session")
-def install() -> Iterator[Install]:
+def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates a test user and a setuid copy of the helper")
-    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode != 0:
-        subprocess.run(["groupadd", "--system", GROUP], check=True)
+    with users_locked():
+        if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode != 0:
+            subprocess.run(["groupadd", "--system", GROUP], check=True)
     user = _ensure_user(TEST_USER)
     other = _ensure_user(OTHER_USER)
     root = Path(tempfile.mkdtemp(prefix="shournal-test-", dir="/var/tmp"))
     root.chmod(0o755)
     if os.statvfs(root).f_flag & os.ST_NOSUID:
         pytest.fail(f"{root} is on a nosuid mount; the setuid helper cannot work there")
-    build_native(root / "build")
+    _native_built_once(tmp_path_factory, root / "build")
     helper = root / "shournal-suid"
     shutil.copy2(root / "build" / "shournal-suid", helper)
     os.chown(helper, 0, 0)

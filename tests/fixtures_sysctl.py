@@ -3,7 +3,9 @@ must not depend on it (docs/security.md, "Sysctls").
 
 Sysctls are global: the value is set for as short as the test lasts, under
 an exclusive lock (so two test processes never interleave their changes),
-and the old value is always written back."""
+and the old value is always written back.  A test using one of these
+fixtures is marked `serial`: `make test` runs it after the parallel pass,
+when no other test of the run is changed by the value."""
 
 from __future__ import annotations
 
@@ -16,6 +18,19 @@ import pytest
 
 PROC_SYS = Path("/proc/sys")
 LOCK = Path("/var/tmp/shournal-tests-sysctl.lock")
+
+
+# (the fixtures below)
+MACHINE_WIDE = frozenset({
+    "suid_dumpable", "userns_allowed", "links_unprotected", "fanotify_mark_limit",
+})  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the mark
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MACHINE_WIDE.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.serial)
 
 
 def sysctl_path(name: str) -> Path:
@@ -78,3 +93,11 @@ def links_unprotected() -> Iterator[None]:
     existing file of another user is opened by O_CREAT."""
     with sysctls({"fs.protected_symlinks": "0", "fs.protected_regular": "0"}):
         yield
+
+
+@pytest.fixture
+def fanotify_mark_limit() -> Iterator[int]:
+    """fs.fanotify.max_user_marks at 8,192 (a 1 GB machine's): each user's
+    fanotify marks, of all his recorders together, are limited to it."""
+    with sysctls({"fs.fanotify.max_user_marks": "8192"}):
+        yield 8192

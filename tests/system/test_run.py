@@ -179,23 +179,13 @@ def test_run_reads_the_user_may_not_write_are_ignored_by_the_kernel(install, use
     assert [(e.path, e.size) for e in cmd.reads] == [(path, 3)]
 
 
-@pytest.fixture
-def max_user_marks():
-    """fs.fanotify.max_user_marks, restored afterwards."""
-    knob = Path("/proc/sys/fs/fanotify/max_user_marks")
-    old = knob.read_text()
-    yield knob
-    knob.write_text(old)
-
-
 def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
-        install, user_home, max_user_marks):
+        install, user_home, fanotify_mark_limit):
     """Every ignore mark counts against the user's max_user_marks, which
     his other command lines need for their mount marks.  With the limit of
     a 1 GB machine (8,192) a command line reading 1,000 files the user may
     not write takes 256 ignore marks, not 1,000, and a second command line
     started meanwhile is still recorded."""
-    max_user_marks.write_text("8192\n")
     write_config(user_home, "", install)
     ro = user_home / "work" / "ro"
     ro.mkdir()
@@ -212,7 +202,7 @@ def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
             if len(counted) > 10 and counted[-1] == counted[-11] > 0:
                 break
             time.sleep(0.1)
-        assert counted[-1] == 8192 // 32, counted
+        assert counted[-1] == fanotify_mark_limit // 32, counted
         other = run_as_user(install, user_home, "run", "--", "sh", "-c", "echo x > other")
         assert other.returncode == 0 and other.stderr == "", other.stderr
         assert commands(user_home, wfile=user_home / "work" / "other")

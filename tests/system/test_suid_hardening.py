@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import test_suid_security as _security
-from fixtures_shell import GROUP, Shell, _ensure_user, wait_for, warnings_in
+from fixtures_shell import GROUP, Shell, _ensure_user, users_locked, wait_for, warnings_in
 from test_suid_security import (
     NO_SUCH_PID,
     SLEEP,
@@ -67,11 +67,14 @@ PRLIMIT = "/usr/bin/prlimit"
 def member(install) -> Iterator:
     """shournal-member, listed for group shournal in /etc/group."""
     user = _ensure_user(MEMBER_USER)
-    subprocess.run(["gpasswd", "-a", MEMBER_USER, GROUP], check=True, capture_output=True)
+    with users_locked():
+        subprocess.run(["gpasswd", "-a", MEMBER_USER, GROUP], check=True, capture_output=True)
     try:
         yield user
     finally:
-        subprocess.run(["gpasswd", "-d", MEMBER_USER, GROUP], check=True, capture_output=True)
+        with users_locked():
+            subprocess.run(["gpasswd", "-d", MEMBER_USER, GROUP], check=True,
+                           capture_output=True)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ SYSTEM_FIXTURES = frozenset({
     "suid_dumpable",
     "userns_allowed",
     "links_unprotected",
+    "fanotify_mark_limit",
 })  # fmt: skip
 SYSTEM_MARKS = frozenset({"shell", "root", "pg"})
 
