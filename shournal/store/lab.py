@@ -145,6 +145,12 @@ def schema_ddl() -> list[str]:
                 f"ALTER TABLE {t} DROP CONSTRAINT {name}, "
                 f"ADD CONSTRAINT {name} UNIQUE (owner, {cols})"
             )
+        for ix in sorted((i for i in table.indexes if i.unique), key=str):
+            # a unique index (a partial one, as import_key's) is per owner too
+            create = _compiled(CreateIndex(ix))
+            head, _, rest = create.partition(" (")
+            out.append(f"DROP INDEX {quote(str(ix.name))}")
+            out.append(f"{head} (owner, {rest}")
         if table.name in referenced:
             out.append(
                 f"ALTER TABLE {t} ADD CONSTRAINT {quote('uq_' + table.name + '_owner_id')} "

@@ -19,6 +19,7 @@ from shournal.data import LabelError
 from shournal.journal import Journal
 from shournal.store import Store
 from shournal.store import models as m
+from shournal.store.migrations import SCHEMA_VERSION
 
 
 def _labels(s: Store) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[str]]:
@@ -93,7 +94,7 @@ def test_upgrade_from_7_adds_the_tables(store: Store) -> None:
     store.close()
     with Store(url, create=False) as s:
         with s.reading() as conn:
-            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == 8
+            assert conn.execute(select(m.SchemaVersion.version)).scalar_one() == SCHEMA_VERSION
             assert conn.execute(select(func.count()).select_from(m.Tag)).scalar_one() == 0
         j = Journal(s)
         assert j.add_tags(cid, ["after-upgrade"]) == ["after-upgrade"]
