@@ -9,8 +9,10 @@ the listener, ``shournal doctor`` and scripts use.
 Which journal: :func:`resolve_url` decides it once for everyone, so the
 listener that writes and the commands that read always agree.
 
-Importing this module costs only the standard library; SQLAlchemy is
-loaded when a journal is opened.
+Importing this module costs only the standard library.  A SQLite journal
+is read through sqlite3 alone (:mod:`shournal.store.connection`);
+SQLAlchemy is loaded when the journal is a server's, must be created or
+upgraded, or is written (the store, opened on the first write).
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Sequence
     from typing import Any
 
-    from sqlalchemy import Connection
-
     from shournal.config import Config
     from shournal.data import ArchivedFile, CommandView, Criteria, JournalStats, WrittenVersion
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
+    from shournal.store.connection import Reads, _Source
     from shournal.store.db import Store
 
 __all__ = ["Journal", "resolve_url"]
@@ -59,11 +60,27 @@ class Journal:
     that cannot be read or written.
     """
 
-    def __init__(self, store: Store) -> None:
-        """Wrap an open store; use :meth:`open`."""
-        self._store = store
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        source: _Source | None = None,
+        url: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """Wrap an open store, or a ``source`` of reads whose store (for
+        writing) is opened from ``url`` when first needed; use :meth:`open`."""
+        from shournal.store.connection import StoreSource
+
+        if source is None:
+            assert store is not None
+            source = StoreSource(store)
+        self._source = source
+        self._store_ = store
+        self._url = url
+        self._read_only = read_only
         self._settings: list[tuple[int, int]] | None = None
-        self._snapshot: Connection | None = None
+        self._snapshot: Reads | None = None
 
     # -- opening ------------------------------------------------------------------
 
@@ -88,9 +105,17 @@ class Journal:
         :raises shournal.store.StoreError: it cannot be opened (StoreMissing:
             none exists yet; SchemaTooNew, StoreCorrupt, StoreUnavailable).
         """
+        url = resolve_url(url, config=config)
+        if not create:
+            from shournal.store.connection import SqliteSource, sqlite_file
+
+            path = sqlite_file(url)
+            source = None if path is None else SqliteSource.open(path)
+            if source is not None:
+                return cls(source=source, url=url, read_only=read_only)
         from shournal.store.db import Store
 
-        return cls(Store(resolve_url(url, config=config), create=create, read_only=read_only))
+        return cls(Store(url, create=create, read_only=read_only))
 
     @staticmethod
     def open_to_others(url: str | None = None) -> list[tuple[str, int]]:
@@ -104,10 +129,22 @@ class Journal:
     @property
     def location(self) -> str:
         """Where the journal is: a file path, or the URL without password."""
-        return self._store.location
+        return self._source.location
+
+    @property
+    def _store(self) -> Store:
+        """The store, for writing: opened now if the journal was opened
+        for reading through sqlite3 alone."""
+        if self._store_ is None:
+            from shournal.store.db import Store
+
+            self._store_ = Store(self._url, create=False, read_only=self._read_only)
+        return self._store_
 
     def close(self) -> None:
-        self._store.close()
+        self._source.close()
+        if self._store_ is not None:
+            self._store_.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -128,7 +165,7 @@ class Journal:
         if self._snapshot is not None:
             yield self
             return
-        with self._store.reading() as conn:
+        with self._source.reading() as conn:
             self._snapshot = conn
             try:
                 yield self
@@ -136,11 +173,11 @@ class Journal:
                 self._snapshot = None
 
     @contextmanager
-    def _reading(self) -> Iterator[Connection]:
+    def _reading(self) -> Iterator[Reads]:
         if self._snapshot is not None:
             yield self._snapshot
         else:
-            with self._store.reading() as conn:
+            with self._source.reading() as conn:
                 yield conn
 
     # -- finding commands --------------------------------------------------------------
@@ -172,7 +209,9 @@ class Journal:
         """
         from shournal.store.find import find_commands
 
-        crit = self._criteria(criteria, filters)
+        crit = None
+        if criteria is not None or any(v is not None for v in filters.values()):
+            crit = self._criteria(criteria, filters)
         with self._reading() as conn:
             return find_commands(
                 conn, crit, wfile=wfile, rfile=rfile,
@@ -304,12 +343,16 @@ class Journal:
         from shournal.data import DEFAULT_TOP
         from shournal.store.stats import compute_stats
 
-        return compute_stats(
-            self._store,
-            command_ids=command_ids,
-            criteria=self._criteria(criteria, filters),
-            top=DEFAULT_TOP if top is None else top,
-        )
+        crit = None
+        if criteria is not None or any(v is not None for v in filters.values()):
+            crit = self._criteria(criteria, filters)
+        with self._reading() as conn:
+            return compute_stats(
+                conn,
+                command_ids=command_ids,
+                criteria=crit,
+                top=DEFAULT_TOP if top is None else top,
+            )
 
     # -- deleting --------------------------------------------------------------------
 
@@ -322,7 +365,9 @@ class Journal:
         """
         from shournal.store.gc import plan_delete
 
-        return plan_delete(self._store, self._criteria(criteria, filters))
+        crit = self._criteria(criteria, filters)
+        with self._reading() as conn:
+            return plan_delete(conn, crit)
 
     def delete(
         self,
@@ -388,7 +433,7 @@ class Journal:
     def notes(self) -> list[str]:
         """What opening the journal changed that its user should hear of
         (one line each: a permission fixed, a schema upgraded)."""
-        return list(self._store.notes)
+        return [] if self._store_ is None else list(self._store_.notes)
 
 
 def _spool_waiting() -> bool:

@@ -31,7 +31,7 @@ from shournal.errors import (
     StoreMissing,
     StoreUnavailable,
 )
-from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
+from shournal.store.connection import BUSY_SECONDS as _BUSY_SECONDS
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
@@ -308,7 +308,7 @@ class Database:
         kw: dict[str, Any] = {}
         on_file = self.dialect_name == "sqlite" and database not in (None, "", ":memory:")
         if self._read_only and on_file:
-            from shournal.store.light import connect_read_only
+            from shournal.store.connection import connect_read_only
 
             # (the driver's own arguments, as SQLAlchemy passes them)
             kw["creator"] = lambda: connect_read_only(database, check_same_thread=False)
