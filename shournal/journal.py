@@ -68,8 +68,9 @@ class Journal:
         url: str | None = None,
         read_only: bool = False,
     ) -> None:
-        """Wrap an open store, or a ``source`` of reads whose store (for
-        writing) is opened from ``url`` when first needed; use :meth:`open`."""
+        """Wrap an open store (reads and writes), or a ``source`` of reads
+        with the store for writing (None: opened from ``url`` when first
+        needed); use :meth:`open`."""
         from shournal.store.connection import StoreSource
 
         if source is None:
@@ -105,26 +106,49 @@ class Journal:
         :raises shournal.store.StoreError: it cannot be opened (StoreMissing:
             none exists yet; SchemaTooNew, StoreCorrupt, StoreUnavailable).
         """
+        from shournal.store.connection import SqliteSource, sqlite_file
+
         url = resolve_url(url, config=config)
-        if not create:
-            from shournal.store.connection import SqliteSource, sqlite_file
+        store = None
+        if create:
+            from shournal.store.db import Store
 
-            path = sqlite_file(url)
+            store = Store(url, create=True, read_only=read_only)
+        # A SQLite journal of the current schema is read through sqlite3,
+        # whoever opened it; anything else through the store.
+        path = sqlite_file(url)
+        try:
             source = None if path is None else SqliteSource.open(path)
-            if source is not None:
-                return cls(source=source, url=url, read_only=read_only)
-        from shournal.store.db import Store
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
+        if source is not None:
+            return cls(store, source=source, url=url, read_only=read_only)
+        if store is None:
+            from shournal.store.db import Store
 
-        return cls(Store(url, create=create, read_only=read_only))
+            store = Store(url, create=False, read_only=read_only)
+        return cls(store)
 
     @staticmethod
     def open_to_others(url: str | None = None) -> list[tuple[str, int]]:
         """(path, st_mode) of the journal's files and folder that group or
         others may read (a SQLite journal :func:`resolve_url` names, ``url``
         wins; a server's journal has none), without opening it."""
+        from shournal import _paths
+        from shournal.store.connection import journal_paths, sqlite_file
+
+        url = resolve_url(url)
+        if url is None:
+            database = _paths.default_db_file()
+            return _paths.open_to_others(journal_paths(database, os.path.dirname(database)))
+        path = sqlite_file(url)
+        if path is not None:
+            return _paths.open_to_others(journal_paths(path, None))
         from shournal.store.engine import journal_open_to_others
 
-        return journal_open_to_others(resolve_url(url))
+        return journal_open_to_others(url)
 
     @property
     def location(self) -> str:

@@ -19,6 +19,7 @@ bench/cli_startup.py).
 
 from __future__ import annotations
 
+import _thread
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -250,6 +251,12 @@ def connect_read_only(path: str, **kw: object) -> sqlite3.Connection:
     return sqlite3.connect(uri + "&immutable=1", uri=True, **kw)  # type: ignore[arg-type]
 
 
+def journal_paths(database: str, folder: str | None) -> list[str]:
+    """A SQLite journal's folder (the default journal's: ours; the folder
+    of a journal the user named is the user's business) and files."""
+    return ([folder] if folder else []) + [database, f"{database}-wal", f"{database}-shm"]
+
+
 def sqlite_file(url: str | None) -> str | None:
     """The SQLite file of the journal ``url`` names
     (:func:`shournal.location.resolve_url`; None: the default one), as
@@ -297,6 +304,8 @@ class SqliteSource(_Source):
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self._conn = conn
         self.location = path
+        # One connection: a thread reading waits for another's transaction.
+        self._lock = _thread.allocate_lock()
 
     @classmethod
     def open(cls, path: str) -> SqliteSource | None:
@@ -306,7 +315,8 @@ class SqliteSource(_Source):
         if not os.path.exists(path):
             return None
         try:
-            conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS)
+            conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS,
+                                     check_same_thread=False)  # fmt: skip
         except sqlite3.Error:
             return None
         try:
@@ -321,16 +331,17 @@ class SqliteSource(_Source):
 
     @contextmanager
     def reading(self) -> Iterator[Reads]:
-        reads = SqliteReads(self._conn, self.location)
-        reads.rows("BEGIN")
-        try:
-            yield reads
-        finally:
-            if self._conn.in_transaction:
-                try:
-                    self._conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+        with self._lock:
+            reads = SqliteReads(self._conn, self.location)
+            reads.rows("BEGIN")
+            try:
+                yield reads
+            finally:
+                if self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
 
     def close(self) -> None:
         self._conn.close()

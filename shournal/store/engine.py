@@ -32,6 +32,7 @@ from shournal.errors import (
     StoreUnavailable,
 )
 from shournal.store.connection import BUSY_SECONDS as _BUSY_SECONDS
+from shournal.store.connection import journal_paths as journal_paths
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
@@ -63,12 +64,6 @@ def _fs_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
 # PRAGMA user_version bit: this journal's files were private (0600, its
 # folder 0700) when a writer last opened it.
 PRIVATE_MARK = 1
-
-
-def journal_paths(database: str, folder: str | None) -> list[str]:
-    """A SQLite journal's folder (the default journal's: ours; the folder
-    of a journal the user named is the user's business) and files."""
-    return ([folder] if folder else []) + [database, f"{database}-wal", f"{database}-shm"]
 
 
 def journal_open_to_others(url: str | None) -> list[tuple[str, int]]:
