@@ -365,13 +365,13 @@ class Journal:
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
         from shournal.data import DEFAULT_TOP
-        from shournal.store.stats import compute_stats
+        from shournal.store.stats import compute_stats_conn
 
         crit = None
         if criteria is not None or any(v is not None for v in filters.values()):
             crit = self._criteria(criteria, filters)
         with self._reading() as conn:
-            return compute_stats(
+            return compute_stats_conn(
                 conn,
                 command_ids=command_ids,
                 criteria=crit,
@@ -387,11 +387,11 @@ class Journal:
 
         :raises shournal.deletion.DeleteError: no criteria.
         """
-        from shournal.store.gc import plan_delete
+        from shournal.store.gc import plan_delete_conn
 
         crit = self._criteria(criteria, filters)
         with self._reading() as conn:
-            return plan_delete(conn, crit)
+            return plan_delete_conn(conn, crit)
 
     def delete(
         self,

@@ -114,13 +114,20 @@ _PG_LOCK_ORDER = (
 )
 
 
-def plan_delete(conn: Reads, criteria: Criteria) -> DeletePlan:
+def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
     """The commands (oldest first) and the number of file events that
-    :func:`delete_commands` would remove; reads only, inside one read
-    transaction.
+    :func:`delete_commands` would remove; reads only.
 
     :raises shournal.store.StoreError: the journal cannot be read.
     """
+    from shournal.store.connection import AlchemyReads
+
+    with store.reading() as conn:
+        return plan_delete_conn(AlchemyReads(conn), criteria)
+
+
+def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
+    """:func:`plan_delete` inside an open read transaction."""
     from shournal.store.reader import matching_ids
 
     if criteria.is_empty():

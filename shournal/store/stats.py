@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from shournal.data import Criteria
     from shournal.store.connection import Reads
+    from shournal.store.db import Store
 
 _IN_BATCH = 500
 
@@ -110,18 +111,33 @@ class StatsTally:
 
 
 def compute_stats(
-    conn: Reads,
+    store: Store,
     *,
     command_ids: Iterable[int] | None = None,
     criteria: Criteria | None = None,
     top: int = DEFAULT_TOP,
 ) -> JournalStats:
     """Statistics over the whole journal, the commands matching
-    ``criteria``, or only ``command_ids`` (both: their intersection),
-    inside one read transaction.
+    ``criteria``, or only ``command_ids`` (both: their intersection).
 
     :raises shournal.store.StoreError: the journal cannot be read.
     """
+    from shournal.store.connection import AlchemyReads
+
+    with store.reading() as conn:
+        return compute_stats_conn(
+            AlchemyReads(conn), command_ids=command_ids, criteria=criteria, top=top
+        )
+
+
+def compute_stats_conn(
+    conn: Reads,
+    *,
+    command_ids: Iterable[int] | None = None,
+    criteria: Criteria | None = None,
+    top: int = DEFAULT_TOP,
+) -> JournalStats:
+    """:func:`compute_stats` inside an open read transaction."""
     if not 0 <= top <= INT64_MAX:
         raise ValueError(f"top must be between 0 and {INT64_MAX}")
     scope = None
