@@ -122,6 +122,8 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
     """
     from shournal.store.connection import AlchemyReads
 
+    if criteria.is_empty():
+        raise DeleteError(NO_CRITERIA)
     with store.reading() as conn:
         return plan_delete_conn(AlchemyReads(conn), criteria)
 
