@@ -593,23 +593,26 @@ def written_versions(
     if size == 0:
         # Empty files have no hash: the partial index of hashless writes
         # (its condition spelled literally so that both engines use it).
-        match = "length(w.hash) = 0 AND w.size = 0 AND w.mtime_ns = :mtime"
+        match = ("length(write_event.hash) = 0 AND write_event.size = 0 "
+                 "AND write_event.mtime_ns = :mtime")  # fmt: skip
     else:
         # Any of the hashes (b"" among them: stored with hashing off, then
         # only with the same mtime); the (hash, size) index.
         wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
         marks, in_params = in_list("h", [*wanted, b""])
         params.update(in_params, size=size)
-        match = (f"w.hash IN ({marks}) AND w.size = :size "
-                 "AND (length(w.hash) > 0 OR w.mtime_ns = :mtime)")  # fmt: skip
+        match = (f"write_event.hash IN ({marks}) AND write_event.size = :size "
+                 "AND (length(write_event.hash) > 0 OR write_event.mtime_ns = :mtime)")  # fmt: skip
     from shournal.data import WrittenVersion
 
     rows = conn.rows(
-        "SELECT w.id, w.command_id, c.start_time, c.end_time, d.path, w.basename, w.size, "
-        "w.mtime_ns, w.hash, hs.chunk_size, hs.max_reads FROM write_event w "
-        "JOIN command c ON c.id = w.command_id JOIN directory d ON d.id = w.directory_id "
-        "LEFT OUTER JOIN hash_setting hs ON hs.id = c.hash_setting_id "
-        f"WHERE {match} ORDER BY c.end_time DESC, c.id DESC, w.id DESC",
+        "SELECT write_event.id, write_event.command_id, command.start_time, command.end_time, "
+        "directory.path, write_event.basename, write_event.size, write_event.mtime_ns, "
+        "write_event.hash, hash_setting.chunk_size, hash_setting.max_reads FROM write_event "
+        "JOIN command ON command.id = write_event.command_id "
+        "JOIN directory ON directory.id = write_event.directory_id "
+        "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id "
+        f"WHERE {match} ORDER BY command.end_time DESC, command.id DESC, write_event.id DESC",
         params,
     )
     return [
