@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shournal.query.find import find_commands
 from sqlalchemy import Connection, create_engine, inspect, text
 
+from shournal.journal import Journal
 from shournal.record import CommandRecord
 from shournal.store import Store
 from shournal.store import models as m
@@ -282,7 +282,7 @@ def test_opening_upgrades_to_exactly_a_new_journal(
                 stored = conn.execute(text("SELECT version FROM schema_version")).scalar_one()
             assert stored == SCHEMA_VERSION
             assert got == _expected(SCHEMA_VERSION)
-            commands = find_commands(s)
+            commands = Journal(s).find()
             assert [(c.id, c.text, c.working_dir) for c in commands] == [
                 (1, "make", "/home/u/src"), (2, "cat", "/tmp")
             ]
@@ -296,4 +296,4 @@ def test_opening_upgrades_to_exactly_a_new_journal(
                           hash_chunk_size=4096, hash_max_reads=3)  # fmt: skip
         )
         assert new == 3
-        assert [c.text for c in find_commands(s)] == ["make", "cat", "new"]
+        assert [c.text for c in Journal(s).find()] == ["make", "cat", "new"]
