@@ -6,7 +6,8 @@ skipped otherwise): ``shournal query --history 5`` and ``shournal query
 path), ``query --cwd D --history 5`` (D a working directory of the
 journal; the full CLI), ``lineage F``, ``status F``, ``stats --cwd D``,
 ``history``, ``doctor`` and ``--help``.  ``python -c pass`` of the same
-interpreter is the floor.  ``--only NAME`` (repeatable) picks commands.
+interpreter is the floor, ``python -c 'import typer'`` that of every
+command the typer CLI answers.  ``--only NAME`` (repeatable) picks commands.
 
 Each build is installed as ``make install`` installs it: a fresh venv with
 ``pip install`` of the source tree (not editable: an editable install's
@@ -200,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             bindir = install(build, home / f"venv{i}")
             if i == 0:
                 commands["python -c pass"] = [str(bindir / "python"), "-c", "pass"]
+                # the floor of every command the typer CLI answers
+                commands["python -c 'import typer'"] = [str(bindir / "python"), "-c",
+                                                        "import typer"]  # fmt: skip
                 if args.journal == "default":
                     # the commented default config.toml, as a first use writes it
                     subprocess.run([str(bindir / "python"), "-c",
