@@ -9,8 +9,10 @@ the listener, ``shournal doctor`` and scripts use.
 Which journal: :func:`resolve_url` decides it once for everyone, so the
 listener that writes and the commands that read always agree.
 
-Importing this module costs only the standard library; SQLAlchemy is
-loaded when a journal is opened.
+Importing this module costs only the standard library.  A SQLite journal
+is read through sqlite3 alone (:mod:`shournal.store.connection`);
+SQLAlchemy is loaded when the journal is a server's, must be created or
+upgraded, or is written (the store, opened on the first write).
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Sequence
     from typing import Any
 
-    from sqlalchemy import Connection
-
     from shournal.config import Config
     from shournal.data import (
         ArchivedFile,
@@ -42,12 +42,12 @@ if TYPE_CHECKING:
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
     from shournal.redact import RedactResult
+    from shournal.store.connection import Reads, _Source
     from shournal.store.db import Store
     from shournal.store.search import Searcher
 
 __all__ = ["Journal", "resolve_url"]
 # (Searcher: the type Journal.searcher returns, for annotations above the door)
-
 
 class Journal:
     """A shournal journal: every recorded command line with the files it
@@ -71,11 +71,28 @@ class Journal:
     that cannot be read or written.
     """
 
-    def __init__(self, store: Store) -> None:
-        """Wrap an open store; use :meth:`open`."""
-        self._store = store
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        source: _Source | None = None,
+        url: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """Wrap an open store (reads and writes), or a ``source`` of reads
+        with the store for writing (None: opened from ``url`` when first
+        needed); use :meth:`open`."""
+        from shournal.store.connection import StoreSource
+
+        if source is None:
+            assert store is not None
+            source = StoreSource(store)
+        self._source = source
+        self._store_ = store
+        self._url = url
+        self._read_only = read_only
         self._settings: list[tuple[int, int]] | None = None
-        self._snapshot: Connection | None = None
+        self._snapshot: Reads | None = None
 
     # -- opening ------------------------------------------------------------------
 
@@ -100,18 +117,49 @@ class Journal:
         :raises shournal.store.StoreError: it cannot be opened (StoreMissing:
             none exists yet; SchemaTooNew, StoreCorrupt, StoreUnavailable).
         """
-        from shournal.store.db import Store
+        from shournal.store.connection import SqliteSource, sqlite_file
 
-        return cls(Store(resolve_url(url, config=config), create=create, read_only=read_only))
+        url = resolve_url(url, config=config)
+        store = None
+        if create:
+            from shournal.store.db import Store
+
+            store = Store(url, create=True, read_only=read_only)
+        # A SQLite journal of the current schema is read through sqlite3,
+        # whoever opened it; anything else through the store.
+        path = sqlite_file(url)
+        try:
+            source = None if path is None else SqliteSource.open(path)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
+        if source is not None:
+            return cls(store, source=source, url=url, read_only=read_only)
+        if store is None:
+            from shournal.store.db import Store
+
+            store = Store(url, create=False, read_only=read_only)
+        return cls(store)
 
     @staticmethod
     def open_to_others(url: str | None = None) -> list[tuple[str, int]]:
         """(path, st_mode) of the journal's files and folder that group or
         others may read (a SQLite journal :func:`resolve_url` names, ``url``
         wins; a server's journal has none), without opening it."""
+        from shournal import _paths
+        from shournal.store.connection import journal_paths, sqlite_file
+
+        url = resolve_url(url)
+        if url is None:
+            database = _paths.default_db_file()
+            return _paths.open_to_others(journal_paths(database, os.path.dirname(database)))
+        path = sqlite_file(url)
+        if path is not None:
+            return _paths.open_to_others(journal_paths(path, None))
         from shournal.store.engine import journal_open_to_others
 
-        return journal_open_to_others(resolve_url(url))
+        return journal_open_to_others(url)
 
     @staticmethod
     def searcher(url: str | None = None) -> Searcher:
@@ -129,10 +177,22 @@ class Journal:
     @property
     def location(self) -> str:
         """Where the journal is: a file path, or the URL without password."""
-        return self._store.location
+        return self._source.location
+
+    @property
+    def _store(self) -> Store:
+        """The store, for writing: opened now if the journal was opened
+        for reading through sqlite3 alone."""
+        if self._store_ is None:
+            from shournal.store.db import Store
+
+            self._store_ = Store(self._url, create=False, read_only=self._read_only)
+        return self._store_
 
     def close(self) -> None:
-        self._store.close()
+        self._source.close()
+        if self._store_ is not None:
+            self._store_.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -153,7 +213,7 @@ class Journal:
         if self._snapshot is not None:
             yield self
             return
-        with self._store.reading() as conn:
+        with self._source.reading() as conn:
             self._snapshot = conn
             try:
                 yield self
@@ -161,11 +221,11 @@ class Journal:
                 self._snapshot = None
 
     @contextmanager
-    def _reading(self) -> Iterator[Connection]:
+    def _reading(self) -> Iterator[Reads]:
         if self._snapshot is not None:
             yield self._snapshot
         else:
-            with self._store.reading() as conn:
+            with self._source.reading() as conn:
                 yield conn
 
     # -- finding commands --------------------------------------------------------------
@@ -197,7 +257,9 @@ class Journal:
         """
         from shournal.store.find import find_commands
 
-        crit = self._criteria(criteria, filters)
+        crit = None
+        if criteria is not None or any(v is not None for v in filters.values()):
+            crit = self._criteria(criteria, filters)
         with self._reading() as conn:
             return find_commands(
                 conn, crit, wfile=wfile, rfile=rfile,
@@ -347,14 +409,18 @@ class Journal:
         directories and directories) over the whole journal, the commands
         matching the criteria, and/or only ``command_ids``."""
         from shournal.data import DEFAULT_TOP
-        from shournal.store.stats import compute_stats
+        from shournal.store.stats import compute_stats_conn
 
-        return compute_stats(
-            self._store,
-            command_ids=command_ids,
-            criteria=self._criteria(criteria, filters),
-            top=DEFAULT_TOP if top is None else top,
-        )
+        crit = None
+        if criteria is not None or any(v is not None for v in filters.values()):
+            crit = self._criteria(criteria, filters)
+        with self._reading() as conn:
+            return compute_stats_conn(
+                conn,
+                command_ids=command_ids,
+                criteria=crit,
+                top=DEFAULT_TOP if top is None else top,
+            )
 
     def usage(
         self,
@@ -371,12 +437,11 @@ class Journal:
         from shournal.data import DEFAULT_TOP
         from shournal.store.stats import compute_usage
 
-        return compute_usage(
-            self._store,
-            criteria=self._criteria(criteria, filters),
-            top=DEFAULT_TOP if top is None else top,
-            bucket=bucket,
-        )
+        crit = self._criteria(criteria, filters)
+        with self._reading() as conn:
+            return compute_usage(
+                conn, criteria=crit, top=DEFAULT_TOP if top is None else top, bucket=bucket
+            )
 
     # -- deleting --------------------------------------------------------------------
 
@@ -387,9 +452,14 @@ class Journal:
 
         :raises shournal.deletion.DeleteError: no criteria.
         """
-        from shournal.store.gc import plan_delete
+        from shournal.store.gc import plan_delete_conn
 
-        return plan_delete(self._store, self._criteria(criteria, filters))
+        crit = self._criteria(criteria, filters)
+        # (its own transaction: a lab store's narrowing to the user's own
+        # rows lasts until its end)
+        with self._source.reading() as conn:
+            conn.only_own_rows()
+            return plan_delete_conn(conn, crit)
 
     def delete(
         self,
@@ -453,7 +523,7 @@ class Journal:
         :raises shournal.data.LabelError: no command with this id."""
         if command_id is not None:
             return [(t, 1) for t in self._labelled(command_id).tags]
-        from shournal.store.labels import tag_counts
+        from shournal.store.reader import tag_counts
 
         with self._reading() as conn:
             return tag_counts(conn)
@@ -501,10 +571,10 @@ class Journal:
         """The secrets replaced by their markers in the whole journal
         (shournal.redact): how many commands have one, and the counts by
         kind."""
-        from shournal.store.redaction import commands_redacted, counts_by_kind
+        from shournal.store.stats import commands_redacted, redaction_counts
 
         with self._reading() as conn:
-            return commands_redacted(conn), counts_by_kind(conn)
+            return commands_redacted(conn), redaction_counts(conn)
 
     def redact(
         self,

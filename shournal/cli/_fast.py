@@ -1,6 +1,6 @@
 """The fast path of `shournal query`: the questions a history tool is asked
-all day, answered without typer and SQLAlchemy (whose imports alone cost
-several times the query; bench/cli_startup.py).
+all day, answered without typer (whose import alone costs several times
+the query; bench/cli_startup.py).
 
 Only these argument lists, each option at most once and in any order::
 
@@ -8,13 +8,14 @@ Only these argument lists, each option at most once and in any order::
     query --wfile F [--history N] [--output-format human|json|jsonl]
 
 (``--opt=value`` too).  They are answered as :func:`shournal.cli.query.query`
-answers them, step by step, through the ORM-free reader
-:mod:`shournal.store.light` and the same renderers
+answers them, step by step, through :class:`shournal.Journal` (which reads
+a SQLite journal with sqlite3 alone) and the same renderers
 (:mod:`shournal.cli._output`).  Everything else returns None before
 anything is printed or waited for, and :func:`shournal.cli.main` runs the
 full CLI: other options, a value the full parser would reject, a journal
-that is not a plain SQLite file of the current schema, a missing journal,
-a file that cannot be probed, any error of SQLite.
+that is not a plain SQLite file of the current schema (the store must
+open it), a missing journal, a file that cannot be probed, any error of
+the journal.
 """
 
 from __future__ import annotations
@@ -86,44 +87,37 @@ def answer(argv: list[str]) -> int | None:
     )
     from shournal.data import QueryError
     from shournal.errors import StoreError
-    from shournal.location import resolve_url
-    from shournal.probe import check_file, probe_file
+    from shournal.journal import Journal
+    from shournal.probe import check_file
     from shournal.query.pending import wait_for_pending
-    from shournal.store.light import LightReader, Unanswered, journal_file
 
     human = output_format == "human"
     min_stats, max_stats = stat_counts(STAT_COUNTS)
     # The order of the full path: the file is checked first; the journal is
     # read (one transaction) only after waiting for commands still being
-    # stored.  Opening it before only reads its schema version, so that a
-    # journal for the full path is handed over before anything is waited for.
+    # stored.  Opening it before only reads its schema version (or has the
+    # store upgrade it), so that a journal that cannot be read is handed
+    # over before anything is waited for.
     try:
         if wfile is not None:
             check_file(wfile)
-        reader = LightReader(journal_file(resolve_url()))
-    except (QueryError, StoreError, Unanswered):
+        journal = Journal.open()
+    except (QueryError, StoreError):
         return None
-    with reader:
+    with journal:
         pending = wait_for_pending()
         try:
-            reader.begin()
-            written = None
-            if wfile is not None:
-                written = probe_file(wfile, reader.hash_settings())
-            commands = reader.find(
-                written=written,
-                history=history,
-                max_files=HUMAN_MAX_FILES if human else None,
-            )
-            capped = None
-            if not commands and human and written is not None and written.mtime_ns is not None:
-                capped = reader.capped_writers(written.mtime_ns)
-            stats = None
-            if commands and human and max_stats > 0:
-                from shournal.data import DEFAULT_TOP
-
-                stats = reader.stats_of([c.id for c in commands], DEFAULT_TOP)
-        except (QueryError, Unanswered):
+            with journal.snapshot():
+                commands = journal.find(
+                    wfile=wfile, history=history, max_files=HUMAN_MAX_FILES if human else None
+                )
+                capped = None
+                if not commands and human and wfile is not None:
+                    capped = journal.capped_writers(wfile)
+                stats = None
+                if commands and human and max_stats > 0:
+                    stats = journal.stats(command_ids=[c.id for c in commands])
+        except (QueryError, StoreError, OSError):
             return None
     if human and not commands:
         write(no_results("", pending, wfile, None, capped))

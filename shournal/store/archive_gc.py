@@ -84,10 +84,11 @@ def _live(store: Store) -> set[str]:
     :raises ValueError: a manifest cannot be decoded.
     """
     from shournal.store import archived
+    from shournal.store.connection import AlchemyReads
 
     live: set[str] = set()
     with store.reading() as conn:
-        for manifest in archived.apparatus_manifests(conn):
+        for manifest in archived.apparatus_manifests(AlchemyReads(conn)):
             live |= digests_of(manifest)
     return live
 

@@ -1,6 +1,7 @@
 """The SQL of archived contents: the script archive (``content`` joined to
 read files) and the apparatus manifests.  Callers outside ``store/`` get
-plain tuples and bytes, never statements."""
+plain tuples and bytes, never statements.  Text SQL over
+:class:`shournal.store.connection.Reads`, as :mod:`shournal.store.reader`'s."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import Connection, select
-
 from shournal.data import ArchivedFile, NotArchived
-from shournal.store import models as m
+from shournal.store.reader import in_list, mode_of
+
+# Not typing.TYPE_CHECKING: the journal's readers import this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from shournal.store.connection import Reads
 
 _IN_BATCH = 200
 
@@ -19,77 +23,73 @@ _IN_BATCH = 200
 ArchivedRow = tuple[int, int, bytes, bytes, int, int, bytes]
 
 
-def _archived_rows(conn: Connection, where: object) -> Iterator[ArchivedRow]:
-    rf, re_ = m.ReadFile, m.ReadEvent
-    stmt = (
-        select(rf.id, re_.command_id, m.Directory.path, rf.basename, rf.mode, rf.mtime_ns,
-               m.Content.data)
-        .join(re_, re_.read_file_id == rf.id)
-        .join(m.Directory, m.Directory.id == rf.directory_id)
-        .join(m.Content, m.Content.id == rf.content_id)
-        .where(where)  # type: ignore[arg-type]
-        .order_by(re_.command_id, rf.id)
-    )
-    for r in conn.execute(stmt):
-        yield (r[0], r[1], bytes(r[2]), bytes(r[3]), r[4], r[5], bytes(r[6]))
+def _archived_rows(conn: Reads, where: str, params: dict[str, object]) -> Iterator[ArchivedRow]:
+    for r in conn.rows(
+        "SELECT read_file.id, read_event.command_id, directory.path, read_file.basename, "
+        "read_file.mode, read_file.mtime_ns, content.data FROM read_file "
+        "JOIN read_event ON read_event.read_file_id = read_file.id "
+        "JOIN directory ON directory.id = read_file.directory_id "
+        f"JOIN content ON content.id = read_file.content_id WHERE {where} "
+        "ORDER BY read_event.command_id, read_file.id",
+        params,
+    ):
+        yield (r[0], r[1], bytes(r[2]), bytes(r[3]), mode_of(r[4]), r[5], bytes(r[6]))
 
 
-def archived_of_file(conn: Connection, file_id: int) -> Iterator[ArchivedRow]:
+def archived_of_file(conn: Reads, file_id: int) -> Iterator[ArchivedRow]:
     """Read file ``file_id`` with its archived content, once per command
     that read it (none: no such file, or its content was not archived)."""
-    return _archived_rows(conn, m.ReadFile.id == file_id)
+    return _archived_rows(conn, "read_file.id = :id", {"id": file_id})
 
 
-def archived_of_commands(conn: Connection, command_ids: Iterable[int]) -> Iterator[ArchivedRow]:
+def archived_of_commands(conn: Reads, command_ids: Iterable[int]) -> Iterator[ArchivedRow]:
     """The archived read files of the given commands, by command and id."""
-    return _archived_rows(conn, m.ReadEvent.command_id.in_(list(command_ids)))
+    ids = list(command_ids)
+    if not ids:
+        return iter(())
+    marks, params = in_list("id", ids)
+    return _archived_rows(conn, f"read_event.command_id IN ({marks})", params)
 
 
 # (command id, directory, basename, mode, mtime_ns, size, apparatus manifest)
 ApparatusReadRow = tuple[int, bytes, bytes, int, int, int, bytes]
 
 
-def apparatus_reads_of_file(conn: Connection, file_id: int) -> Iterator[ApparatusReadRow]:
+def apparatus_reads_of_file(conn: Reads, file_id: int) -> Iterator[ApparatusReadRow]:
     """Read file ``file_id`` once per command recorded with its apparatus
     that read it, with that command's encoded manifest, oldest first."""
-    rf, re_ = m.ReadFile, m.ReadEvent
-    stmt = (
-        select(re_.command_id, m.Directory.path, rf.basename, rf.mode, rf.mtime_ns, rf.size,
-               m.Apparatus.manifest)
-        .join(re_, re_.read_file_id == rf.id)
-        .join(m.Directory, m.Directory.id == rf.directory_id)
-        .join(m.Apparatus, m.Apparatus.command_id == re_.command_id)
-        .where(rf.id == file_id)
-        .order_by(re_.command_id)
-    )
-    for r in conn.execute(stmt):
-        yield (r[0], bytes(r[1]), bytes(r[2]), r[3], r[4], r[5], bytes(r[6]))
+    for r in conn.rows(
+        "SELECT read_event.command_id, directory.path, read_file.basename, read_file.mode, "
+        "read_file.mtime_ns, read_file.size, apparatus.manifest FROM read_file "
+        "JOIN read_event ON read_event.read_file_id = read_file.id "
+        "JOIN directory ON directory.id = read_file.directory_id "
+        "JOIN apparatus ON apparatus.command_id = read_event.command_id "
+        "WHERE read_file.id = :id ORDER BY read_event.command_id",
+        {"id": file_id},
+    ):
+        yield (r[0], bytes(r[1]), bytes(r[2]), mode_of(r[3]), r[4], r[5], bytes(r[6]))
 
 
-def read_file_exists(conn: Connection, file_id: int) -> bool:
-    return conn.execute(select(m.ReadFile.id).where(m.ReadFile.id == file_id)).first() is not None
+def read_file_exists(conn: Reads, file_id: int) -> bool:
+    return conn.first("SELECT id FROM read_file WHERE id = :id", {"id": file_id}) is not None
 
 
-def content(conn: Connection, content_id: int) -> bytes | None:
+def content(conn: Reads, content_id: int) -> bytes | None:
     """The script archive's bytes under ``content_id``."""
-    row = conn.execute(select(m.Content.data).where(m.Content.id == content_id)).first()
+    row = conn.first("SELECT data FROM content WHERE id = :id", {"id": content_id})
     return None if row is None else bytes(row[0])
 
 
-def apparatus_manifest(conn: Connection, command_id: int) -> bytes | None:
+def apparatus_manifest(conn: Reads, command_id: int) -> bytes | None:
     """The encoded apparatus manifest of a command (None: recorded without)."""
-    row = conn.execute(
-        select(m.Apparatus.manifest).where(m.Apparatus.command_id == command_id)
-    ).scalar_one_or_none()
-    return None if row is None else bytes(row)
+    row = conn.first("SELECT manifest FROM apparatus WHERE command_id = :id", {"id": command_id})
+    return None if row is None else bytes(row[0])
 
 
-def apparatus_manifests(conn: Connection) -> Iterator[bytes]:
+def apparatus_manifests(conn: Reads) -> Iterator[bytes]:
     """Every encoded apparatus manifest in the journal."""
-    for (manifest,) in conn.execute(select(m.Apparatus.manifest)):
+    for (manifest,) in conn.rows("SELECT manifest FROM apparatus"):
         yield bytes(manifest)
-
-
 
 
 def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
@@ -99,7 +99,7 @@ def _files(rows: Iterable[tuple[int, int, bytes, bytes, int, int, bytes]]
                            mode=mode, mtime_ns=mtime_ns, data=data)
 
 
-def load_archived(conn: Connection, file_id: int) -> ArchivedFile:
+def load_archived(conn: Reads, file_id: int) -> ArchivedFile:
     """The archived content of read file ``file_id`` (the id query prints
     for a read event; every command that read that version shows the same
     id): from the script archive, else from the apparatus archive when a
@@ -153,7 +153,7 @@ def _from_apparatus(file_id: int, rows: list[ApparatusReadRow]) -> ArchivedFile 
     return None
 
 
-def archived_read_files(conn: Connection, command_ids: Iterable[int]) -> list[ArchivedFile]:
+def archived_read_files(conn: Reads, command_ids: Iterable[int]) -> list[ArchivedFile]:
     """All archived read files of the given commands, by command and id."""
     ids = sorted(set(command_ids))
     found: list[ArchivedFile] = []

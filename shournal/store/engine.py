@@ -31,8 +31,9 @@ from shournal.errors import (
     StoreMissing,
     StoreUnavailable,
 )
+from shournal.store.connection import BUSY_SECONDS as _BUSY_SECONDS
+from shournal.store.connection import journal_paths as journal_paths
 from shournal.store.lab import OWN_ROWS_ONLY
-from shournal.store.light import BUSY_SECONDS as _BUSY_SECONDS
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
@@ -64,12 +65,6 @@ def _fs_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
 # PRAGMA user_version bit: this journal's files were private (0600, its
 # folder 0700) when a writer last opened it.
 PRIVATE_MARK = 1
-
-
-def journal_paths(database: str, folder: str | None) -> list[str]:
-    """A SQLite journal's folder (the default journal's: ours; the folder
-    of a journal the user named is the user's business) and files."""
-    return ([folder] if folder else []) + [database, f"{database}-wal", f"{database}-shm"]
 
 
 def journal_open_to_others(url: str | None) -> list[tuple[str, int]]:
@@ -309,7 +304,7 @@ class Database:
         kw: dict[str, Any] = {}
         on_file = self.dialect_name == "sqlite" and database not in (None, "", ":memory:")
         if self._read_only and on_file:
-            from shournal.store.light import connect_read_only
+            from shournal.store.connection import connect_read_only
 
             # (the driver's own arguments, as SQLAlchemy passes them)
             kw["creator"] = lambda: connect_read_only(database, check_same_thread=False)

@@ -8,26 +8,18 @@ mtime, so a renamed or moved file still leads to the command that wrote it.
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
-from shournal._criteria import possible_writers
-from shournal.criteria import merge_criteria
-from shournal.data import (
-    INT64_MAX,
-    MATCH_CONTENT,
-    MATCH_EXACT,
-    CommandView,
-    Criteria,
-    FileProbe,
-    QueryError,
-)
+from shournal.data import INT64_MAX, MATCH_CONTENT, MATCH_EXACT, QueryError
 from shournal.probe import probe_file
 from shournal.store import reader
 
+# Not typing.TYPE_CHECKING: every `shournal query` imports this module.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    import os
+    from typing import Any
+
+    from shournal.data import CommandView, Criteria, FileProbe
+    from shournal.store.connection import Reads
 
 # A lineage is walked above the journal (shournal.provenance), then handed
 # down as command ids.
@@ -36,7 +28,7 @@ LINEAGE_UNRESOLVED = ("lineage_of is a provenance walk: resolve it with "
 
 
 def find_commands(
-    conn: Connection,
+    conn: Reads,
     criteria: Criteria | None = None,
     *,
     wfile: str | os.PathLike[str] | None = None,
@@ -66,8 +58,14 @@ def find_commands(
 
     :raises QueryError: a criterion cannot be used (missing file, bad id).
     """
-    crit = merge_criteria(criteria, **filters)
-    if crit.lineage_of is not None:
+    crit = criteria
+    if any(v is not None for v in filters.values()):
+        # (the criteria parser only when asked: `query --history N` goes
+        # without it)
+        from shournal.criteria import merge_criteria
+
+        crit = merge_criteria(criteria, **filters)
+    if crit is not None and crit.lineage_of is not None:
         raise QueryError(LINEAGE_UNRESOLVED)
     for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
         if value is not None and not 0 <= value <= INT64_MAX:
@@ -85,11 +83,12 @@ def find_commands(
             probes.append((reader.KIND_READ, probe_file(rfile, settings)))
     by_content = any(reader.content_only(conn, kind, probe) for kind, probe in probes
                      if kind == reader.KIND_READ)  # fmt: skip
-    probes, crit, writes_by_content = _writers_by_run(conn, probes, crit)
+    probes, ids, writes_by_content = _writers_by_run(conn, probes)
     commands = reader.select_commands(
         conn,
         probes=probes,
         criteria=crit,
+        ids=ids,
         history=history,
         limit=limit,
         reverse=reverse,
@@ -105,24 +104,30 @@ def find_commands(
 
 
 def _writers_by_run(
-    conn: Any, probes: list[tuple[int, FileProbe]], crit: Criteria
-) -> tuple[list[tuple[int, FileProbe]], Criteria, bool]:
+    conn: Reads, probes: list[tuple[int, FileProbe]]
+) -> tuple[list[tuple[int, FileProbe]], list[int] | None, bool]:
     """A written content with an mtime (``--wfile``) as the ids of the
     commands that can have written that version, chosen as the lineage
     walk chooses (:func:`shournal._criteria.possible_writers`): the same
-    mtime, else a run that covers it.  The flag: found by the content alone
-    (no write of it has that mtime)."""
+    mtime, else a run that covers it.  The probes left, the ids (None:
+    no such probe), and whether they were found by the content alone (no
+    write of it has that mtime)."""
     rest = []
+    ids: set[int] | None = None
     by_content = False
     for kind, probe in probes:
         if kind != reader.KIND_WRITE or probe.mtime_ns is None:
             rest.append((kind, probe))
             continue
-        found = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
-        writers = possible_writers(found, probe.mtime_ns)
-        by_content |= bool(writers) and all(w.mtime_ns != probe.mtime_ns for w in writers)
-        ids = {w.command_id for w in writers}
-        if crit.command_ids is not None:
-            ids &= set(crit.command_ids)
-        crit = replace(crit, command_ids=tuple(sorted(ids)))
-    return rest, crit, by_content
+        # The writes with that very mtime, when there are any, are what
+        # possible_writers picks (without loading the lineage's types).
+        found = set(reader.same_mtime_writers(conn, probe.size, probe.mtime_ns, probe.hashes))
+        if not found:
+            from shournal._criteria import possible_writers
+
+            versions = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
+            found = {w.command_id for w in possible_writers(versions, probe.mtime_ns)}
+            # (every version of that mtime is a same_mtime_writers row)
+            by_content |= bool(found)
+        ids = found if ids is None else ids & found
+    return rest, None if ids is None else sorted(ids), by_content

@@ -30,9 +30,10 @@ from shournal.deletion import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Select
+    from sqlalchemy import Connection
 
     from shournal.store.archive_gc import Collection as BlobCollection
+    from shournal.store.connection import Reads
     from shournal.store.db import Store
 
 
@@ -124,44 +125,47 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
 
     :raises shournal.store.StoreError: the journal cannot be read.
     """
-    from sqlalchemy import func, select
+    from shournal.store.connection import AlchemyReads
 
-    from shournal.store import models as m
+    if criteria.is_empty():
+        raise DeleteError(NO_CRITERIA)
+    with store.reading() as conn:
+        reads = AlchemyReads(conn)
+        # what delete_commands will find: the user's own rows only
+        reads.only_own_rows()
+        return plan_delete_conn(reads, criteria)
+
+
+def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
+    """:func:`plan_delete` inside an open read transaction (narrowed to the
+    user's own rows in a lab store: :meth:`Reads.only_own_rows`)."""
     from shournal.store.reader import matching_ids
 
     if criteria.is_empty():
         raise DeleteError(NO_CRITERIA)
-    c = m.Command
-    with store.reading() as conn:
-        # what delete_commands will find: the user's own rows only
-        store.only_own_rows(conn)
-        ids = matching_ids(conn, criteria).subquery()
-        rows = conn.execute(
-            select(c.id, c.start_time, m.WorkingDir.path, c.text)
-            .join(m.WorkingDir, m.WorkingDir.id == c.cwd_id)
-            .where(c.id.in_(select(ids.c.id)))
-            .order_by(c.start_time, c.id)
-        ).all()
-        events = sum(
-            conn.execute(
-                select(func.count()).select_from(t).where(t.command_id.in_(select(ids.c.id)))
-            ).scalar_one()
-            for t in (m.WriteEvent, m.ReadEvent)
-        )
-        doomed = {r[0] for r in rows}
-        app = m.Apparatus
-        named = conn.execute(
-            select(app.command_id).where(app.command_id.in_(select(ids.c.id))).limit(1)
-        ).first()
-        found = _unreferenced_blobs(
-            (manifest, cid in doomed)
-            for cid, manifest in (
-                conn.execute(select(app.command_id, app.manifest)) if named else ()
-            )
-        )
-    return DeletePlan(
-        [CommandSummary(*r) for r in rows], int(events), len(found.blobs), found.size
+    ids, params = matching_ids(conn, criteria)
+    rows = conn.rows(
+        "SELECT command.id, command.start_time, working_dir.path, command.text FROM command "
+        "JOIN working_dir ON working_dir.id = command.cwd_id "
+        f"WHERE command.id IN ({ids}) ORDER BY command.start_time, command.id",
+        params,
     )
+    events = sum(
+        conn.rows(f"SELECT count(*) FROM {t} WHERE command_id IN ({ids})", params)[0][0]
+        for t in ("write_event", "read_event")
+    )
+    doomed = {r[0] for r in rows}
+    named = conn.first(f"SELECT command_id FROM apparatus WHERE command_id IN ({ids})", params)
+    found = _unreferenced_blobs(
+        (bytes(manifest), cid in doomed)
+        for cid, manifest in (
+            conn.rows("SELECT command_id, manifest FROM apparatus") if named else ()
+        )
+    )
+    return DeletePlan(
+        [CommandSummary(r[0], conn.time(r[1]), r[2], r[3]) for r in rows],
+        int(events), len(found.blobs), found.size,
+    )  # fmt: skip
 
 
 def _unreferenced_blobs(rows: Iterable[tuple[bytes, bool]]) -> BlobCollection:
@@ -249,19 +253,19 @@ def _pg_try_index(conn: Connection, child: str, col: str) -> str | None:
     return name
 
 
-def _temp_table(conn: Connection, name: str, fill: str | Select[Any] | None = None) -> int:
+def _temp_table(
+    conn: Connection, name: str, fill: str | tuple[str, dict[str, Any]] | None = None
+) -> int:
     """Create temporary table ``name`` (one id column) filled by ``fill``;
     return the number of rows."""
-    from sqlalchemy import column, insert, table, text
+    from sqlalchemy import text
 
     id_type = "INTEGER" if conn.dialect.name == "sqlite" else "BIGINT"
     conn.execute(text(f"CREATE TEMPORARY TABLE {name} (id {id_type} PRIMARY KEY)"))
     if fill is None:
         return 0
-    if isinstance(fill, str):
-        return conn.execute(text(f"INSERT INTO {name} (id) {fill}")).rowcount
-    # A Core statement keeps its bind types (UTC datetimes on SQLite).
-    return conn.execute(insert(table(name, column("id"))).from_select(["id"], fill)).rowcount
+    sql, params = (fill, {}) if isinstance(fill, str) else fill
+    return conn.execute(text(f"INSERT INTO {name} (id) {sql}"), params).rowcount
 
 
 def delete_commands(
@@ -284,9 +288,9 @@ def delete_commands(
     :raises DeleteError: the criteria are empty.
     :raises shournal.store.StoreError: the journal cannot be written.
     """
-    from sqlalchemy import column, insert, select, table, text
+    from sqlalchemy import column, insert, table, text
 
-    from shournal.store import models as m
+    from shournal.store.connection import AlchemyReads
     from shournal.store.reader import matching_ids
 
     if criteria.is_empty():
@@ -296,7 +300,7 @@ def delete_commands(
     with _bulk_writing(store) as conn:
         triggers_off = conn.dialect.name != "postgresql" or _pg_prepare(conn)
         indexes: list[str] = []
-        stmt = matching_ids(conn, criteria)
+        sql, params = matching_ids(AlchemyReads(conn), criteria)
         if only_ids is not None:
             allowed = table(_ALLOWED, column("id"))
             _temp_table(conn, _ALLOWED)
@@ -305,8 +309,8 @@ def delete_commands(
             for start in range(0, len(ids), _IN_BATCH):
                 rows = [{"id": i} for i in ids[start : start + _IN_BATCH]]
                 conn.execute(insert(allowed), rows)
-            stmt = stmt.where(m.Command.id.in_(select(allowed.c.id)))
-        _temp_table(conn, _DOOMED, stmt)
+            sql = f"SELECT id FROM ({sql}) AS matching WHERE id IN (SELECT id FROM {_ALLOWED})"
+        _temp_table(conn, _DOOMED, (sql, params))
         created.append(_DOOMED)
         doomed = f"SELECT id FROM {_DOOMED}"
 

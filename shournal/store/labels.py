@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, select
 
 from shournal.data import LabelError, check_note, check_tag
 from shournal.errors import StoreError, StoreReadOnly
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from shournal.store.db import Store
 
-__all__ = ["add_tags", "remove_tags", "set_note", "tag_counts"]
+__all__ = ["add_tags", "remove_tags", "set_note"]
 
 
 @contextmanager
@@ -115,14 +115,3 @@ def remove_tags(store: Store, command_id: int, tags: Iterable[str]) -> list[str]
             if conn.execute(still).first() is None:
                 conn.execute(delete(tag).where(tag.c.id == tag_id))
     return removed
-
-
-def tag_counts(conn: Connection) -> list[tuple[str, int]]:
-    """Every tag with its number of commands, by name (code point order)."""
-    tag, link = m.Tag.__table__, m.CommandTag.__table__
-    rows = conn.execute(
-        select(tag.c.name, func.count(link.c.command_id))
-        .join(link, link.c.tag_id == tag.c.id)
-        .group_by(tag.c.name)
-    ).all()
-    return sorted((name, n) for name, n in rows)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import xxhash
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -32,9 +31,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from shournal.hashing import CONTENT_DIGEST_ALGORITHM as CONTENT_DIGEST_ALGORITHM
-from shournal.store.light import COMMON_MODE as COMMON_MODE
-from shournal.store.light import hash_from_bytes as hash_from_bytes
-from shournal.store.light import hash_to_bytes as hash_to_bytes
+from shournal.store.reader import COMMON_MODE as COMMON_MODE
+from shournal.store.reader import KIND_READ as KIND_READ
+from shournal.store.reader import KIND_WRITE as KIND_WRITE
+from shournal.store.reader import hash_from_bytes as hash_from_bytes
+from shournal.store.reader import hash_to_bytes as hash_to_bytes
+from shournal.store.reader import path_hash as path_hash
+from shournal.store.reader import safe_text as safe_text
 
 # SQLite auto-assigns ids only for a column declared exactly INTEGER PRIMARY
 # KEY; elsewhere ids are 64 bit.
@@ -48,10 +51,6 @@ HASHLESS = text("length(hash) = 0")
 
 # The condition of the partial index of imported commands' keys.
 IMPORTED = text("import_key IS NOT NULL")
-
-# Which side of a command's file activity (queries and criteria).
-KIND_WRITE = 0
-KIND_READ = 1
 
 
 
@@ -79,24 +78,6 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
-
-
-def safe_text(value: str) -> str:
-    """Text both backends accept.
-
-    Strings from the shell may carry surrogate escapes (undecodable bytes)
-    or NULs, which neither SQLite's UTF-8 nor PostgreSQL text can hold.
-    Storing a readable escape beats losing the whole command.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            raw = value.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raw = value.encode("utf-8", "backslashreplace")
-        value = raw.decode("utf-8", "backslashreplace")
-    return value.replace("\x00", "\\x00")
 
 
 class SafeText(TypeDecorator[str]):
@@ -234,13 +215,6 @@ class WorkingDir(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     path: Mapped[str] = mapped_column(SafeText, unique=True)
-
-
-def path_hash(path: bytes) -> int:
-    """The directory lookup key: XXH64 of the path as a signed 64-bit
-    integer (BIGINT)."""
-    value = xxhash.xxh64_intdigest(path)
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _default_path_hash(context: Any) -> int:

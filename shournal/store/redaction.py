@@ -18,13 +18,13 @@ and lineage match); the archived copy differs from it by its markers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
 from shournal.hashing import content_digest
-from shournal.redact import Counts, RedactResult
+from shournal.redact import RedactResult
 from shournal.store import models as m
 
 _BATCH = 1000
@@ -33,21 +33,6 @@ _CONTENT_BATCH = 50
 
 TextRule = Callable[[str], tuple[str, Mapping[str, int]]]
 BytesRule = Callable[[bytes], tuple[bytes, Mapping[str, int]]]
-
-
-def counts_by_kind(conn: Connection, where: Iterable[Any] = ()) -> Counts:
-    """The stored redactions summed by kind (``where``: terms on
-    ``redaction.command_id``, see shournal.store.stats)."""
-    r = m.Redaction
-    rows = conn.execute(
-        select(r.kind, func.sum(r.count)).where(*where).group_by(r.kind).order_by(r.kind)
-    )
-    return {kind: int(n) for kind, n in rows if n}
-
-
-def commands_redacted(conn: Connection) -> int:
-    """How many commands have a redaction."""
-    return int(conn.execute(select(func.count(func.distinct(m.Redaction.command_id)))).scalar_one())
 
 
 def _batches(conn: Connection, stmt_of: Callable[[int], Any]) -> Iterator[Any]:

@@ -10,9 +10,10 @@ nobody types and while it still needs matches to fill the list.  No index
 can answer ``LIKE '%x%'``; the windows make its cost proportional to what is
 shown, not to the journal.
 
-Read-only through the standard library's sqlite3 (as :mod:`shournal.store.light`,
-whose reader this extends: importing SQLAlchemy alone costs more than the
-screen's budget), SQLite journals only.
+Read-only through the standard library's sqlite3
+(:class:`shournal.store.connection.SqliteReads`, the views of
+:mod:`shournal.store.reader`: importing SQLAlchemy alone costs more than
+the screen's budget), SQLite journals only.
 
 Query syntax (:func:`parse_query`): words are matched against the command
 text; ``w:NAME`` keeps commands that wrote a file whose name contains NAME,
@@ -38,13 +39,15 @@ from shournal.search_query import (
     like_literal,
     parse_query,
 )
-from shournal.store.light import (
-    _COMMAND_SELECT,
-    LightReader,
-    Unanswered,
-    command_view,
-    journal_file,
+from shournal.store.connection import (
+    BUSY_SECONDS,
+    READS_SCHEMA,
+    NotAFile,
+    SqliteReads,
+    connect_read_only,
+    sqlite_file_of,
 )
+from shournal.store.reader import _COMMAND_SELECT, _attach_events, command_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,67 +77,106 @@ _HIT_SELECT = (
 # is looked for, its whole path (only then is its directory joined).
 _FILE_MATCH = {
     ("w", False): "EXISTS (SELECT 1 FROM write_event we WHERE we.command_id = c.id "
-    "AND CAST(we.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    "AND CAST(we.basename AS TEXT) LIKE {} ESCAPE '\\')",
     ("w", True): "EXISTS (SELECT 1 FROM write_event we JOIN directory d ON d.id = we.directory_id "
-    "WHERE we.command_id = c.id AND CAST(d.path || we.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    "WHERE we.command_id = c.id AND CAST(d.path || we.basename AS TEXT) LIKE {} ESCAPE '\\')",
     ("r", False): "EXISTS (SELECT 1 FROM read_event re "
     "JOIN read_file rf ON rf.id = re.read_file_id "
-    "WHERE re.command_id = c.id AND CAST(rf.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    "WHERE re.command_id = c.id AND CAST(rf.basename AS TEXT) LIKE {} ESCAPE '\\')",
     ("r", True): "EXISTS (SELECT 1 FROM read_event re JOIN read_file rf ON rf.id = re.read_file_id "
     "JOIN directory d ON d.id = rf.directory_id "
-    "WHERE re.command_id = c.id AND CAST(d.path || rf.basename AS TEXT) LIKE ? ESCAPE '\\')",
+    "WHERE re.command_id = c.id AND CAST(d.path || rf.basename AS TEXT) LIKE {} ESCAPE '\\')",
 }
 
 
-def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], list[Any]]:
+def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], dict[str, Any]]:
     where: list[str] = []
-    params: list[Any] = []
+    params: dict[str, Any] = {}
+
+    def param(value: Any) -> str:
+        name = f"p{len(params)}"
+        params[name] = value
+        return f":{name}"
+
     for pattern in query.text:
-        where.append("c.text LIKE ? ESCAPE '\\'")
-        params.append(pattern)
+        where.append(f"c.text LIKE {param(pattern)} ESCAPE '\\'")
     for side, names in (("w", query.written), ("r", query.read)):
         for name in names:
-            where.append(_FILE_MATCH[side, "/" in name])
-            params.append(f"%{like_literal(name)}%")
+            where.append(_FILE_MATCH[side, "/" in name].format(param(f"%{like_literal(name)}%")))
     if scope.kind == "host":
-        where.append("c.env_id IN (SELECT id FROM env WHERE hostname = ?)")
-        params.append(scope.value)
+        where.append(f"c.env_id IN (SELECT id FROM env WHERE hostname = {param(scope.value)})")
     elif scope.kind == "session":
-        where.append("c.session_id = (SELECT id FROM shell_session WHERE uuid = ?)")
-        params.append(scope.value)
+        where.append(
+            f"c.session_id = (SELECT id FROM shell_session WHERE uuid = {param(scope.value)})"
+        )
     elif scope.kind == "directory":
-        where.append("c.cwd_id = (SELECT id FROM working_dir WHERE path = ?)")
-        params.append(scope.value)
+        where.append(f"c.cwd_id = (SELECT id FROM working_dir WHERE path = {param(scope.value)})")
     elif scope.kind == "repository":
         assert isinstance(scope.value, str)
         root = scope.value.rstrip("/") or "/"
         where.append(
-            "c.cwd_id IN (SELECT id FROM working_dir WHERE path = ? OR path LIKE ? ESCAPE '\\')"
+            f"c.cwd_id IN (SELECT id FROM working_dir WHERE path = {param(root)} "
+            f"OR path LIKE {param(like_literal(root.rstrip('/')) + '/%')} ESCAPE '\\')"
         )
-        params += [root, like_literal(root.rstrip("/")) + "/%"]
     elif scope.kind != "all":
         raise ValueError(f"unknown filter {scope.kind!r}")
     return where, params
 
 
-class Searcher(LightReader):
-    """A read-only connection to a SQLite journal for the interactive
-    search.
+class _Unanswered(Exception):
+    """The journal cannot be searched (why, for the message)."""
 
-    :raises shournal.store.light.Unanswered: not a SQLite journal of the
-        schema this reads (see :func:`open_searcher`).
-    """
 
-    def _rows(self, sql: str, params: Any = ()) -> list[Any]:
-        # After opening, a failing read is the journal's fault (locked past
-        # the busy timeout, damaged): the error of every reader, not the
-        # light reader's "ask the full path".
+class _SearchReads(SqliteReads):
+    """The reads of a search: after opening, a failing read is the
+    journal's fault (locked past the busy timeout, damaged)."""
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:
-            return super()._rows(sql, params)
-        except Unanswered as e:
+            return self._conn.execute(sql, params or {}).fetchall()
+        except sqlite3.Error as e:
             from shournal.errors import StoreUnavailable
 
             raise StoreUnavailable(f"cannot search the journal: {e}") from None
+
+
+class Searcher:
+    """A read-only connection to a SQLite journal of the current schema
+    (:data:`shournal.store.connection.READS_SCHEMA`) for the interactive
+    search; see :func:`open_searcher`.
+    """
+
+    def __init__(self, path: str) -> None:
+        """:raises _Unanswered: no such file, not a database, another
+        schema version, or any error of SQLite."""
+        if not os.path.exists(path):
+            raise _Unanswered("no journal file")
+        try:
+            self._conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS)
+        except sqlite3.Error as e:
+            raise _Unanswered(str(e)) from None
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
+            rows = self._conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchall()
+        except sqlite3.Error as e:
+            self.close()
+            raise _Unanswered(str(e)) from None
+        if [tuple(r) for r in rows] != [(READS_SCHEMA,)]:
+            self.close()
+            raise _Unanswered("another schema version")
+        self._reads = _SearchReads(self._conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
+        return self._reads.rows(sql, params)
 
     def newest_id(self) -> int:
         """The largest command id (0: no command yet); where a search starts."""
@@ -157,11 +199,11 @@ class Searcher(LightReader):
         low = max(0, below - window)
         where, params = _conditions(query, scope)
         sql = (
-            f"{_HIT_SELECT} WHERE c.id < ? AND c.id >= ?"
+            f"{_HIT_SELECT} WHERE c.id < :below AND c.id >= :low"
             + "".join(f" AND {w}" for w in where)
-            + " ORDER BY c.id DESC LIMIT ?"
+            + " ORDER BY c.id DESC LIMIT :limit"
         )
-        rows = self._rows(sql, [below, low, *params, limit])
+        rows = self._rows(sql, {**params, "below": below, "low": low, "limit": limit})
         hits = [Hit(*r) for r in rows]
         if len(hits) == limit:
             return hits, hits[-1].id
@@ -211,26 +253,28 @@ class Searcher(LightReader):
         """The command with this id (None: no such command), its files
         (at most ``max_files`` of each side) and ``neighbours`` commands
         before and after it in its shell session."""
-        rows = self._rows(f"{_COMMAND_SELECT} WHERE command.id = ?", [command_id])
+        rows = self._rows(f"{_COMMAND_SELECT} WHERE command.id = :id", {"id": command_id})
         if not rows:
             return None
-        cmd = command_view(rows[0])
-        self._attach_events([cmd], max_files)
+        cmd = command_view(self._reads, rows[0])
+        _attach_events(self._reads, [cmd], max_files)
         out = Details(cmd)
-        ((session,),) = self._rows("SELECT session_id FROM command WHERE id = ?", [command_id])
+        ((session,),) = self._rows("SELECT session_id FROM command WHERE id = :id",
+                                   {"id": command_id})  # fmt: skip
         if session is not None:
+            near = {"session": session, "id": command_id, "n": neighbours}
             before = self._rows(
-                "SELECT id, text FROM command WHERE session_id = ? AND id < ? "
-                "ORDER BY id DESC LIMIT ?",
-                [session, command_id, neighbours],
+                "SELECT id, text FROM command WHERE session_id = :session AND id < :id "
+                "ORDER BY id DESC LIMIT :n",
+                near,
             )
             out.before = [(i, t) for i, t in reversed(before)]
             out.after = [
                 (i, t)
                 for i, t in self._rows(
-                    "SELECT id, text FROM command WHERE session_id = ? AND id > ? "
-                    "ORDER BY id LIMIT ?",
-                    [session, command_id, neighbours],
+                    "SELECT id, text FROM command WHERE session_id = :session AND id > :id "
+                    "ORDER BY id LIMIT :n",
+                    near,
                 )
             ]
         return out
@@ -250,8 +294,8 @@ def open_searcher(url: str | None) -> Searcher:
     from shournal.errors import StoreMissing, StoreUnavailable
 
     try:
-        path = journal_file(url)
-    except Unanswered as e:
+        path = sqlite_file_of(url)
+    except NotAFile as e:
         raise StoreUnavailable(
             f"search needs a SQLite journal file ({e}); `shournal query` reads the others"
         ) from None
@@ -259,8 +303,5 @@ def open_searcher(url: str | None) -> Searcher:
         raise StoreMissing("no journal yet: nothing has been recorded")
     try:
         return Searcher(path)
-    except Unanswered as e:
+    except _Unanswered as e:
         raise StoreUnavailable(f"{path}: cannot search this journal: {e}") from None
-    except sqlite3.Error as e:  # pragma: no cover - LightReader maps these
-        raise StoreUnavailable(f"{path}: {e}") from None
-

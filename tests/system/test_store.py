@@ -958,7 +958,10 @@ def test_directory_hash_collisions_are_harmless(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every directory under one path_hash: lookups compare the paths."""
-    monkeypatch.setattr(m, "path_hash", lambda path: 42)
+    from shournal.store import reader
+
+    monkeypatch.setattr(m, "path_hash", lambda path: 42)  # the writer's
+    monkeypatch.setattr(reader, "path_hash", lambda path: 42)  # the reader's
     first = store.add_command(record(writes=[event(b"/a/x"), event(b"/b/y")]))
     second = store.add_command(
         record(writes=[event(b"/b/z"), event(b"/c/z")], reads=[event(b"/a/r")])

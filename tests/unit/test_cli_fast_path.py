@@ -1,5 +1,6 @@
-"""The fast path of `shournal query` (shournal.cli._fast over the ORM-free
-reader shournal.store.light) against the full typer/SQLAlchemy CLI: the
+"""The fast path of `shournal query` (shournal.cli._fast: argv without typer,
+then shournal.Journal, which reads SQLite through sqlite3) against the full
+typer CLI: the
 same stdout, stderr and exit status, byte for byte, for every question it
 answers and every one it hands back; and the questions it answers import
 neither SQLAlchemy nor typer."""
@@ -22,7 +23,7 @@ from shournal.config import DEFAULT_CONFIG_TEXT
 from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.record import LOST_REASONS, FileEvent
 from shournal.report.human import CONTENT_MATCH_TEXT
-from shournal.store import Store, light
+from shournal.store import Store, connection
 from shournal.store.migrations import SCHEMA_VERSION
 
 HEAVY = ("sqlalchemy", "typer")
@@ -330,7 +331,7 @@ def test_the_console_script_imports_neither_sqlalchemy_nor_typer(
         assert proc.returncode == 0, proc.stderr
         imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
                     if line.startswith("import time:")}  # fmt: skip
-        assert "shournal.store.light" in imported
+        assert "shournal.store.connection" in imported
         assert not {name for name in imported if name.split(".")[0] in HEAVY}
 
 
@@ -381,7 +382,7 @@ def test_the_fast_path_imports_only_what_it_needs(
     assert proc.returncode == 0, proc.stderr
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}  # fmt: skip
-    assert "shournal.store.light" in imported
+    assert "shournal.store.connection" in imported
     assert "shournal.report.human" in imported
     found = sorted(n for n in imported if n in NOT_ON_THE_FAST_PATH
                    or n.split(".")[0] in (*HEAVY, *NOT_ON_THE_FAST_PATH))  # fmt: skip
@@ -397,11 +398,11 @@ def test_paths_are_spelled_as_pathlib_spells_them(text: str) -> None:
     assert clean(text) == str(Path(text))
 
 
-def test_the_light_reader_reads_the_current_schema() -> None:
-    """A new schema version needs the light reader's SQL reviewed (then
-    READS_SCHEMA raised); until then the fast path hands every query to
-    the full CLI."""
-    assert light.READS_SCHEMA == SCHEMA_VERSION
+def test_the_sqlite_reader_reads_the_current_schema() -> None:
+    """A new schema version needs the readers' SQL reviewed (then
+    READS_SCHEMA raised); until then every SQLite journal is read through
+    the store (SQLAlchemy)."""
+    assert connection.READS_SCHEMA == SCHEMA_VERSION
 
 
 def test_no_results_name_the_commands_that_hit_the_write_cap(
