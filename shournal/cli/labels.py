@@ -8,6 +8,8 @@ Registered by the CLI package (:mod:`shournal.cli._app`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -19,16 +21,19 @@ from shournal.cli._common import fail as _fail
 if TYPE_CHECKING:
     from shournal.journal import Journal
 
-def _open(write: bool) -> Journal:
+@contextmanager
+def _open(write: bool) -> Iterator[Journal]:
     """The journal, for writing when ``write``: one it cannot write (a
     read-only file, directory or mount) is refused as read-only, in one
-    line, whether opening or writing finds out."""
+    line, whether opening it or the first write (which opens its store)
+    finds out."""
     from shournal.errors import StoreReadOnly, StoreUnavailable
 
     try:
-        return open_journal(read_only=not write)
+        with open_journal(read_only=not write) as journal:
+            yield journal
     except StoreUnavailable as e:
-        if write and "readonly" in str(e).lower():
+        if write and not isinstance(e, StoreReadOnly) and "readonly" in str(e).lower():
             raise StoreReadOnly(f"{e} (the journal is read-only here: nothing stored)") from None
         raise
 
