@@ -232,12 +232,11 @@ def build_journal(store: Journal) -> None:
 
 def test_report_in_chromium(browser: Page, tmp_path: Path) -> None:
     from shournal.report.html import TOP_N
-    from shournal.store.stats import compute_stats
 
     with Journal.open(f"sqlite:///{tmp_path / 'journal.sqlite'}", create=True) as store:
         build_journal(store)
         commands = store.find()
-        stats = compute_stats(store, command_ids=[c.id for c in commands], top=TOP_N)
+        stats = store.stats(command_ids=[c.id for c in commands], top=TOP_N)
     assert len(commands) == 9
     # One written file carries a --stat status, as `query --stat` would attach it.
     make = next(c for c in commands if c.text == "make -j4")
