@@ -15,12 +15,7 @@ Read-only through the standard library's sqlite3
 :mod:`shournal.store.reader`: importing SQLAlchemy alone costs more than
 the screen's budget), SQLite journals only.
 
-Query syntax (:func:`parse_query`): words are matched against the command
-text; ``w:NAME`` keeps commands that wrote a file whose name contains NAME,
-``r:NAME`` those that read one (with a ``/`` in NAME: its whole path).
-Text modes: ``substring`` (the text as typed, anywhere), ``prefix`` (the
-command starts with it), ``fuzzy`` (each word's letters in order, with
-anything between them).  Matching is case-insensitive for ASCII letters.
+The query syntax and the answers' types: :mod:`shournal.search_query`.
 """
 
 from __future__ import annotations

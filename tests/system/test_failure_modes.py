@@ -109,7 +109,9 @@ def test_listener_crash_during_the_command_is_one_warning(install, user_home):
     out4 = sh.run("true")
     sh.exit()
     assert "alive" in out1 and "again" in out2
-    (line,) = warnings_in(out1 + out2 + out3 + out4)
+    lines = warnings_in(out1 + out2 + out3 + out4)
+    assert len(lines) == 1, lines
+    (line,) = lines
     assert "killed" in line and "stored from its start" in line and "kill -KILL" in line
     assert not list(rundir.glob("*.end"))
     (cmd,) = [c for c in recorded(user_home) if c.text == text]

@@ -41,6 +41,7 @@ from sqlalchemy import select as sql_select
 
 from shournal.capture import protocol
 from shournal.journal import Journal
+from shournal.store import Store
 from shournal.store.models import Content
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
@@ -892,9 +893,9 @@ def test_journal_never_holds_what_the_user_cannot_read(install, user_home, tools
     assert "euid 0" in out_suid and f"read {public.name} " in out_suid, out_suid
     assert f"read {secret.name} " in out_suid and f"read {other_secret.name} " in out_suid
 
-    store = Journal.open(journal_url(user_home), create=True)
+    store = Store(journal_url(user_home))
     try:
-        cmds = store.find()
+        cmds = Journal(store).find()
         with store.reading() as conn:
             contents = [bytes(row[0]) for row in conn.execute(sql_select(Content.data))]
     finally:
