@@ -92,7 +92,9 @@ def test_ctrl_r_search_to_the_prompt(kind, install, user_home):
         sh.proc.send("\x12")  # Ctrl-R
         term.wait(r"1 matches \| mode: substring \| filter: all", "the first screen")
         # (drawn before prompt_toolkit is loaded; then the whole screen)
-        screen = term.wait(r"session:", "the details pane")
+        # the details pane is complete once its session neighbours are drawn
+        screen = term.wait(r"(?s)(?=.*session:)(?=.*echo alpha > alpha\.txt)",
+                           "the details pane with the command before it")
         assert "search> echo bet" in screen
         assert "echo beta-results > results.csv" in screen
         # the details pane: the file it wrote, its exit status, its session
