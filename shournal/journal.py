@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 __all__ = ["Journal", "resolve_url"]
 # (Searcher: the type Journal.searcher returns, for annotations above the door)
 
+# A lineage is walked above the journal (shournal.provenance), then handed
+# down as command ids.
+LINEAGE_UNRESOLVED = ("lineage_of is a provenance walk: resolve it with "
+                      "shournal.provenance.resolve_lineage(journal, criteria) first")
+
 class Journal:
     """A shournal journal: every recorded command line with the files it
     read and wrote.  Open it with :meth:`open`; use it as a context manager
@@ -387,7 +392,6 @@ class Journal:
 
         :raises shournal.data.QueryError: it cannot be used as given."""
         from shournal.criteria import merge_criteria
-        from shournal.store.find import LINEAGE_UNRESOLVED
 
         crit = merge_criteria(criteria, **filters)
         if crit.lineage_of is not None:

@@ -16,15 +16,9 @@ from shournal.store import reader
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-    from typing import Any
 
     from shournal.data import CommandView, Criteria, FileProbe
     from shournal.store.connection import Reads
-
-# A lineage is walked above the journal (shournal.provenance), then handed
-# down as command ids.
-LINEAGE_UNRESOLVED = ("lineage_of is a provenance walk: resolve it with "
-                      "shournal.provenance.resolve_lineage(journal, criteria) first")
 
 
 def find_commands(
@@ -39,15 +33,13 @@ def find_commands(
     limit: int | None = None,
     reverse: bool = False,
     max_files: int | None = None,
-    **filters: Any,
 ) -> list[CommandView]:
     """Commands matching all given criteria, oldest first (newest first with
     ``reverse``), with their files.
 
-    ``criteria``: from :func:`shournal.criteria.parse_criteria`; keyword
-    ``filters`` (its keywords: ``cwd``, ``command_text``, ``since``...) are
-    parsed the same way and added; a ``lineage_of`` criterion arrives
-    resolved to command ids (:data:`LINEAGE_UNRESOLVED`).
+    ``criteria``: parsed (:func:`shournal.criteria.parse_criteria`), a
+    ``lineage_of`` in it already resolved to command ids
+    (:meth:`shournal.journal.Journal.find` merges and checks them).
     ``wfile``/``rfile``: commands that wrote/read this file's content.
     ``written``/``read``: commands that wrote/read this content (size,
     partial hashes, and the mtime unless it is None).
@@ -59,14 +51,6 @@ def find_commands(
     :raises QueryError: a criterion cannot be used (missing file, bad id).
     """
     crit = criteria
-    if any(v is not None for v in filters.values()):
-        # (the criteria parser only when asked: `query --history N` goes
-        # without it)
-        from shournal.criteria import merge_criteria
-
-        crit = merge_criteria(criteria, **filters)
-    if crit is not None and crit.lineage_of is not None:
-        raise QueryError(LINEAGE_UNRESOLVED)
     for name, value in (("history", history), ("limit", limit), ("max_files", max_files)):
         if value is not None and not 0 <= value <= INT64_MAX:
             raise QueryError(f"{name} must be between 0 and {INT64_MAX}")
