@@ -32,7 +32,9 @@ def test_prefix_anchors_at_the_start() -> None:
 
 
 def test_fuzzy_is_each_word_s_letters_in_order() -> None:
-    assert parse_query("gc ma", "fuzzy") == SearchQuery(text=("%g%c%", "%m%a%"))
+    assert parse_query("gc MA", "fuzzy") == SearchQuery(
+        text=("%g%c%", "%M%A%"), fuzzy=("gc", "ma")
+    )
 
 
 def test_like_wildcards_typed_are_literal() -> None:
@@ -174,8 +176,9 @@ def test_details_with_files_and_session_neighbours(journal: str) -> None:
 def test_no_journal_and_not_sqlite(tmp_path: Path) -> None:
     with pytest.raises(StoreMissing):
         Journal.searcher(f"sqlite:///{tmp_path / 'none.sqlite'}")
-    with pytest.raises(StoreUnavailable, match="SQLite journal file"):
-        Journal.searcher("postgresql://u@localhost/x")
+    # a server's journal is searched through the store, which says why not
+    with pytest.raises(StoreUnavailable, match="postgresql://u@localhost:1/x"):
+        Journal.searcher("postgresql://u@localhost:1/x")
     # a read that fails after opening (here: a table gone) is the journal's error
     good = tmp_path / "good.sqlite"
     with Store(f"sqlite:///{good}", create=True):
