@@ -118,6 +118,66 @@ def test_modes(journal: str) -> None:
     assert _texts(journal, "done_n") == ["echo 50% done_now"]
 
 
+def test_fuzzy_ranks_contiguous_then_word_starts_then_newest(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rank.sqlite'}"
+    texts = [
+        "git commit -m old",  # every letter of "gcm" at a word start
+        "make -j4",  # "make" contiguous
+        "xargs echo tmp",  # "gcm" inside words (newer)
+        "m4 --arch kde.conf",  # "make" scattered (newer)
+        "git commit -m new",  # as good as the old one: newer first
+    ]
+    with Store(url, create=True) as store:
+        for i, text in enumerate(texts):
+            store.add_command(record(text, T0 + i * MINUTE))
+    assert _texts(url, "make", "fuzzy") == ["make -j4", "m4 --arch kde.conf"]
+    assert _texts(url, "gcm", "fuzzy") == [
+        "git commit -m new", "git commit -m old", "xargs echo tmp"]  # fmt: skip
+    # two words: each scored, the sums ranked (k and d at word starts
+    # count more than "ke" contiguous once)
+    assert _texts(url, "mk kd", "fuzzy") == ["m4 --arch kde.conf"]
+    assert _texts(url, "mk ke", "fuzzy") == ["m4 --arch kde.conf", "make -j4"]
+    # the other modes stay newest first
+    assert _texts(url, "m", "substring")[:2] == ["git commit -m new", "m4 --arch kde.conf"]
+
+
+def test_match_score() -> None:
+    from shournal.search_query import match_score
+
+    def better(text: str, than: str, words: tuple[str, ...]) -> bool:
+        return match_score(text, words) > match_score(than, words)
+
+    assert better("make -j4", "m4 --arch kde.conf", ("make",))
+    assert better("git commit -m x", "xargs echo tmp", ("gcm",))
+    # the first letter tries each of its places: "ab" together at the end
+    # beats the a of "cat" followed by a far b
+    assert better("cat ab", "cat a b", ("ab",))
+    # the first letter's best place, not its first ("cm" in "echo cmake")
+    assert match_score("echo cmake", ("cm",)) == match_score("cmake", ("cm",)) - 1.0
+    # a word start is preferred only where the rest still fits
+    assert match_score("gxc cg", ("gc",)) > 0
+    assert match_score("abc", ("x",)) == 0.0 and match_score("abc", ()) == 0.0
+    assert match_score("GIT COMMIT", ("gc",)) == match_score("git commit", ("gc",))
+
+
+def test_screen_keeps_fuzzy_matches_ranked_as_they_come(journal: str) -> None:
+    from shournal.cli._search_screen import SearchScreen
+    from shournal.search_query import Hit
+
+    with Journal.searcher(journal) as s:
+        screen = SearchScreen(s, query="gcm", mode="fuzzy", cwd="/")
+        screen.restart()
+        assert [h.text for h in screen.hits] == ["git checkout main", "git commit -m first"]
+        moment = screen.hits[0].start_time
+        best = Hit(0, "gcm", 0, moment, moment, "/", "box", score=99.0)
+        worst = Hit(1, "x", 0, moment, moment, "/", "box", score=-1.0)
+        screen.selected = 1  # the user moved: the selected command stays selected
+        screen._add([worst, best], ranked=True)
+        assert [h.text for h in screen.hits] == [
+            "gcm", "git checkout main", "git commit -m first", "x"]  # fmt: skip
+        assert screen.hits[screen.selected].text == "git commit -m first"
+
+
 def test_files_written_and_read(journal: str) -> None:
     assert _texts(journal, "w:model") == ["python3 train.py"]
     assert _texts(journal, "w:.o") == ["make -j4"]
