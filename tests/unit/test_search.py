@@ -373,3 +373,41 @@ def test_init_ctrl_r_adds_the_key_binding(shell: str, line: str, tmp_path: Path)
     plain = _shournal(["init", shell], tmp_path).stdout
     assert "SHOURNAL_BIND_SEARCH" not in plain
 
+
+
+def test_a_key_s_screen_is_drawn_before_its_search_goes_on() -> None:
+    """prompt_toolkit puts a redraw off while callbacks are ready: a search
+    that went on at once after a key delayed the key's screen (41-43 ms
+    for a word matching nothing).  A searcher that never fills the page:
+    the first thing after the key's search is the redraw."""
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from shournal.cli._search_screen import SearchScreen
+
+    events: list[object] = []
+
+    class Endless:
+        def newest_id(self) -> int:
+            return 10**9
+
+        def search(self, query: SearchQuery, scope: Scope, *, below: int, limit: int,
+                   seconds: float) -> tuple[list[object], int]:  # fmt: skip
+            events.append(query.text)
+            keyed = [i for i, e in enumerate(events) if e == ("%x%",)]
+            if len(events) > 5000 or (keyed and "draw" in events[keyed[0]:]):
+                pipe.send_text("\x1b")
+            return [], below - 1
+
+        def details(self, command_id: int) -> None:
+            return None
+
+    with create_pipe_input() as pipe:
+        screen = SearchScreen(Endless(), cwd="/")  # type: ignore[arg-type]
+        app = screen.build(input=pipe, output=DummyOutput())
+        app.after_render += lambda _: events.append("draw")
+        pipe.send_text("x")
+        assert app.run(pre_run=screen.restart) is None
+    first = events.index(("%x%",))
+    assert events[first + 1] == "draw", events[first : first + 5]
+    assert ("%x%",) in events[first + 2 :]  # and then the search goes on
