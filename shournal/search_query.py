@@ -123,13 +123,21 @@ class Details:
 
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
-# What a matched letter earns: right after the previous one (contiguity
-# counts most: "make" in "make -j4" before "m4 a.k e"), at the start of a
-# word (after a space, "/", "-", ...: "gcm" in "git commit -m"), at the
-# very start.  Equal scores: the newer command first.
-CONTIGUOUS, WORD_START, LINE_START = 4.0, 3.0, 1.0
+# What a matched letter earns (as fzf weighs them, contiguity first): right
+# after the previous one ("make" in "make -j4" before "m4 --arch kde"), at
+# the start of a word (after a space, "/", "-", ...: "gcm" in "git commit
+# -m"), at the very start.  A gap between two matched letters costs
+# GAP_START and GAP_EXTENSION for each further letter skipped (compact
+# matches first).  Equal scores: the newer command first.
+CONTIGUOUS, WORD_START, LINE_START = 8.0, 6.0, 2.0
+GAP_START, GAP_EXTENSION = -3.0, -1.0
+# A word the text does not have (only PostgreSQL's ILIKE folds letters
+# beyond ASCII): after every match that has it.
+NO_MATCH = -1e6
 # Only so much of a long command line is looked at (a keystroke ranks a page).
 RANKED_CHARS = 1000
+# How many places of a word's first letter are tried.
+FIRST_PLACES = 8
 
 
 def _ascii_lower(text: str) -> str:
@@ -141,12 +149,17 @@ def _word_start(text: str, i: int) -> bool:
     return i == 0 or not text[i - 1].isalnum()
 
 
+def _gap(skipped: int) -> float:
+    return 0.0 if skipped <= 0 else GAP_START + GAP_EXTENSION * (skipped - 1)
+
+
 def _word_score(text: str, word: str) -> float | None:
     """How well ``word``'s letters (in order) match ``text`` (both lower
     case), or None when they do not.  Each letter takes, among the
     positions that leave room for the rest, the one right after the
-    previous letter, else the first at a word start, else the first; the
-    first letter tries each of its places (the best counts)."""
+    previous letter, else the better of the first one and the first at a
+    word start; the first letter tries :data:`FIRST_PLACES` of its places
+    (the best counts)."""
     n = len(word)
     if n == 0:
         return 0.0
@@ -162,7 +175,7 @@ def _word_score(text: str, word: str) -> float | None:
     best: float | None = None
     first = text.find(word[0], 0, latest[0] + 1)
     tried = 0
-    while first >= 0 and tried < 8:
+    while first >= 0 and tried < FIRST_PLACES:
         tried += 1
         score = (WORD_START if _word_start(text, first) else 0.0) + (
             LINE_START if first == 0 else 0.0
@@ -172,16 +185,17 @@ def _word_score(text: str, word: str) -> float | None:
             # latest[k] > prev: there is room for this letter and the rest
             ch, last = word[k], latest[k]
             if text[prev + 1] == ch:
-                pos = prev + 1
+                prev += 1
                 score += CONTIGUOUS
-            else:
-                pos = text.find(ch, prev + 1, last + 1)
-                at = pos
-                while at >= 0 and not _word_start(text, at):
-                    at = text.find(ch, at + 1, last + 1)
-                if at >= 0:
-                    pos = at
-                    score += WORD_START
+                continue
+            pos = text.find(ch, prev + 1, last + 1)
+            here = _gap(pos - prev - 1) + (WORD_START if _word_start(text, pos) else 0.0)
+            at = pos
+            while at >= 0 and not _word_start(text, at):
+                at = text.find(ch, at + 1, last + 1)
+            if at > pos and WORD_START + _gap(at - prev - 1) > here:
+                pos, here = at, WORD_START + _gap(at - prev - 1)
+            score += here
             prev = pos
         if best is None or score > best:
             best = score
@@ -192,9 +206,13 @@ def _word_score(text: str, word: str) -> float | None:
 def match_score(text: str, words: tuple[str, ...]) -> float:
     """How well the command line ``text`` matches the fuzzy ``words``
     (lower case; see :func:`_word_score`): higher is better, 0 for no
-    words; a word that does not match counts nothing."""
+    words, :data:`NO_MATCH` for each word it does not have."""
     line = _ascii_lower(text[:RANKED_CHARS])
-    return sum(_word_score(line, w) or 0.0 for w in words)
+    total = 0.0
+    for w in words:
+        score = _word_score(line, w)
+        total += NO_MATCH if score is None else score
+    return total
 
 
 def rank(hits: list[Hit], query: SearchQuery) -> list[Hit]:

@@ -115,9 +115,9 @@ def test_filters_and_details(url: str) -> None:
 def test_fuzzy_matches_ranked_by_quality_then_recency(url: str) -> None:
     # "make" contiguous in the oldest line beats its letters scattered in a newer one
     assert _texts(url, "make", "fuzzy") == ["make install", "make -j4", "m4 --arch kde.conf"]
-    # every letter at a word start beats letters inside words
+    # letters at word starts beat letters inside words; nearer beats farther
     assert _texts(url, "gcm", "fuzzy")[:3] == [
-        "git checkout main", "git commit -m first", "xargs echo tmp"]  # fmt: skip
+        "git commit -m first", "git checkout main", "xargs echo tmp"]  # fmt: skip
 
 
 # -- shournal search on a pty over PostgreSQL ------------------------------------------------

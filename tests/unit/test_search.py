@@ -107,7 +107,8 @@ def test_newest_first_and_empty_lists_everything(journal: str) -> None:
 def test_modes(journal: str) -> None:
     assert _texts(journal, "make") == ["cmake ..", "make -j4"]
     assert _texts(journal, "make", "prefix") == ["make -j4"]
-    assert _texts(journal, "gcm", "fuzzy") == ["git checkout main", "git commit -m first"]
+    # (ranked: c and m of "git commit -m" are nearer to the g than in "git checkout main")
+    assert _texts(journal, "gcm", "fuzzy") == ["git commit -m first", "git checkout main"]
     assert _texts(journal, "gcmf", "fuzzy") == ["git commit -m first"]
     assert _texts(journal, "gt ck", "fuzzy") == ["git checkout main"]
     # case-insensitive (ASCII)
@@ -133,16 +134,15 @@ def test_fuzzy_ranks_contiguous_then_word_starts_then_newest(tmp_path: Path) -> 
     assert _texts(url, "make", "fuzzy") == ["make -j4", "m4 --arch kde.conf"]
     assert _texts(url, "gcm", "fuzzy") == [
         "git commit -m new", "git commit -m old", "xargs echo tmp"]  # fmt: skip
-    # two words: each scored, the sums ranked (k and d at word starts
-    # count more than "ke" contiguous once)
+    # two words: each must match, the sums are ranked
     assert _texts(url, "mk kd", "fuzzy") == ["m4 --arch kde.conf"]
-    assert _texts(url, "mk ke", "fuzzy") == ["m4 --arch kde.conf", "make -j4"]
+    assert _texts(url, "mk ke", "fuzzy") == ["make -j4", "m4 --arch kde.conf"]
     # the other modes stay newest first
     assert _texts(url, "m", "substring")[:2] == ["git commit -m new", "m4 --arch kde.conf"]
 
 
 def test_match_score() -> None:
-    from shournal.search_query import match_score
+    from shournal.search_query import LINE_START, NO_MATCH, match_score
 
     def better(text: str, than: str, words: tuple[str, ...]) -> bool:
         return match_score(text, words) > match_score(than, words)
@@ -153,10 +153,13 @@ def test_match_score() -> None:
     # beats the a of "cat" followed by a far b
     assert better("cat ab", "cat a b", ("ab",))
     # the first letter's best place, not its first ("cm" in "echo cmake")
-    assert match_score("echo cmake", ("cm",)) == match_score("cmake", ("cm",)) - 1.0
-    # a word start is preferred only where the rest still fits
-    assert match_score("gxc cg", ("gc",)) > 0
-    assert match_score("abc", ("x",)) == 0.0 and match_score("abc", ()) == 0.0
+    assert match_score("echo cmake", ("cm",)) == match_score("cmake", ("cm",)) - LINE_START
+    # letters skipped cost: the compact match first
+    assert better("git commit", "grep -rn x out/log/tmp/co --max", ("gtcm",))
+    assert better("ab", "a-b", ("ab",)) and better("a-b", "a-xyz-b", ("ab",))
+    # a word start is taken where it earns more than its longer gap costs
+    assert better("gxc cg", "gxcxcg", ("gc",))
+    assert match_score("abc", ("x",)) == NO_MATCH and match_score("abc", ()) == 0.0
     assert match_score("GIT COMMIT", ("gc",)) == match_score("git commit", ("gc",))
 
 
@@ -167,15 +170,15 @@ def test_screen_keeps_fuzzy_matches_ranked_as_they_come(journal: str) -> None:
     with Journal.searcher(journal) as s:
         screen = SearchScreen(s, query="gcm", mode="fuzzy", cwd="/")
         screen.restart()
-        assert [h.text for h in screen.hits] == ["git checkout main", "git commit -m first"]
+        assert [h.text for h in screen.hits] == ["git commit -m first", "git checkout main"]
         moment = screen.hits[0].start_time
         best = Hit(0, "gcm", 0, moment, moment, "/", "box", score=99.0)
         worst = Hit(1, "x", 0, moment, moment, "/", "box", score=-1.0)
         screen.selected = 1  # the user moved: the selected command stays selected
         screen._add([worst, best], ranked=True)
         assert [h.text for h in screen.hits] == [
-            "gcm", "git checkout main", "git commit -m first", "x"]  # fmt: skip
-        assert screen.hits[screen.selected].text == "git commit -m first"
+            "gcm", "git commit -m first", "git checkout main", "x"]  # fmt: skip
+        assert screen.hits[screen.selected].text == "git checkout main"
 
 
 def test_files_written_and_read(journal: str) -> None:
