@@ -144,6 +144,21 @@ def _conditions(
     return where, params
 
 
+def step_sql(reads: Reads, query: SearchQuery, scope: Scope) -> tuple[str, dict[str, Any]]:
+    """The SQL of one window (:meth:`Searcher.step`; placeholders
+    ``:below``, ``:low``, ``:limit`` besides the returned parameters).
+    Every plan of it reads the command table by its id range (or an index
+    of it with the range), never the whole table: tests/unit/test_search.py
+    checks with EXPLAIN QUERY PLAN."""
+    where, params = _conditions(reads, query, scope)
+    sql = (
+        f"{_HIT_SELECT} WHERE c.id < :below AND c.id >= :low"
+        + "".join(f" AND {w}" for w in where)
+        + " ORDER BY c.id DESC LIMIT :limit"
+    )
+    return sql, params
+
+
 class _Unanswered(Exception):
     """The journal cannot be searched (why, for the message)."""
 
@@ -222,12 +237,7 @@ class Searcher:
         next step starts just below the last match."""
         low = max(0, below - window)
         with self._reading() as reads:
-            where, params = _conditions(reads, query, scope)
-            sql = (
-                f"{_HIT_SELECT} WHERE c.id < :below AND c.id >= :low"
-                + "".join(f" AND {w}" for w in where)
-                + " ORDER BY c.id DESC LIMIT :limit"
-            )
+            sql, params = step_sql(reads, query, scope)
             rows = reads.rows(sql, {**params, "below": below, "low": low, "limit": limit})
             hits = [
                 Hit(i, text, rv, reads.time(start), reads.time(end), cwd, host)  # type: ignore[arg-type]

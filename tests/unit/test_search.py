@@ -6,6 +6,7 @@ prompt_toolkit's pipe input, on a real SQLite journal."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -414,3 +415,37 @@ def test_a_key_s_screen_is_drawn_before_its_search_goes_on() -> None:
     first = events.index(("%x%",))
     assert events[first + 1] == "draw", events[first : first + 5]
     assert ("%x%",) in events[first + 2 :]  # and then the search goes on
+
+
+@pytest.mark.parametrize("typed, scope", [
+    ("git", Scope()),
+    ("w:model", Scope()),
+    ("r:params.yaml", Scope()),
+    ("w:/results/", Scope()),
+    ("r:/p/train", Scope()),
+    ("", Scope("host", "other")),
+    ("x", Scope("session", S2)),
+    ("x", Scope("directory", "/src/app")),
+    ("x", Scope("repository", "/src/app")),
+])  # fmt: skip
+def test_every_window_reads_an_id_range_by_index(journal: str, typed: str, scope: Scope) -> None:
+    """A window costs what it holds, not the journal: the command table is
+    searched by its id range (or an index with it), each file word by the
+    command's events (EXPLAIN QUERY PLAN), never scanned."""
+    from shournal.store.connection import SqliteReads
+    from shournal.store.search import step_sql
+
+    path = journal.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        sql, params = step_sql(SqliteReads(conn, path), parse_query(typed), scope)
+        window = {**params, "below": 10, "low": 0, "limit": 5}
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", window)]
+    (command,) = [p for p in plan if p.startswith(("SEARCH c ", "SCAN c"))]
+    by_range = r"SEARCH c USING (INTEGER PRIMARY KEY|INDEX \w+) \(.*rowid>\? AND rowid<\?\)"
+    assert re.fullmatch(by_range, command), plan
+    for events in ("we", "re"):
+        assert not any(p.startswith(f"SCAN {events}") for p in plan), plan
+    if "w:" in typed:
+        assert any(p.startswith("SEARCH we ") and "(command_id=?)" in p for p in plan), plan
+    if "r:" in typed:
+        assert any(p.startswith("SEARCH re ") and "(command_id=?)" in p for p in plan), plan
