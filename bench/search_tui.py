@@ -102,18 +102,20 @@ class Screen:
             on_cpu, waited, _slices = f.read().split()
         return int(on_cpu) / 1e9, int(waited) / 1e9
 
-    def key(self, data: bytes) -> tuple[float, float]:
+    def key(self, data: bytes) -> tuple[float, float, float]:
         """Seconds from writing ``data`` to the first byte of the redraw,
-        and the CPU seconds the process used meanwhile."""
-        cpu0 = self.schedstat()[0]
+        and the seconds the process ran on a CPU and waited for one
+        meanwhile (on a busy machine the wall time less that wait is what
+        a quiet one would show, roughly)."""
+        cpu0, wait0 = self.schedstat()
         t = time.perf_counter()
         os.write(self.fd, data)
         if not select.select([self.fd], [], [], 10)[0]:
             raise TimeoutError(f"no redraw after {data!r}")
         took = time.perf_counter() - t
-        cpu = self.schedstat()[0] - cpu0
+        cpu1, wait1 = self.schedstat()
         os.read(self.fd, 65536)
-        return took, cpu
+        return took, cpu1 - cpu0, wait1 - wait0
 
     def close(self) -> None:
         os.write(self.fd, b"\x1b")
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     floor: list[float] = []
     typed: dict[str, list[float]] = {name: [] for name, _ in SEQUENCES}
     typed_cpu: dict[str, list[float]] = {name: [] for name, _ in SEQUENCES}
+    typed_wait: dict[str, list[float]] = {name: [] for name, _ in SEQUENCES}
+    load_start = os.getloadavg()
     for rep in range(args.reps):
         t = time.perf_counter()
         os.spawnv(os.P_WAIT, python, [python, "-c", "pass"])
@@ -190,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
             screen.settle()
             for name, keys in SEQUENCES:
                 for k in keys:
-                    took, cpu = screen.key(k)
+                    took, cpu, waited = screen.key(k)
                     typed[name].append(took)
                     typed_cpu[name].append(cpu)
+                    typed_wait[name].append(waited)
                     screen.settle()
                 screen.key(b"\x15")  # ^U: an empty line again
                 screen.settle()
@@ -210,8 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         "python_pass_ms": stats_ms(floor),
         "keystroke_ms": {name: stats_ms(v) for name, v in typed.items()},
         "keystroke_cpu_ms": {name: stats_ms(v) for name, v in typed_cpu.items()},
+        "keystroke_runqueue_wait_ms": {name: stats_ms(v) for name, v in typed_wait.items()},
+        # each key's wall time less the time the process waited for a CPU
+        "keystroke_less_wait_ms": {
+            name: stats_ms([t - w for t, w in zip(v, typed_wait[name], strict=True)])
+            for name, v in typed.items()
+        },
         "all_keystrokes_ms": stats_ms([v for vs in typed.values() for v in vs]),
         "targets_ms": {"first_screen": FIRST_SCREEN_MS, "keystroke": KEY_MS},
+        "loadavg_start": load_start,
         "loadavg_end": os.getloadavg(),
     }
     print(f"first screen: median {result['first_screen_ms']['median']:.1f} ms, "
@@ -222,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
           f"CPU {result['full_screen_cpu_ms']['median']:.1f} ms")  # fmt: skip
     for name, s in result["keystroke_ms"].items():
         c = result["keystroke_cpu_ms"][name]
+        q = result["keystroke_less_wait_ms"][name]
         print(f"  {name:18} median {s['median']:6.1f}  p90 {s['p90']:6.1f}  max {s['max']:6.1f} ms"
-              f"  CPU median {c['median']:5.1f} ms")  # fmt: skip
+              f"  CPU median {c['median']:5.1f}  less run-queue wait: median {q['median']:5.1f}"
+              f"  p90 {q['p90']:5.1f} ms")  # fmt: skip
+    print(f"load average: start {load_start[0]:.1f}, end {result['loadavg_end'][0]:.1f}")
     common.write_run(args, "search_tui", t_start, {"result": result})
     return 0
 

@@ -170,8 +170,9 @@ class Journal:
     def searcher(url: str | None = None) -> Searcher:
         """The interactive search's reader of the journal :func:`resolve_url`
         names: pages of matches, newest first, each a bounded amount of
-        work (see :mod:`shournal.store.search`).  SQLite journals only;
-        SQLAlchemy is not loaded (the search screen's start-up budget).
+        work (see :mod:`shournal.store.search`).  A SQLite journal is read
+        without loading SQLAlchemy (the search screen's start-up budget), a
+        PostgreSQL one through the store.
 
         :raises shournal.store.StoreError: none yet, or not searchable.
         """

@@ -10,7 +10,11 @@ The matches come from :class:`shournal.store.search.Searcher` in windows
 of command ids (newest first): a keystroke runs windows for at most
 :data:`KEY_SECONDS`, draws what it found, and the rest of the page is
 looked for between keystrokes (each window a separate event-loop callback,
-so typing is never queued behind a scan).
+so typing is never queued behind a scan).  The first of those callbacks
+is queued only once the keystroke's screen is drawn: prompt_toolkit puts
+off a redraw while callbacks are ready (up to its
+``max_render_postpone_time``), so a search going on at once would delay
+the very screen the key asked for.
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ class SearchScreen:
         self.buffer.cursor_position = len(query)
         self.buffer.on_text_changed += lambda _: self.restart()
         self.app: Application[str | None] | None = None
+        # the search to go on with once the screen is drawn (its generation)
+        self._after_draw: int | None = None
 
     # -- searching ------------------------------------------------------------------
 
@@ -122,14 +128,15 @@ class SearchScreen:
             return
         self.scope, self.note = scope, ""
         self.position = self.searcher.newest_id() + 1
-        self._more(self.generation, KEY_SECONDS)
+        self._more(self.generation, KEY_SECONDS, keyed=True)
 
     def _wanted(self) -> int:
         return max(PAGE, self.selected + PAGE // 2)
 
-    def _more(self, generation: int, seconds: float) -> None:
+    def _more(self, generation: int, seconds: float, *, keyed: bool = False) -> None:
         """Look for matches for ``seconds``; go on later if the page is not
-        full (unless a newer search has started)."""
+        full (unless a newer search has started): after the screen is
+        drawn when a key asked (``keyed``) or a redraw is due, else at once."""
         if generation != self.generation or self.position <= 0 or self.scope is None:
             return
         missing = self._wanted() - len(self.hits)
@@ -139,12 +146,34 @@ class SearchScreen:
         hits, self.position = self.searcher.search(
             query, self.scope, below=self.position, limit=missing, seconds=seconds
         )
-        self.hits += hits
-        if self.app is not None and self.app.is_running:
-            if hits or self.position <= 0:  # a step that found nothing changes nothing
-                self.app.invalidate()
-            if self.position > 0 and len(self.hits) < self._wanted():
-                self.app.loop.call_soon(self._more, generation, KEY_SECONDS)  # type: ignore[union-attr]
+        self._add(hits, ranked=bool(query.fuzzy))
+        app = self.app
+        running = app is not None and app.is_running and app.loop is not None
+        if running and (hits or self.position <= 0):  # finding nothing changes nothing
+            app.invalidate()  # type: ignore[union-attr]
+        if self.position > 0 and len(self.hits) < self._wanted():
+            if keyed or not running or app.invalidated:  # type: ignore[union-attr]
+                self._after_draw = generation
+            else:
+                app.loop.call_soon(self._more, generation, KEY_SECONDS)  # type: ignore[union-attr]
+
+    def _drawn(self, _app: object) -> None:
+        """After a redraw: go on with the search a key left unfinished."""
+        generation, self._after_draw = self._after_draw, None
+        if generation is not None and self.app is not None and self.app.loop is not None:
+            self.app.loop.call_soon(self._more, generation, KEY_SECONDS)
+
+    def _add(self, hits: list[Hit], *, ranked: bool) -> None:
+        """New matches into the list: after the others, or (``ranked``: a
+        fuzzy search) in their place by score, the selected command
+        staying selected once the user has moved."""
+        if not ranked:
+            self.hits += hits
+            return
+        chosen = self.hits[self.selected].id if self.hits and self.selected else None
+        self.hits = sorted(self.hits + hits, key=lambda h: (-h.score, -h.id))
+        if chosen is not None:
+            self.selected = next(i for i, h in enumerate(self.hits) if h.id == chosen)
 
     def cycle_mode(self) -> None:
         self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
@@ -160,7 +189,7 @@ class SearchScreen:
         self.selected = max(0, min(len(self.hits) - 1, self.selected + delta))
         self.panel = None
         if self.position > 0 and len(self.hits) - self.selected < PAGE // 2:
-            self._more(self.generation, KEY_SECONDS)
+            self._more(self.generation, KEY_SECONDS, keyed=True)
 
     # -- the selected command and file ------------------------------------------------
 
@@ -398,6 +427,7 @@ class SearchScreen:
         )
         # Esc must cancel at once, not wait for a possible Alt sequence.
         app.ttimeoutlen = 0.05
+        app.after_render += self._drawn
         self.app = app
         return app
 

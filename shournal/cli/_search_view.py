@@ -71,8 +71,7 @@ def hit_fields(hit: Hit, now: datetime) -> tuple[str, str, str]:
     on one line (printable)."""
     from shournal.report.history import relative_time
 
-    moment = datetime.fromisoformat(hit.start_time)
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    moment = hit.start_time
     text = printable(" ".join(hit.text.split("\n")))
     return f"{relative_time(moment, now):>14} ", f"{hit.return_value:>3} ", text
 

@@ -127,6 +127,27 @@ class Reads:
             return f"lower({column}) LIKE lower(:{placeholder}) ESCAPE '\\'"
         return f"{column} ILIKE :{placeholder} ESCAPE '\\'"
 
+    def like_nocase(self, expr: str, raw: bool = False) -> str:
+        """SQL matching ``expr`` against a LIKE pattern (``%`` and ``_``
+        wildcards, ``\\`` escapes) that follows it, ASCII letters in
+        either case (SQLite's LIKE; ILIKE); ``raw``: a binary column, its
+        pattern's literal parts made by :meth:`raw_text`."""
+        if self.dialect == "sqlite":
+            return f"CAST({expr} AS TEXT) LIKE" if raw else f"{expr} LIKE"
+        # bytea has no ILIKE: its escape text (bytes >= 0x80 and NUL as
+        # \ooo, the backslash doubled, the rest as they are) has one
+        return f"encode({expr}, 'escape') ILIKE" if raw else f"{expr} ILIKE"
+
+    def raw_text(self, text: str) -> str:
+        """``text`` as :meth:`like_nocase` sees a binary column that holds
+        its bytes (the file system's encoding)."""
+        if self.dialect == "sqlite":
+            return text
+        return "".join(
+            f"\\{b:03o}" if b == 0 or b >= 0x80 else "\\\\" if b == 0x5C else chr(b)
+            for b in os.fsencode(text)
+        )
+
     def pattern(self, like: str, *, case: bool, raw: bool) -> Any:
         """The parameter of a LIKE pattern whose only wildcard is ``%``
         (``_`` and ``\\`` escaped) for :meth:`case_pattern` (``case``) or

@@ -10,10 +10,14 @@ nobody types and while it still needs matches to fill the list.  No index
 can answer ``LIKE '%x%'``; the windows make its cost proportional to what is
 shown, not to the journal.
 
-Read-only through the standard library's sqlite3
-(:class:`shournal.store.connection.SqliteReads`, the views of
-:mod:`shournal.store.reader`: importing SQLAlchemy alone costs more than
-the screen's budget), SQLite journals only.
+Both engines, through the one reader interface of
+:mod:`shournal.store.connection`: a SQLite journal of the current schema
+is read through the standard library's sqlite3 (importing SQLAlchemy alone
+costs more than the screen's budget), any other journal (PostgreSQL, a lab
+store: its row-level security shows only the rows the user may read)
+through the store's SQLAlchemy connections.  The engines' differences
+(case-insensitive patterns, binary file names, times) are the
+connection's.
 
 The query syntax and the answers' types: :mod:`shournal.search_query`.
 """
@@ -23,7 +27,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import contextmanager
 
+from shournal.errors import StoreError, StoreMissing, StoreUnavailable
 from shournal.search_query import (
     MODES,
     SCOPES,
@@ -33,12 +39,15 @@ from shournal.search_query import (
     SearchQuery,
     like_literal,
     parse_query,
+    rank,
 )
 from shournal.store.connection import (
     BUSY_SECONDS,
     READS_SCHEMA,
     NotAFile,
-    SqliteReads,
+    Reads,
+    SqliteSource,
+    StoreSource,
     connect_read_only,
     sqlite_file_of,
 )
@@ -46,7 +55,10 @@ from shournal.store.reader import _COMMAND_SELECT, _attach_events, command_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
+
+    from shournal.store.connection import _Source
 
 __all__ = [
     "MODES",
@@ -61,6 +73,14 @@ __all__ = [
 
 # How long one step of a search (one window, one SQL statement) should take.
 STEP_SECONDS = 0.008
+# The first window when nothing is known of the pace yet: command text is
+# matched at a few million rows a second, a file's name costs a join per
+# event (tens of events a command).  Small enough that a first step stays
+# within STEP_SECONDS on a slow machine; the next ones are sized from it.
+FIRST_WINDOW_TEXT = 1024
+FIRST_WINDOW_FILES = 32
+# Windows never grow past this (a step cannot be interrupted).
+MAX_WINDOW = 1 << 20
 
 
 _HIT_SELECT = (
@@ -69,22 +89,26 @@ _HIT_SELECT = (
 )
 
 # A written (w) or read (r) file's name (basename) or, with a "/" in what
-# is looked for, its whole path (only then is its directory joined).
+# is looked for, its whole path (only then is its directory joined); {}:
+# the engine's case-insensitive match of the expression that follows.
 _FILE_MATCH = {
-    ("w", False): "EXISTS (SELECT 1 FROM write_event we WHERE we.command_id = c.id "
-    "AND CAST(we.basename AS TEXT) LIKE {} ESCAPE '\\')",
-    ("w", True): "EXISTS (SELECT 1 FROM write_event we JOIN directory d ON d.id = we.directory_id "
-    "WHERE we.command_id = c.id AND CAST(d.path || we.basename AS TEXT) LIKE {} ESCAPE '\\')",
-    ("r", False): "EXISTS (SELECT 1 FROM read_event re "
-    "JOIN read_file rf ON rf.id = re.read_file_id "
-    "WHERE re.command_id = c.id AND CAST(rf.basename AS TEXT) LIKE {} ESCAPE '\\')",
-    ("r", True): "EXISTS (SELECT 1 FROM read_event re JOIN read_file rf ON rf.id = re.read_file_id "
-    "JOIN directory d ON d.id = rf.directory_id "
-    "WHERE re.command_id = c.id AND CAST(d.path || rf.basename AS TEXT) LIKE {} ESCAPE '\\')",
-}
+    ("w", False): ("EXISTS (SELECT 1 FROM write_event we WHERE we.command_id = c.id AND {})",
+                   "we.basename"),
+    ("w", True): ("EXISTS (SELECT 1 FROM write_event we JOIN directory d ON d.id = we.directory_id "
+                  "WHERE we.command_id = c.id AND {})", "d.path || we.basename"),
+    ("r", False): ("EXISTS (SELECT 1 FROM read_event re "
+                   "JOIN read_file rf ON rf.id = re.read_file_id "
+                   "WHERE re.command_id = c.id AND {})", "rf.basename"),
+    ("r", True): ("EXISTS (SELECT 1 FROM read_event re "
+                  "JOIN read_file rf ON rf.id = re.read_file_id "
+                  "JOIN directory d ON d.id = rf.directory_id "
+                  "WHERE re.command_id = c.id AND {})", "d.path || rf.basename"),
+}  # fmt: skip
 
 
-def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], dict[str, Any]]:
+def _conditions(
+    reads: Reads, query: SearchQuery, scope: Scope
+) -> tuple[list[str], dict[str, Any]]:
     where: list[str] = []
     params: dict[str, Any] = {}
 
@@ -94,10 +118,12 @@ def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], dict[str, 
         return f":{name}"
 
     for pattern in query.text:
-        where.append(f"c.text LIKE {param(pattern)} ESCAPE '\\'")
+        where.append(f"{reads.like_nocase('c.text')} {param(pattern)} ESCAPE '\\'")
     for side, names in (("w", query.written), ("r", query.read)):
         for name in names:
-            where.append(_FILE_MATCH[side, "/" in name].format(param(f"%{like_literal(name)}%")))
+            sql, expr = _FILE_MATCH[side, "/" in name]
+            like = param(f"%{like_literal(reads.raw_text(name))}%")
+            where.append(sql.format(f"{reads.like_nocase(expr, raw=True)} {like} ESCAPE '\\'"))
     if scope.kind == "host":
         where.append(f"c.env_id IN (SELECT id FROM env WHERE hostname = {param(scope.value)})")
     elif scope.kind == "session":
@@ -118,51 +144,59 @@ def _conditions(query: SearchQuery, scope: Scope) -> tuple[list[str], dict[str, 
     return where, params
 
 
+def step_sql(reads: Reads, query: SearchQuery, scope: Scope) -> tuple[str, dict[str, Any]]:
+    """The SQL of one window (:meth:`Searcher.step`; placeholders
+    ``:below``, ``:low``, ``:limit`` besides the returned parameters).
+    Every plan of it reads the command table by its id range (or an index
+    of it with the range), never the whole table: tests/unit/test_search.py
+    checks with EXPLAIN QUERY PLAN."""
+    where, params = _conditions(reads, query, scope)
+    sql = (
+        f"{_HIT_SELECT} WHERE c.id < :below AND c.id >= :low"
+        + "".join(f" AND {w}" for w in where)
+        + " ORDER BY c.id DESC LIMIT :limit"
+    )
+    return sql, params
+
+
 class _Unanswered(Exception):
     """The journal cannot be searched (why, for the message)."""
 
 
-class _SearchReads(SqliteReads):
-    """The reads of a search: after opening, a failing read is the
-    journal's fault (locked past the busy timeout, damaged)."""
-
-    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
-        try:
-            return self._conn.execute(sql, params or {}).fetchall()
-        except sqlite3.Error as e:
-            from shournal.errors import StoreUnavailable
-
-            raise StoreUnavailable(f"cannot search the journal: {e}") from None
-
-
 class Searcher:
-    """A read-only connection to a SQLite journal of the current schema
-    (:data:`shournal.store.connection.READS_SCHEMA`) for the interactive
-    search; see :func:`open_searcher`.
-    """
+    """Read-only searches of a journal (its reads: a
+    :class:`shournal.store.connection._Source`, one read transaction per
+    step); see :func:`open_searcher`."""
 
-    def __init__(self, path: str) -> None:
-        """:raises _Unanswered: no such file, not a database, another
-        schema version, or any error of SQLite."""
+    def __init__(self, source: _Source) -> None:
+        self._source = source
+
+    @classmethod
+    def sqlite(cls, path: str) -> Searcher:
+        """A SQLite journal of the current schema
+        (:data:`shournal.store.connection.READS_SCHEMA`), through sqlite3.
+
+        :raises _Unanswered: no such file, not a database, another
+            schema version, or any error of SQLite."""
         if not os.path.exists(path):
             raise _Unanswered("no journal file")
         try:
-            self._conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS)
+            conn = connect_read_only(path, isolation_level=None, timeout=BUSY_SECONDS)
         except sqlite3.Error as e:
             raise _Unanswered(str(e)) from None
         try:
-            self._conn.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
-            rows = self._conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchall()
+            conn.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
+            rows = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchall()
         except sqlite3.Error as e:
-            self.close()
+            conn.close()
             raise _Unanswered(str(e)) from None
         if [tuple(r) for r in rows] != [(READS_SCHEMA,)]:
-            self.close()
+            conn.close()
             raise _Unanswered("another schema version")
-        self._reads = _SearchReads(self._conn, path)
+        return cls(SqliteSource(conn, path))
 
     def close(self) -> None:
-        self._conn.close()
+        self._source.close()
 
     def __enter__(self) -> Searcher:
         return self
@@ -170,12 +204,22 @@ class Searcher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
-        return self._reads.rows(sql, params)
+    @contextmanager
+    def _reading(self) -> Iterator[Reads]:
+        """One read transaction; a failing read is the journal's fault
+        (locked past the busy timeout, damaged, the server gone)."""
+        try:
+            with self._source.reading() as reads:
+                yield reads
+        except StoreMissing:
+            raise
+        except StoreError as e:
+            raise StoreUnavailable(f"cannot search the journal: {e}") from None
 
     def newest_id(self) -> int:
         """The largest command id (0: no command yet); where a search starts."""
-        ((top,),) = self._rows("SELECT coalesce(max(id), 0) FROM command")
+        with self._reading() as reads:
+            ((top,),) = reads.rows("SELECT coalesce(max(id), 0) FROM command")
         return int(top)
 
     def step(
@@ -192,14 +236,13 @@ class Searcher:
         starts (0: the journal is done).  With ``limit`` reached first, the
         next step starts just below the last match."""
         low = max(0, below - window)
-        where, params = _conditions(query, scope)
-        sql = (
-            f"{_HIT_SELECT} WHERE c.id < :below AND c.id >= :low"
-            + "".join(f" AND {w}" for w in where)
-            + " ORDER BY c.id DESC LIMIT :limit"
-        )
-        rows = self._rows(sql, {**params, "below": below, "low": low, "limit": limit})
-        hits = [Hit(*r) for r in rows]
+        with self._reading() as reads:
+            sql, params = step_sql(reads, query, scope)
+            rows = reads.rows(sql, {**params, "below": below, "low": low, "limit": limit})
+            hits = [
+                Hit(i, text, rv, reads.time(start), reads.time(end), cwd, host)  # type: ignore[arg-type]
+                for i, text, rv, start, end, cwd, host in rows
+            ]
         if len(hits) == limit:
             return hits, hits[-1].id
         return hits, low
@@ -214,14 +257,16 @@ class Searcher:
         seconds: float | None = None,
         window: int | None = None,
     ) -> tuple[list[Hit], int]:
-        """Up to ``limit`` matches, newest first, from ``below`` down (None:
-        from the newest), and where to go on (0: done).  ``seconds``: stop
-        after that much time with what was found (the caller goes on with
-        the returned position).  ``window``: the first window's size (by
-        default small when files are looked for: each command has many);
-        windows grow while they are cheap and shrink when they are not."""
+        """Up to ``limit`` matches from ``below`` down (None: from the
+        newest), and where to go on (0: done).  Newest first; in fuzzy mode
+        the best matches first (:func:`shournal.search_query.rank`: these
+        matches among themselves).  ``seconds``: stop after that much time
+        with what was found (the caller goes on with the returned
+        position).  ``window``: the first window's size (by default small:
+        :data:`FIRST_WINDOW_TEXT`, :data:`FIRST_WINDOW_FILES`); windows
+        grow while they are cheap and shrink when they are not."""
         if window is None:
-            window = 64 if query.written or query.read else 2048
+            window = FIRST_WINDOW_FILES if query.written or query.read else FIRST_WINDOW_TEXT
         start = self.newest_id() + 1 if below is None else below
         hits: list[Hit] = []
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -239,8 +284,8 @@ class Searcher:
             start = next_start
             if left <= 0:
                 break
-            window = max(64, min(int(rate * left), 1 << 20))
-        return hits, start
+            window = max(16, min(int(rate * left), MAX_WINDOW))
+        return rank(hits, query), start
 
     def details(
         self, command_id: int, *, neighbours: int = 3, max_files: int = 50
@@ -248,55 +293,52 @@ class Searcher:
         """The command with this id (None: no such command), its files
         (at most ``max_files`` of each side) and ``neighbours`` commands
         before and after it in its shell session."""
-        rows = self._rows(f"{_COMMAND_SELECT} WHERE command.id = :id", {"id": command_id})
-        if not rows:
-            return None
-        cmd = command_view(self._reads, rows[0])
-        _attach_events(self._reads, [cmd], max_files)
-        out = Details(cmd)
-        ((session,),) = self._rows("SELECT session_id FROM command WHERE id = :id",
-                                   {"id": command_id})  # fmt: skip
-        if session is not None:
-            near = {"session": session, "id": command_id, "n": neighbours}
-            before = self._rows(
-                "SELECT id, text FROM command WHERE session_id = :session AND id < :id "
-                "ORDER BY id DESC LIMIT :n",
-                near,
-            )
-            out.before = [(i, t) for i, t in reversed(before)]
-            out.after = [
-                (i, t)
-                for i, t in self._rows(
-                    "SELECT id, text FROM command WHERE session_id = :session AND id > :id "
-                    "ORDER BY id LIMIT :n",
+        with self._reading() as reads:
+            rows = reads.rows(f"{_COMMAND_SELECT} WHERE command.id = :id", {"id": command_id})
+            if not rows:
+                return None
+            cmd = command_view(reads, rows[0])
+            _attach_events(reads, [cmd], max_files)
+            out = Details(cmd)
+            ((session,),) = reads.rows("SELECT session_id FROM command WHERE id = :id",
+                                       {"id": command_id})  # fmt: skip
+            if session is not None:
+                near = {"session": session, "id": command_id, "n": neighbours}
+                before = reads.rows(
+                    "SELECT id, text FROM command WHERE session_id = :session AND id < :id "
+                    "ORDER BY id DESC LIMIT :n",
                     near,
                 )
-            ]
+                out.before = [(i, t) for i, t in reversed(before)]
+                out.after = [
+                    (i, t)
+                    for i, t in reads.rows(
+                        "SELECT id, text FROM command WHERE session_id = :session AND id > :id "
+                        "ORDER BY id LIMIT :n",
+                        near,
+                    )
+                ]
         return out
-
-    def interrupt(self) -> None:
-        """Stop a running statement (from another thread)."""
-        self._conn.interrupt()
 
 
 def open_searcher(url: str | None) -> Searcher:
-    """The searcher of the journal ``url`` names (None: the default file).
+    """The searcher of the journal ``url`` names (None: the default file):
+    a SQLite journal file through sqlite3, any other through the store.
 
     :raises shournal.store.StoreMissing: no journal yet.
-    :raises shournal.store.StoreUnavailable: not a SQLite journal file, or
-        it cannot be read as one of the current schema.
+    :raises shournal.store.StoreUnavailable: a SQLite journal file that
+        cannot be read as one of the current schema; the store's errors
+        (:mod:`shournal.errors`) for any other journal.
     """
-    from shournal.errors import StoreMissing, StoreUnavailable
-
     try:
         path = sqlite_file_of(url)
-    except NotAFile as e:
-        raise StoreUnavailable(
-            f"search needs a SQLite journal file ({e}); `shournal query` reads the others"
-        ) from None
+    except NotAFile:
+        from shournal.store.db import Store
+
+        return Searcher(StoreSource(Store(url, create=False, read_only=True)))
     if not os.path.exists(path):
         raise StoreMissing("no journal yet: nothing has been recorded")
     try:
-        return Searcher(path)
+        return Searcher.sqlite(path)
     except _Unanswered as e:
         raise StoreUnavailable(f"{path}: cannot search this journal: {e}") from None

@@ -6,6 +6,7 @@ prompt_toolkit's pipe input, on a real SQLite journal."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -32,7 +33,9 @@ def test_prefix_anchors_at_the_start() -> None:
 
 
 def test_fuzzy_is_each_word_s_letters_in_order() -> None:
-    assert parse_query("gc ma", "fuzzy") == SearchQuery(text=("%g%c%", "%m%a%"))
+    assert parse_query("gc MA", "fuzzy") == SearchQuery(
+        text=("%g%c%", "%M%A%"), fuzzy=("gc", "ma")
+    )
 
 
 def test_like_wildcards_typed_are_literal() -> None:
@@ -105,7 +108,8 @@ def test_newest_first_and_empty_lists_everything(journal: str) -> None:
 def test_modes(journal: str) -> None:
     assert _texts(journal, "make") == ["cmake ..", "make -j4"]
     assert _texts(journal, "make", "prefix") == ["make -j4"]
-    assert _texts(journal, "gcm", "fuzzy") == ["git checkout main", "git commit -m first"]
+    # (ranked: c and m of "git commit -m" are nearer to the g than in "git checkout main")
+    assert _texts(journal, "gcm", "fuzzy") == ["git commit -m first", "git checkout main"]
     assert _texts(journal, "gcmf", "fuzzy") == ["git commit -m first"]
     assert _texts(journal, "gt ck", "fuzzy") == ["git checkout main"]
     # case-insensitive (ASCII)
@@ -114,6 +118,68 @@ def test_modes(journal: str) -> None:
     assert _texts(journal, "50%") == ["echo 50% done_now"]
     assert _texts(journal, "o_") == []  # as a LIKE pattern "o_" would match "o 5"
     assert _texts(journal, "done_n") == ["echo 50% done_now"]
+
+
+def test_fuzzy_ranks_contiguous_then_word_starts_then_newest(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rank.sqlite'}"
+    texts = [
+        "git commit -m old",  # every letter of "gcm" at a word start
+        "make -j4",  # "make" contiguous
+        "xargs echo tmp",  # "gcm" inside words (newer)
+        "m4 --arch kde.conf",  # "make" scattered (newer)
+        "git commit -m new",  # as good as the old one: newer first
+    ]
+    with Store(url, create=True) as store:
+        for i, text in enumerate(texts):
+            store.add_command(record(text, T0 + i * MINUTE))
+    assert _texts(url, "make", "fuzzy") == ["make -j4", "m4 --arch kde.conf"]
+    assert _texts(url, "gcm", "fuzzy") == [
+        "git commit -m new", "git commit -m old", "xargs echo tmp"]  # fmt: skip
+    # two words: each must match, the sums are ranked
+    assert _texts(url, "mk kd", "fuzzy") == ["m4 --arch kde.conf"]
+    assert _texts(url, "mk ke", "fuzzy") == ["make -j4", "m4 --arch kde.conf"]
+    # the other modes stay newest first
+    assert _texts(url, "m", "substring")[:2] == ["git commit -m new", "m4 --arch kde.conf"]
+
+
+def test_match_score() -> None:
+    from shournal.search_query import LINE_START, NO_MATCH, match_score
+
+    def better(text: str, than: str, words: tuple[str, ...]) -> bool:
+        return match_score(text, words) > match_score(than, words)
+
+    assert better("make -j4", "m4 --arch kde.conf", ("make",))
+    assert better("git commit -m x", "xargs echo tmp", ("gcm",))
+    # the first letter tries each of its places: "ab" together at the end
+    # beats the a of "cat" followed by a far b
+    assert better("cat ab", "cat a b", ("ab",))
+    # the first letter's best place, not its first ("cm" in "echo cmake")
+    assert match_score("echo cmake", ("cm",)) == match_score("cmake", ("cm",)) - LINE_START
+    # letters skipped cost: the compact match first
+    assert better("git commit", "grep -rn x out/log/tmp/co --max", ("gtcm",))
+    assert better("ab", "a-b", ("ab",)) and better("a-b", "a-xyz-b", ("ab",))
+    # a word start is taken where it earns more than its longer gap costs
+    assert better("gxc cg", "gxcxcg", ("gc",))
+    assert match_score("abc", ("x",)) == NO_MATCH and match_score("abc", ()) == 0.0
+    assert match_score("GIT COMMIT", ("gc",)) == match_score("git commit", ("gc",))
+
+
+def test_screen_keeps_fuzzy_matches_ranked_as_they_come(journal: str) -> None:
+    from shournal.cli._search_screen import SearchScreen
+    from shournal.search_query import Hit
+
+    with Journal.searcher(journal) as s:
+        screen = SearchScreen(s, query="gcm", mode="fuzzy", cwd="/")
+        screen.restart()
+        assert [h.text for h in screen.hits] == ["git commit -m first", "git checkout main"]
+        moment = screen.hits[0].start_time
+        best = Hit(0, "gcm", 0, moment, moment, "/", "box", score=99.0)
+        worst = Hit(1, "x", 0, moment, moment, "/", "box", score=-1.0)
+        screen.selected = 1  # the user moved: the selected command stays selected
+        screen._add([worst, best], ranked=True)
+        assert [h.text for h in screen.hits] == [
+            "gcm", "git commit -m first", "git checkout main", "x"]  # fmt: skip
+        assert screen.hits[screen.selected].text == "git checkout main"
 
 
 def test_files_written_and_read(journal: str) -> None:
@@ -174,8 +240,9 @@ def test_details_with_files_and_session_neighbours(journal: str) -> None:
 def test_no_journal_and_not_sqlite(tmp_path: Path) -> None:
     with pytest.raises(StoreMissing):
         Journal.searcher(f"sqlite:///{tmp_path / 'none.sqlite'}")
-    with pytest.raises(StoreUnavailable, match="SQLite journal file"):
-        Journal.searcher("postgresql://u@localhost/x")
+    # a server's journal is searched through the store, which says why not
+    with pytest.raises(StoreUnavailable, match="postgresql://u@localhost:1/x"):
+        Journal.searcher("postgresql://u@localhost:1/x")
     # a read that fails after opening (here: a table gone) is the journal's error
     good = tmp_path / "good.sqlite"
     with Store(f"sqlite:///{good}", create=True):
@@ -310,3 +377,75 @@ def test_init_ctrl_r_adds_the_key_binding(shell: str, line: str, tmp_path: Path)
     plain = _shournal(["init", shell], tmp_path).stdout
     assert "SHOURNAL_BIND_SEARCH" not in plain
 
+
+
+def test_a_key_s_screen_is_drawn_before_its_search_goes_on() -> None:
+    """prompt_toolkit puts a redraw off while callbacks are ready: a search
+    that went on at once after a key delayed the key's screen (41-43 ms
+    for a word matching nothing).  A searcher that never fills the page:
+    the first thing after the key's search is the redraw."""
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from shournal.cli._search_screen import SearchScreen
+
+    events: list[object] = []
+
+    class Endless:
+        def newest_id(self) -> int:
+            return 10**9
+
+        def search(self, query: SearchQuery, scope: Scope, *, below: int, limit: int,
+                   seconds: float) -> tuple[list[object], int]:  # fmt: skip
+            events.append(query.text)
+            keyed = [i for i, e in enumerate(events) if e == ("%x%",)]
+            if len(events) > 5000 or (keyed and "draw" in events[keyed[0]:]):
+                pipe.send_text("\x1b")
+            return [], below - 1
+
+        def details(self, command_id: int) -> None:
+            return None
+
+    with create_pipe_input() as pipe:
+        screen = SearchScreen(Endless(), cwd="/")  # type: ignore[arg-type]
+        app = screen.build(input=pipe, output=DummyOutput())
+        app.after_render += lambda _: events.append("draw")
+        pipe.send_text("x")
+        assert app.run(pre_run=screen.restart) is None
+    first = events.index(("%x%",))
+    assert events[first + 1] == "draw", events[first : first + 5]
+    assert ("%x%",) in events[first + 2 :]  # and then the search goes on
+
+
+@pytest.mark.parametrize("typed, scope", [
+    ("git", Scope()),
+    ("w:model", Scope()),
+    ("r:params.yaml", Scope()),
+    ("w:/results/", Scope()),
+    ("r:/p/train", Scope()),
+    ("", Scope("host", "other")),
+    ("x", Scope("session", S2)),
+    ("x", Scope("directory", "/src/app")),
+    ("x", Scope("repository", "/src/app")),
+])  # fmt: skip
+def test_every_window_reads_an_id_range_by_index(journal: str, typed: str, scope: Scope) -> None:
+    """A window costs what it holds, not the journal: the command table is
+    searched by its id range (or an index with it), each file word by the
+    command's events (EXPLAIN QUERY PLAN), never scanned."""
+    from shournal.store.connection import SqliteReads
+    from shournal.store.search import step_sql
+
+    path = journal.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        sql, params = step_sql(SqliteReads(conn, path), parse_query(typed), scope)
+        window = {**params, "below": 10, "low": 0, "limit": 5}
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", window)]
+    (command,) = [p for p in plan if p.startswith(("SEARCH c ", "SCAN c"))]
+    by_range = r"SEARCH c USING (INTEGER PRIMARY KEY|INDEX \w+) \(.*rowid>\? AND rowid<\?\)"
+    assert re.fullmatch(by_range, command), plan
+    for events in ("we", "re"):
+        assert not any(p.startswith(f"SCAN {events}") for p in plan), plan
+    if "w:" in typed:
+        assert any(p.startswith("SEARCH we ") and "(command_id=?)" in p for p in plan), plan
+    if "r:" in typed:
+        assert any(p.startswith("SEARCH re ") and "(command_id=?)" in p for p in plan), plan
