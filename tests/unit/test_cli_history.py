@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,9 @@ def cli(*args: str) -> tuple[int, str, str]:
     return res.exit_code, res.stdout, res.stderr
 
 
+_day_now = 0  # the `day` fixture's now, in ns
+
+
 @pytest.fixture
 def day(env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A day's work: in ~/proj and ~/proj/sub, one failure, one older line."""
@@ -49,6 +53,7 @@ def day(env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     out = proj / "out.txt"
     out.write_text("x\n")
     now = time.time_ns()
+    monkeypatch.setattr(sys.modules[__name__], "_day_now", now)
     with Store(env) as s:
         s.add_command(record("make old", start_ns=now - 400 * 86400 * S, working_dir=str(proj)))
         s.add_command(record("echo x > out.txt", start_ns=now - 300 * S, working_dir=str(proj),
@@ -87,7 +92,11 @@ def test_shortcuts(day: Path) -> None:
     assert _ids(cli("history", "--here")[1]) == [1, 2]
     assert _ids(cli("history", "--here", "-r")[1]) == [1, 2, 3]
     assert _ids(cli("history", "--failed")[1]) == [4]
-    assert _ids(cli("history", "--today")[1]) == [2, 3, 4, 5]
+    # minutes after midnight some of the day's lines were yesterday's
+    midnight_ns = datetime.combine(date.today(), dtime.min).timestamp() * 1e9
+    ago = {2: 300, 3: 200, 4: 100, 5: 50}
+    today = [cid for cid, s in ago.items() if _day_now - s * S >= midnight_ns]
+    assert _ids(cli("history", "--today")[1]) == today
     assert _ids(cli("history", "--wrote", "out.txt")[1]) == [2]
     assert _ids(cli("history", "--read", str(day / "out.txt"))[1]) == [3]
     assert _ids(cli("history", "-n", "2")[1]) == [4, 5]
