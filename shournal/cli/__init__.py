@@ -13,8 +13,9 @@ place that turns an exception into that line and its status.
 
 Start-up time matters (`shournal query` is typed interactively): this
 module imports nothing heavy.  The typer application lives in
-:mod:`shournal.cli._app` and is imported on first use (``main()`` or
-``from shournal.cli import app``); `shournal version` (`--version`) and
+:mod:`shournal.cli._app` and is imported on first use (``main()``, which
+builds it with only the command run, or ``from shournal.cli import app``,
+every command); `shournal version` (`--version`) and
 `shournal init SHELL` are answered without it, and the commands import the store
 (SQLAlchemy) inside their functions.  `shournal query --history N` and
 `--wfile F` are answered without either (:mod:`shournal.cli._fast`).
@@ -182,13 +183,26 @@ def _main(fast_query: bool) -> None:
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)
+    from shournal.cli._commands import COMMANDS, first_word
+
+    # Only the command run is built (its module imported, its signature
+    # read by typer); none for the top-level help (it lists the table);
+    # every one for an unknown command (the parser suggests the nearest)
+    # and for completion.
+    word = first_word(sys.argv[1:])
+    names: tuple[str, ...] = (
+        () if word is None else (word,) if word in COMMANDS else tuple(COMMANDS)
+    )
     if os.environ.get("_SHOURNAL_COMPLETE"):
         # a TAB in a shell (scripts/shell_docs.py writes the completion
         # files): typer's completion classes, registered only then
         from typer.completion import completion_init
 
         completion_init()
-    from shournal.cli._app import app
+        names = tuple(COMMANDS)
+    from shournal.cli._app import build
+
+    app = build(names)
 
     try:  # typer >= 0.2x vendors click as typer._click
         from typer._click import exceptions as click  # type: ignore[import-not-found]
