@@ -15,10 +15,10 @@ Start-up time matters (`shournal query` is typed interactively): this
 module imports nothing heavy.  The typer application lives in
 :mod:`shournal.cli._app` and is imported on first use (``main()``, which
 builds it with only the command run, or ``from shournal.cli import app``,
-every command); `shournal version` (`--version`) and
-`shournal init SHELL` are answered without it, and the commands import the store
-(SQLAlchemy) inside their functions.  `shournal query --history N` and
-`--wfile F` are answered without either (:mod:`shournal.cli._fast`).
+every command); `shournal version` (`--version`), `shournal init SHELL`
+and `shournal doctor` are answered without it, and the commands import
+the store (SQLAlchemy) inside their functions.  `shournal query --history
+N` and `--wfile F` are answered without either (:mod:`shournal.cli._fast`).
 """
 
 from __future__ import annotations
@@ -128,6 +128,13 @@ def print_init(shell: str, *, ctrl_r: bool = False) -> int:
     return 0
 
 
+def run_doctor() -> int:
+    """`shournal doctor`: the report; the exit status."""
+    from shournal.doctor import print_report, run_checks
+
+    return EXIT_OK if print_report(run_checks()) else EXIT_NOT_FOUND
+
+
 def _fast_path(argv: list[str]) -> int | None:
     """Exit status for the commands answered without the parser, or None.
     Only exact argument lists: anything else (--help, extra arguments,
@@ -137,6 +144,8 @@ def _fast_path(argv: list[str]) -> int | None:
         return 0
     if len(argv) == 2 and argv[0] == "init" and not argv[1].startswith("-"):
         return print_init(argv[1])
+    if argv == ["doctor"]:
+        return run_doctor()
     if argv[:1] == ["search"]:
         from shournal.cli.search import answer
 

@@ -175,9 +175,9 @@ def search(
 
 
 def doctor() -> None:
-    from shournal.doctor import print_report, run_checks
+    from shournal.cli import run_doctor
 
-    raise typer.Exit(0 if print_report(run_checks()) else 1)
+    raise typer.Exit(run_doctor())
 
 
 def version() -> None:

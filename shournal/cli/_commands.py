@@ -181,9 +181,10 @@ def first_word(argv: list[str]) -> str | None:
     """The command word of ``shournal ARGV``: its first argument that is
     not an option (the top level has only flags: --version, -h, --help),
     or None."""
-    for arg in argv:
+    for i, arg in enumerate(argv):
         if arg == "--":
-            return None
+            # the end of the options: the next argument is the command
+            return argv[i + 1] if i + 1 < len(argv) else None
         if arg == "-" or not arg.startswith("-"):
             return arg
     return None

@@ -58,7 +58,8 @@ def test_the_table_is_every_command():
         (["lineage", "f"], "lineage"),
         (["nosuch", "query"], "nosuch"),
         (["-", "query"], "-"),
-        (["--", "query"], None),
+        (["--", "query"], "query"),
+        (["--version", "--"], None),
     ],
 )
 def test_first_word(argv, word):
