@@ -158,3 +158,4 @@ def test_doctor_without_the_parser_answers_as_with_it(tmp_path):
         full.returncode, full.stdout, full.stderr)
     r, mods = _imported(["doctor"], tmp_path)
     assert "Usage:" not in r.stdout and r.returncode == fast.returncode
+    assert not mods & {"typer", "click"}, mods
