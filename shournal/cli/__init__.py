@@ -166,15 +166,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join((fmt() if fmt else str(exc)).split())
 
 
-def main(*, fast_query: bool = True) -> None:
-    """The console entry point.  ``fast_query`` False: `shournal query`
-    always through the full CLI (the fast path's tests compare the two)."""
+def main(*, fast_query: bool = True, direct: bool = True) -> None:
+    """The console entry point.  ``fast_query`` False: every reading
+    command through the full CLI (typer); ``direct`` False: without
+    :mod:`shournal.cli._direct` (the tests compare the ways)."""
     if not sys.argv[1:] and sys.stdout.isatty() and sys.stdin.isatty():
         # bare `shournal` typed at a terminal: the daily view (in a script
         # or a pipe it still prints the help)
         sys.argv.append("history")
     try:
-        _main(fast_query)
+        _main(fast_query, direct)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the one place errors become a line
@@ -182,13 +183,18 @@ def main(*, fast_query: bool = True) -> None:
         raise
 
 
-def _main(fast_query: bool) -> None:
+def _main(fast_query: bool, direct: bool) -> None:
     status = _fast_path(sys.argv[1:])
     if status is None and fast_query:
         # The common read-only queries, without typer and SQLAlchemy.
         from shournal.cli._fast import answer
 
         status = answer(sys.argv[1:])
+        if status is None and direct:
+            # The other reading commands with plain arguments, without typer.
+            from shournal.cli import _direct
+
+            status = _direct.answer(sys.argv[1:])
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)

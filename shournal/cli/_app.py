@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import typing
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -71,8 +72,22 @@ def build(names: Iterable[str]) -> typer.Typer:
             app.add_typer(target, name=name, help=help_)
         else:
             app.command(name, help=help_, short_help=short_help,
-                        context_settings=settings)(target)
+                        context_settings=settings)(_resolved(target))
     return app
+
+
+def _resolved(command: Any) -> Any:
+    """``command`` with its annotations evaluated: the modules of the
+    commands that also run without typer (shournal.cli._direct) import
+    neither typer nor the shared options (shournal.cli._options) but under
+    TYPE_CHECKING, so their names are given here."""
+    from shournal.cli import _options
+
+    if any(isinstance(a, str) for a in command.__annotations__.values()):
+        names = {**vars(_options), "typer": typer, **command.__globals__}
+        command.__annotations__ = typing.get_type_hints(command, globalns=names,
+                                                        include_extras=True)
+    return command
 
 
 @cache

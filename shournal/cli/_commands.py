@@ -176,6 +176,11 @@ COMMANDS: dict[str, tuple[str, str, str | None, dict[str, bool] | None]] = {
     ),
 }
 
+# The reading commands, run without typer when their arguments are plain
+# (shournal.cli._direct; their options: shournal/cli/_spec.py, which
+# scripts/cli_spec.py writes from the typer application).
+DIRECT = ("query", "lineage", "status", "stats", "history")
+
 
 def first_word(argv: list[str]) -> str | None:
     """The command word of ``shournal ARGV``: its first argument that is

@@ -36,7 +36,7 @@ marker, fast = sys.argv[1], sys.argv[2] == "fast"
 sys.argv = ["shournal", *sys.argv[3:]]
 from shournal.cli import main
 try:
-    main(fast_query=fast)
+    main(fast_query=fast, direct=False)
 finally:
     with open(marker, "w") as f:
         json.dump(sorted(m for m in {HEAVY!r} if m in sys.modules), f)
