@@ -13,11 +13,12 @@ place that turns an exception into that line and its status.
 
 Start-up time matters (`shournal query` is typed interactively): this
 module imports nothing heavy.  The typer application lives in
-:mod:`shournal.cli._app` and is imported on first use (``main()`` or
-``from shournal.cli import app``); `shournal version` (`--version`) and
-`shournal init SHELL` are answered without it, and the commands import the store
-(SQLAlchemy) inside their functions.  `shournal query --history N` and
-`--wfile F` are answered without either (:mod:`shournal.cli._fast`).
+:mod:`shournal.cli._app` and is imported on first use (``main()``, which
+builds it with only the command run, or ``from shournal.cli import app``,
+every command); `shournal version` (`--version`), `shournal init SHELL`
+and `shournal doctor` are answered without it, and the commands import
+the store (SQLAlchemy) inside their functions.  `shournal query --history
+N` and `--wfile F` are answered without either (:mod:`shournal.cli._fast`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,13 @@ def print_init(shell: str, *, ctrl_r: bool = False) -> int:
     return 0
 
 
+def run_doctor() -> int:
+    """`shournal doctor`: the report; the exit status."""
+    from shournal.doctor import print_report, run_checks
+
+    return EXIT_OK if print_report(run_checks()) else EXIT_NOT_FOUND
+
+
 def _fast_path(argv: list[str]) -> int | None:
     """Exit status for the commands answered without the parser, or None.
     Only exact argument lists: anything else (--help, extra arguments,
@@ -136,6 +144,8 @@ def _fast_path(argv: list[str]) -> int | None:
         return 0
     if len(argv) == 2 and argv[0] == "init" and not argv[1].startswith("-"):
         return print_init(argv[1])
+    if argv == ["doctor"]:
+        return run_doctor()
     if argv[:1] == ["search"]:
         from shournal.cli.search import answer
 
@@ -156,15 +166,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join((fmt() if fmt else str(exc)).split())
 
 
-def main(*, fast_query: bool = True) -> None:
-    """The console entry point.  ``fast_query`` False: `shournal query`
-    always through the full CLI (the fast path's tests compare the two)."""
+def main(*, fast_query: bool = True, direct: bool = True) -> None:
+    """The console entry point.  ``fast_query`` False: every reading
+    command through the full CLI (typer); ``direct`` False: without
+    :mod:`shournal.cli._direct` (the tests compare the ways)."""
     if not sys.argv[1:] and sys.stdout.isatty() and sys.stdin.isatty():
         # bare `shournal` typed at a terminal: the daily view (in a script
         # or a pipe it still prints the help)
         sys.argv.append("history")
     try:
-        _main(fast_query)
+        _main(fast_query, direct)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - the one place errors become a line
@@ -172,23 +183,41 @@ def main(*, fast_query: bool = True) -> None:
         raise
 
 
-def _main(fast_query: bool) -> None:
+def _main(fast_query: bool, direct: bool) -> None:
     status = _fast_path(sys.argv[1:])
     if status is None and fast_query:
         # The common read-only queries, without typer and SQLAlchemy.
         from shournal.cli._fast import answer
 
         status = answer(sys.argv[1:])
+        if status is None and direct:
+            # The other reading commands with plain arguments, without typer.
+            from shournal.cli import _direct
+
+            status = _direct.answer(sys.argv[1:])
     if status is not None:
         sys.stdout.flush()
         sys.exit(status)
+    from shournal.cli._commands import COMMANDS, first_word
+
+    # Only the command run is built (its module imported, its signature
+    # read by typer); none for the top-level help (it lists the table);
+    # every one for an unknown command (the parser suggests the nearest)
+    # and for completion.
+    word = first_word(sys.argv[1:])
+    names: tuple[str, ...] = (
+        () if word is None else (word,) if word in COMMANDS else tuple(COMMANDS)
+    )
     if os.environ.get("_SHOURNAL_COMPLETE"):
         # a TAB in a shell (scripts/shell_docs.py writes the completion
         # files): typer's completion classes, registered only then
         from typer.completion import completion_init
 
         completion_init()
-    from shournal.cli._app import app
+        names = tuple(COMMANDS)
+    from shournal.cli._app import build
+
+    app = build(names)
 
     try:  # typer >= 0.2x vendors click as typer._click
         from typer._click import exceptions as click  # type: ignore[import-not-found]

@@ -1,40 +1,106 @@
-"""The typer application behind `shournal` (see :mod:`shournal.cli`).
+"""The typer application behind `shournal` (see :mod:`shournal.cli`),
+built from the table of commands (:mod:`shournal.cli._commands`) with
+only the command being run.
 
 Imported only when a command needs the parser: typer and its
 dependencies cost more start-up time than most commands themselves.
+The commands without a module of their own are here.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+import typing
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from shournal.cli.delete import delete
-from shournal.cli.history import history
-from shournal.cli.importing import import_history
-from shournal.cli.labels import note, tag
-from shournal.cli.provenance import export, lineage, status
-from shournal.cli.query import query
-from shournal.cli.redact import redact
-from shournal.cli.reproduce import apparatus_switch, diff, replay, rerun
-from shournal.cli.rereso import describe_app, recombine
-from shournal.cli.restore import restore
-from shournal.cli.server import server_app
-from shournal.cli.stats import stats
+from shournal.cli._commands import COMMANDS
 
-app = typer.Typer(
-    no_args_is_help=True,
-    # plain click help: rich (a typer dependency) costs ~50 ms to import
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
-    # -h as well: what people type first (every command and sub-command)
-    context_settings={"help_option_names": ["-h", "--help"]},
-    help="shournal: a journal of every shell command and the files it read and wrote.",
-)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from typer._click import Command, Context
+
+
+class _Group(TyperGroup):
+    """The top level: lists every command of the table, the ones not built
+    by their table entry (help and short help: the line they would give)."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        built = self.commands.get(cmd_name)
+        if built is not None or cmd_name not in COMMANDS:
+            return built
+        _where, help_, short_help, _settings = COMMANDS[cmd_name]
+        return TyperCommand(name=cmd_name, help=help_, short_help=short_help,
+                            callback=_not_built)
+
+
+def _not_built() -> None:
+    # main() builds the command it runs; reaching this is a bug
+    raise RuntimeError("a command of the help listing was run without being built")
+
+
+def build(names: Iterable[str]) -> typer.Typer:
+    """The application with the commands ``names`` of the table (each
+    module imported, each signature read by typer); the top-level --help
+    lists all of them either way."""
+    app = typer.Typer(
+        cls=_Group,
+        no_args_is_help=True,
+        # plain click help: rich (a typer dependency) costs ~50 ms to import
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        pretty_exceptions_show_locals=False,
+        add_completion=False,
+        # -h as well: what people type first (every command and sub-command)
+        context_settings={"help_option_names": ["-h", "--help"]},
+        help="shournal: a journal of every shell command and the files it read and wrote.",
+    )
+    app.callback()(_options)
+    for name in names:
+        where, help_, short_help, settings = COMMANDS[name]
+        module, _, attr = where.partition(":")
+        target = getattr(importlib.import_module(module), attr)
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name, help=help_)
+        else:
+            app.command(name, help=help_, short_help=short_help,
+                        context_settings=settings)(_resolved(target))
+    return app
+
+
+def _resolved(command: Any) -> Any:
+    """``command`` with its annotations evaluated: the modules of the
+    commands that also run without typer (shournal.cli._direct) import
+    neither typer nor the shared options (shournal.cli._options) but under
+    TYPE_CHECKING, so their names are given here."""
+    from shournal.cli import _options
+
+    if any(isinstance(a, str) for a in command.__annotations__.values()):
+        names = {**vars(_options), "typer": typer, **command.__globals__}
+        command.__annotations__ = typing.get_type_hints(command, globalns=names,
+                                                        include_extras=True)
+    return command
+
+
+@cache
+def _full() -> typer.Typer:
+    return build(COMMANDS)
+
+
+def __getattr__(name: str) -> Any:
+    # ``app``: every command (the tests, the completion files)
+    if name == "app":
+        return _full()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def _print_version(value: bool) -> None:
     if value:
@@ -44,7 +110,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _options(
     version: Annotated[
         bool,
@@ -55,119 +120,6 @@ def _options(
     pass
 
 
-app.command(
-    "history",
-    help="One line per command: when, how long, exit status, files written, directory, "
-    "command line (bare `shournal` on a terminal).",
-    short_help="One line per command, newest last (bare `shournal` on a terminal).",
-)(history)
-app.command("query", help="Find commands by the files they wrote or read, text, directory...")(
-    query
-)
-app.command(
-    "note",
-    help="Set, show (no TEXT) or remove (--clear) a command's note, e.g. "
-    "shournal note 42 'the command behind figure 3'.",
-    short_help="Set, show or remove a command's note.",
-)(note)
-app.command(
-    "tag",
-    help="Add tags to a command (shournal tag 42 fig3 paper2), --remove them, list a "
-    "command's tags (no TAG) or every tag (no ID).",
-    short_help="Add, remove or list a command's tags.",
-)(tag)
-app.command("stats", help="Statistics: busiest commands, sessions and directories, totals.")(
-    stats
-)
-app.command(
-    "restore",
-    help="Restore one archived read file (by its file id) into this directory.",
-    short_help="Restore one archived read file (by file id) into this directory.",
-)(restore)
-app.command(
-    "diff",
-    help="Every difference between two recorded commands: ids, or --wfile F1 F2 "
-    "(exit 0 same, 1 differ).",
-    short_help="Every difference between two recorded commands.",
-)(diff)
-app.command(
-    "replay",
-    help="Run a command recorded with --apparatus again in a sandbox (bubblewrap) built "
-    "from the archive; writes go to OUTDIR; verdict per output (exit 0 all identical).",
-    short_help="Replay a command recorded with its apparatus; verdict per output.",
-)(replay)
-app.command(
-    "rerun",
-    help="Run a new experiment derived from a command recorded with --apparatus (changed "
-    "command line, inputs, environment, host programs), sandboxed as replay.",
-    short_help="Run a changed experiment on a recorded apparatus (sandboxed).",
-)(rerun)
-app.command(
-    "apparatus",
-    help="on|off|status: record this shell's next command lines with their apparatus "
-    "(the shell function `shournal` passes the shell's pid).",
-    short_help="Record this shell's command lines with their apparatus (on|off).",
-)(apparatus_switch)
-app.command(
-    "import",
-    help="Import the history you already have: bash, zsh, atuin, the original shournal "
-    "(with its files), hishtory; a second import skips what is stored.",
-    short_help="Import a bash, zsh, atuin, original shournal or hishtory history.",
-)(import_history)
-app.command("delete", help="Delete commands and what only they referenced from the journal.")(
-    delete
-)
-app.command(
-    "redact",
-    help="Apply the current secret patterns (built in and [redact] patterns) to the stored "
-    "command lines, archived scripts and recorded environments; --dry-run says what would "
-    "change.",
-    short_help="Redact secrets in what is stored already (--dry-run).",
-)(redact)
-app.command(
-    "lineage",
-    help="From FILE back to every command that made it and the files they read.",
-    short_help="From FILE back to every command that made it.",
-)(lineage)
-app.command(
-    "status",
-    help="Is each file still what its recorded lineage would make? Exit 0: all up to date.",
-    short_help="Is each file still what its recorded lineage would make?",
-)(status)
-app.command(
-    "export",
-    help="Write a Snakefile or Makefile that rebuilds TARGETs from their leaf inputs.",
-    short_help="Write a Snakefile or Makefile that rebuilds the targets.",
-)(export)
-app.add_typer(
-    describe_app,
-    name="describe",
-    help="Write ReReSo tool and benchmark bundles from recorded commands.",
-)
-app.add_typer(
-    server_app,
-    name="server",
-    help="A lab store on PostgreSQL: init (schema, roles, policies), add-user.",
-)
-app.command(
-    "recombine",
-    help="Run a tool bundle's commands on every benchmark set whose format they accept, "
-    "each run journaled.",
-    short_help="Run a tool bundle on every matching benchmark set.",
-)(recombine)
-
-
-@app.command(
-    "run",
-    # Every option after the command's first word is the command's.
-    context_settings={
-        "allow_extra_args": True,
-        "ignore_unknown_options": True,
-        "allow_interspersed_args": False,
-    },
-    help="Run CMD observed (its whole process tree) and store it; exits with CMD's status.",
-    short_help="Run CMD observed (its whole process tree) and store it.",
-)
 def run(
     command: Annotated[list[str], typer.Argument(help="The command and its arguments.")],
     apparatus: Annotated[
@@ -197,7 +149,6 @@ def run(
     raise typer.Exit(status)
 
 
-@app.command("init", help="Print the two lines to add to ~/.bashrc or ~/.zshrc.")
 def init(
     shell: Annotated[str, typer.Argument(help="bash or zsh")],
     ctrl_r: Annotated[
@@ -211,13 +162,6 @@ def init(
     raise typer.Exit(print_init(shell, ctrl_r=ctrl_r))
 
 
-@app.command(
-    "search",
-    help="Search the journal interactively (full screen): command text, and the files "
-    "commands wrote (w:NAME) or read (r:NAME); Enter prints the chosen command "
-    "(with `shournal init SHELL --ctrl-r`: puts it on the prompt).",
-    short_help="Search commands and their files interactively (Ctrl-R).",
-)
 def search(
     query: Annotated[
         str,
@@ -245,18 +189,12 @@ def search(
     raise typer.Exit(run_search(query, mode, filter_))
 
 
-@app.command(
-    "doctor",
-    help="Check everything recording needs and print the fix for each failure.",
-    short_help="Check everything recording needs; print the fix for each failure.",
-)
 def doctor() -> None:
-    from shournal.doctor import print_report, run_checks
+    from shournal.cli import run_doctor
 
-    raise typer.Exit(0 if print_report(run_checks()) else 1)
+    raise typer.Exit(run_doctor())
 
 
-@app.command("version", help="Print the version.")
 def version() -> None:
     from shournal.cli import print_version
 

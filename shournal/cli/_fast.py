@@ -12,10 +12,10 @@ answers them, step by step, through :class:`shournal.Journal` (which reads
 a SQLite journal with sqlite3 alone) and the same renderers
 (:mod:`shournal.cli._output`).  Everything else returns None before
 anything is printed or waited for, and :func:`shournal.cli.main` runs the
-full CLI: other options, a value the full parser would reject, a journal
-that is not a plain SQLite file of the current schema (the store must
-open it), a missing journal, a file that cannot be probed, any error of
-the journal.
+command itself (:mod:`shournal.cli._direct`, or typer): other options, a
+value the full parser would reject, a journal that is not a plain SQLite
+file of the current schema (the store must open it), a missing journal, a
+file that cannot be probed, any error of the journal.
 """
 
 from __future__ import annotations

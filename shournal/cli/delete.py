@@ -17,20 +17,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from shournal.cli._common import (
-    CommandText,
-    Cwd,
-    LineageOf,
-    SessionId,
-    Until,
-    check_files,
-    errors_to_status,
-    fail,
-    int_option,
-    note,
-    open_journal,
-    option,
-)
+from shournal.cli._common import check_files, errors_to_status, fail, note, open_journal
+from shournal.cli._options import CommandText, Cwd, LineageOf, SessionId, Until, int_option, option
 
 if TYPE_CHECKING:
     from shournal.deletion import CommandSummary, DeleteResult

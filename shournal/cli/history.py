@@ -12,27 +12,28 @@ import sys
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
-from shournal.cli._common import (
-    BoundedInt,
-    CommandText,
-    Cwd,
-    ExitCode,
-    Host,
-    SessionId,
-    Since,
-    Tag,
-    Until,
-    User,
-    errors_to_status,
-    open_journal,
-    option,
-)
+from shournal.cli._common import errors_to_status, open_journal
 from shournal.cli._common import fail as _fail
+
+if TYPE_CHECKING:
+    import typer
+
+    from shournal.cli._options import (
+        BoundedInt,
+        CommandText,
+        Cwd,
+        ExitCode,
+        Host,
+        SessionId,
+        Since,
+        Tag,
+        Until,
+        User,
+        option,
+    )
 
 DEFAULT_LAST = 30
 
@@ -192,7 +193,7 @@ def history(
             _fail(missing, EXIT_NOT_FOUND)
         if pending and output_format is HistoryFormat.human:
             print(f"shournal: {pending} command(s) are still being stored", file=sys.stderr)
-    raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
+    raise SystemExit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
 
 
 def _emit(commands: list[Any], output_format: HistoryFormat, template: str | None,

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
-from shournal.cli._common import BoundedInt, errors_to_status, open_journal, write
+from shournal.cli._common import errors_to_status, open_journal, write
 from shournal.cli._common import fail as _fail
+from shournal.cli._options import BoundedInt
 
 if TYPE_CHECKING:
     from shournal.journal import Journal

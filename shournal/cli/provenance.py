@@ -22,20 +22,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE
-from shournal.cli._common import (
-    HumanOrJson,
-    HumanOrJsonFormat,
-    errors_to_status,
-    note,
-    write_to,
-)
+from shournal.cli._common import HumanOrJson, errors_to_status, note, write_to
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
+
+if TYPE_CHECKING:
+    import typer
+
+    from shournal.cli._options import HumanOrJsonFormat
 
 T = TypeVar("T")
 
@@ -159,7 +156,7 @@ def lineage(
         text = render_human(lin, scripts=show_scripts)
     write_to(text, output)
     written = all(not lin.files[t].leaf for t in lin.targets)
-    raise typer.Exit(EXIT_FOUND if written else EXIT_NOT_FOUND)
+    raise SystemExit(EXIT_FOUND if written else EXIT_NOT_FOUND)
 
 
 def status(
@@ -194,7 +191,7 @@ def status(
     else:
         _write("".join(status_line(s) + "\n" for s in result))
     ok = all(s.state == "up to date" for s in result)
-    raise typer.Exit(EXIT_FOUND if ok else EXIT_NOT_FOUND)
+    raise SystemExit(EXIT_FOUND if ok else EXIT_NOT_FOUND)
 
 
 def export(
@@ -256,13 +253,15 @@ def export(
     for message in [*messages, *changed_message(result)]:
         if message:
             note(message)
+    import typer  # export runs through typer only: click's echo
+
     typer.echo(
         f"shournal: wrote {result.path}: {len(result.rules)} rule(s), "
         f"{len(result.leaf_inputs)} leaf input(s), {len(result.scripts)} script(s), "
         f"root {result.root}",
         err=True,
     )
-    raise typer.Exit(EXIT_FOUND)
+    raise SystemExit(EXIT_FOUND)
 
 
 def _export_lineage(targets: list[Path], make: Callable[[Any, Any], T]) -> T:
@@ -305,9 +304,11 @@ def _export_record(
     result = _export_lineage(targets, lambda lin, reader: export_record(
         lin, reader, fmt, str(output), force=force, license=license,
         secret_env_names=secrets))  # fmt: skip
+    import typer  # export runs through typer only: click's echo
+
     typer.echo(
         f"shournal: wrote {result.path}: {result.commands} command(s), {result.files} file "
         f"version(s), {len(result.scripts)} script(s)",
         err=True,
     )
-    raise typer.Exit(EXIT_FOUND)
+    raise SystemExit(EXIT_FOUND)

@@ -13,35 +13,34 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE
-from shournal.cli._common import (
-    OPERATORS,
-    CommandText,
-    Cwd,
-    ExitCode,
-    Host,
-    LineageOf,
-    SessionId,
-    Since,
-    Tag,
-    Until,
-    User,
-    check_files,
-    errors_to_status,
-    int_option,
-    open_journal,
-    option,
-    write_to,
-)
+from shournal.cli._common import check_files, errors_to_status, open_journal, write_to
 from shournal.cli._common import fail as _fail
 from shournal.cli._output import HUMAN_MAX_FILES, STAT_COUNTS, note_pending
 from shournal.cli._output import no_results as _no_results
 from shournal.cli._output import render as _render
 from shournal.cli._output import stat_counts as _stat_counts
+
+if TYPE_CHECKING:
+    import typer
+
+    from shournal.cli._options import (
+        OPERATORS,
+        CommandText,
+        Cwd,
+        ExitCode,
+        Host,
+        LineageOf,
+        SessionId,
+        Since,
+        Tag,
+        Until,
+        User,
+        int_option,
+        option,
+    )
 
 
 class OutputFormat(StrEnum):
@@ -275,7 +274,7 @@ def query(
         for cmd_id, path, why in restored.skipped:
             shown = printable(f"{os.fsdecode(path)} not restored: {why}")
             print(f"shournal: command {cmd_id}: {shown}", file=sys.stderr)
-    raise typer.Exit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
+    raise SystemExit(EXIT_FOUND if commands else EXIT_NOT_FOUND)
 
 
 def _restore(journal: Any, commands: list[Any], restore_dir: Path | None) -> Any:

@@ -19,17 +19,17 @@ from typing import Annotated, Any
 import typer
 
 from shournal.cli import EXIT_USAGE
-from shournal.cli._common import (
+from shournal.cli._common import HumanOrJson
+from shournal.cli._common import fail as _fail
+from shournal.cli._common import write as _write
+from shournal.cli._options import (
     Archived,
-    HumanOrJson,
     HumanOrJsonFormat,
     Local,
     LocalAll,
     SandboxOutputDir,
     ShareNet,
 )
-from shournal.cli._common import fail as _fail
-from shournal.cli._common import write as _write
 
 
 def _command_id(value: str) -> int:

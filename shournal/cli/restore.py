@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shournal.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from shournal.cli._common import errors_to_status, fail, int_option, open_journal
+from shournal.cli._common import errors_to_status, fail, open_journal
+from shournal.cli._options import int_option
 from shournal.confined import UnsafePath, recorded_path, refusal
 
 if TYPE_CHECKING:

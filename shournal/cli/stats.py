@@ -9,29 +9,26 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND
-from shournal.cli._common import (
-    Cwd,
-    Host,
-    HumanOrJson,
-    HumanOrJsonFormat,
-    LineageOf,
-    SessionId,
-    Since,
-    Tag,
-    Until,
-    User,
-    check_files,
-    errors_to_status,
-    int_option,
-    open_journal,
-    option,
-    write,
-)
+from shournal.cli._common import HumanOrJson, check_files, errors_to_status, open_journal, write
+
+if TYPE_CHECKING:
+
+    from shournal.cli._options import (
+        Cwd,
+        Host,
+        HumanOrJsonFormat,
+        LineageOf,
+        SessionId,
+        Since,
+        Tag,
+        Until,
+        User,
+        int_option,
+        option,
+    )
 
 
 def stats(
@@ -101,7 +98,7 @@ def stats(
         text = render_stats(result, min_count=1, max_count=top, totals=True, color=use_color())
         # what no shell history knows first, then the original's sections
         write(render_usage(usage, top=top) + text if result.commands else text)
-    raise typer.Exit(EXIT_FOUND if result.commands else EXIT_NOT_FOUND)
+    raise SystemExit(EXIT_FOUND if result.commands else EXIT_NOT_FOUND)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -144,3 +144,18 @@ def test_version_option_and_command_agree(tmp_path):
     res = runner.invoke(app, ["--version"])  # through the parser
     assert res.exit_code == 0 and res.output == fast.stdout
     assert runner.invoke(app, ["version"]).output == fast.stdout
+
+
+def test_doctor_without_the_parser_answers_as_with_it(tmp_path):
+    """`shournal doctor` is answered before typer is imported; `shournal --
+    doctor` goes through the parser: the same report and status."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
+           "XDG_RUNTIME_DIR": str(tmp_path)}
+    fast, full = (subprocess.run([sys.executable, "-m", "shournal", *argv], capture_output=True,
+                                 text=True, env=env) for argv in (["doctor"], ["--", "doctor"]))
+    assert "Usage:" not in full.stdout + full.stderr
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        full.returncode, full.stdout, full.stderr)
+    r, mods = _imported(["doctor"], tmp_path)
+    assert "Usage:" not in r.stdout and r.returncode == fast.returncode
+    assert not mods & {"typer", "click"}, mods

@@ -79,7 +79,7 @@ def test_main_turns_an_uncaught_error_into_one_line(
     exc: BaseException, status: int, line: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def broken(_fast_query: bool) -> None:
+    def broken(_fast_query: bool, _direct: bool) -> None:
         raise exc
 
     monkeypatch.setattr(cli, "_main", broken)
@@ -93,7 +93,7 @@ def test_main_turns_an_uncaught_error_into_one_line(
 
 
 def test_debug_shows_the_traceback(monkeypatch, capsys) -> None:
-    def broken(_fast_query: bool) -> None:
+    def broken(_fast_query: bool, _direct: bool) -> None:
         raise ValueError("boom")
 
     monkeypatch.setattr(cli, "_main", broken)

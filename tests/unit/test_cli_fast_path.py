@@ -32,11 +32,11 @@ HEAVY = ("sqlalchemy", "typer")
 # heavy modules the process had imported go to the file argv[1].
 _SCRIPT = f"""\
 import json, sys
-marker, fast = sys.argv[1], sys.argv[2] == "fast"
+marker, way = sys.argv[1], sys.argv[2]
 sys.argv = ["shournal", *sys.argv[3:]]
 from shournal.cli import main
 try:
-    main(fast_query=fast)
+    main(fast_query=way != "full", direct=way == "direct")
 finally:
     with open(marker, "w") as f:
         json.dump(sorted(m for m in {HEAVY!r} if m in sys.modules), f)
@@ -44,12 +44,14 @@ finally:
 
 
 class Run:
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, fast: bool) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, fast: bool,
+                 way: str = "") -> None:
         fd, name = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         marker = Path(name)
         proc = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, str(marker), "fast" if fast else "full", *args],
+            [sys.executable, "-c", _SCRIPT, str(marker), way or ("fast" if fast else "full"),
+             *args],
             capture_output=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL, timeout=120,
         )  # fmt: skip
         self.result = (proc.returncode, proc.stdout, proc.stderr)
@@ -430,3 +432,35 @@ def test_no_results_say_when_the_command_text_is_an_ignored_command(
     assert code == 1 and b"`mount /dev/sdb1 /mnt` is an ignored command" in out, out
     code, out, _ = Run(["query", "--command-text", "make"], env, work, fast=False).result
     assert code == 0 and b"ignored command" not in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query", "--cwd", ".", "--history", "5"],
+        ["query", "--wname", "foo", "--output-format", "json"],
+        ["query", "--rfile", "foo"],
+        ["query", "--wfile", "missing"],
+        ["query", "--command-text", "make", "--stat"],
+        ["stats"],
+        ["stats", "--cwd", ".", "--output-format", "json"],
+        ["history"],
+        ["history", "-n", "3", "--output-format", "jsonl"],
+        ["history", "--wrote", "foo"],
+        ["lineage", "foo"],
+        ["lineage", "foo", "--output-format", "json", "--depth", "1"],
+        ["lineage", "missing"],
+        ["status", "foo", "empty"],
+        ["status", "--output-format", "json", "foo"],
+    ],
+    ids=" ".join,
+)
+def test_the_reading_commands_without_typer_answer_as_typer(
+    work: Path, env: dict[str, str], args: list[str]
+) -> None:
+    """shournal.cli._direct: the same stdout, stderr and status as the
+    typer CLI, and neither typer nor SQLAlchemy imported."""
+    direct = Run(args, env, work, fast=True, way="direct")
+    full = Run(args, env, work, fast=False)
+    assert direct.result == full.result, args
+    assert direct.heavy == [], (args, direct.heavy)

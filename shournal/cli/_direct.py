@@ -1,0 +1,117 @@
+"""The reading commands run without typer (whose import costs more than
+the command; bench/cli_startup.py): ``shournal query|lineage|status|stats|
+history ...`` whose arguments are plain is parsed here, from the options
+typer would parse (shournal/cli/_spec.py, written from the typer
+application by scripts/cli_spec.py), and the command's own function is
+called with what typer would have given it.
+
+Plain: long options as ``--opt VALUE`` or ``--opt=VALUE``, short ones as
+``-o VALUE``, flags, the command's file arguments; a value that typer
+would take as it is (no empty value, none starting with ``-``, integers
+as digits in range, a choice by its exact name, a path typer would not
+refuse).  Anything else — --help, an unknown or repeated option, a bad
+value, ``--`` — returns None before anything is done, and the typer CLI
+answers it (its messages and statuses).
+"""
+
+from __future__ import annotations
+
+from shournal.cli._spec import SPEC
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# the largest value the journal compares (shournal.data.INT64_MAX; not
+# imported: shournal.data costs every command)
+_INT_MAX = 2**63 - 1
+
+
+def _convert(kind: str | None, detail: Any, value: str) -> Any:
+    """``value`` as typer converts it, or None when typer must see it."""
+    if kind == "str":
+        return value
+    if kind == "int":
+        if value.isascii() and value.isdigit() and detail <= int(value) <= _INT_MAX:
+            return int(value)
+        return None
+    if kind == "path":
+        import os
+
+        # typer refuses a path that exists but cannot be read
+        if detail and os.path.exists(value) and not os.access(value, os.R_OK):
+            return None
+        from pathlib import Path
+
+        return Path(value)
+    if kind == "choice":
+        import importlib
+
+        module, _, name = detail.partition(":")
+        for member in getattr(importlib.import_module(module), name):
+            if str(member.value) == value:
+                return member
+    return None
+
+
+def parse(name: str, args: list[str]) -> dict[str, Any] | None:
+    """The keyword arguments typer would call command ``name`` with (the
+    ones given; the rest are the function's defaults, as typer's), or None."""
+    _where, options, argument = SPEC[name]
+    kwargs: dict[str, Any] = {}
+    positional: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-") and arg:
+            positional.append(arg)
+            continue
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        found = options.get(flag)
+        if found is None:
+            return None
+        param, kind, detail, multiple = found
+        if kind == "flag":
+            if eq or param in kwargs:
+                return None
+            kwargs[param] = True
+            continue
+        if not eq:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        if not value or value.startswith("-"):
+            return None
+        converted = _convert(kind, detail, value)
+        if converted is None:
+            return None
+        if multiple:
+            kwargs.setdefault(param, []).append(converted)
+        elif param in kwargs:
+            return None
+        else:
+            kwargs[param] = converted
+    if positional or (argument is not None and argument[3]):
+        if argument is None:
+            return None
+        param, kind, detail, _required = argument
+        values = [_convert(kind, detail, v) for v in positional]
+        if not values or None in values:
+            return None
+        kwargs[param] = values
+    return kwargs
+
+
+def answer(argv: list[str]) -> int | None:
+    """Run ``shournal ARGV`` and return its exit status (the command's
+    SystemExit passes through), or None (nothing done) when typer must."""
+    if not argv or argv[0] not in SPEC:
+        return None
+    kwargs = parse(argv[0], argv[1:])
+    if kwargs is None:
+        return None
+    import importlib
+
+    module, _, name = SPEC[argv[0]][0].partition(":")
+    getattr(importlib.import_module(module), name)(**kwargs)
+    return 0
