@@ -183,7 +183,9 @@ def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]
     holder.start()
     cfg = load_config(path=None, create=False, defaults_only=True)
     kept: list = []
-    ctl_peer.send(protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16)) + b"true")
+    ctl_peer.send(
+        protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16), bytes(16)) + b"true"
+    )
     closer = threading.Timer(stays_open, ctl_peer.close)
     closer.start()
     t0 = time.monotonic()
