@@ -81,6 +81,11 @@ class Writer:
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
 
+    @property
+    def batch_size(self) -> int | None:
+        """See Store.batch_size."""
+        return None if self.dialect_name == "sqlite" else PG_BATCH
+
     def insert_ignore(self, table: Table) -> Insert:
         """An INSERT that leaves a row whose key exists as it is."""
         if self.dialect_name == "sqlite":
@@ -176,7 +181,7 @@ class Writer:
         In one transaction, all or none (SQLite: one connection, BEGIN and
         COMMIT for all, ~0.2 of a short command's ~0.7 ms); on PostgreSQL in
         transactions of at most PG_BATCH commands each."""
-        size = len(recs) if self.dialect_name == "sqlite" else PG_BATCH
+        size = self.batch_size or len(recs)
         stored = 0
         for start in range(0, len(recs), max(size, 1)):
             part = recs[start : start + size]
