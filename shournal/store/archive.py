@@ -60,6 +60,27 @@ def check_digest(digest: str) -> str:
     return digest
 
 
+def pack(data: bytes) -> bytes:
+    """``data`` as a blob: tag byte, then zlib or raw data (the module's
+    docstring); the same format in the file archive and in a PostgreSQL
+    journal's ``apparatus_blob`` table (:mod:`shournal.store.blobs`)."""
+    packed = zlib.compress(data, _LEVEL)
+    return _ZLIB + packed if len(packed) < len(data) else _RAW + data
+
+
+def unpack(blob: bytes, digest: str) -> bytes | None:
+    """The content a blob holds, if it is whole and its digest is
+    ``digest``; None otherwise (damaged, or not that content)."""
+    tag, body = blob[:1], blob[1:]
+    try:
+        data = zlib.decompress(body) if tag == _ZLIB else body if tag == _RAW else None
+    except zlib.error:
+        data = None
+    if data is None or content_digest(data).hex() != digest:
+        return None
+    return data
+
+
 class Archive:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else _paths.archive_dir()
@@ -140,8 +161,7 @@ class Archive:
         final = self.path_of(digest)
         if final.exists():
             return digest, 0
-        packed = zlib.compress(data, _LEVEL)
-        blob = _ZLIB + packed if len(packed) < len(data) else _RAW + data
+        blob = pack(data)
         try:
             self._publish(final, blob)
         except OSError as exc:
@@ -182,6 +202,14 @@ class Archive:
     def get(self, digest: str) -> bytes:
         """The content of ``digest``, checked; ArchiveError if it is not
         there or damaged."""
+        return self._checked(digest)[0]
+
+    def packed(self, digest: str) -> bytes:
+        """The blob of ``digest`` as stored (its content checked first);
+        ArchiveError if it is not there or damaged."""
+        return self._checked(digest)[1]
+
+    def _checked(self, digest: str) -> tuple[bytes, bytes]:
         path = self.path_of(digest)
         try:
             blob = path.read_bytes()
@@ -189,14 +217,10 @@ class Archive:
             raise ArchiveError(f"content {digest} is not in the archive {self.root}") from None
         except OSError as exc:
             raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
-        tag, body = blob[:1], blob[1:]
-        try:
-            data = zlib.decompress(body) if tag == _ZLIB else body if tag == _RAW else None
-        except zlib.error:
-            data = None
-        if data is None or content_digest(data).hex() != digest:
+        data = unpack(blob, digest)
+        if data is None:
             raise ArchiveError(f"archived content {digest} is damaged ({path})")
-        return data
+        return data, blob
 
     def stored_bytes(self) -> int:
         """Bytes the blobs take (their sizes, not disk blocks)."""
