@@ -4,7 +4,9 @@ Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
 recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
 1 otherwise; all 2 bad input (replay and rerun: also a recorded path that
 is not absolute and normalised, an OUTDIR that cannot be made or written
-or is not an empty directory), 3 the journal cannot be used.
+or is not an empty directory, archived content the command read that
+this user cannot read: one line per file, nothing written), 3 the
+journal cannot be used.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -27,6 +29,7 @@ from shournal.cli._common import (
     LocalAll,
     SandboxOutputDir,
     ShareNet,
+    note,
 )
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
@@ -147,6 +150,16 @@ def _diff_lineage(files: tuple[str, str], output_format: HumanOrJson) -> None:
     raise typer.Exit(1 if report["differs"] else 0)
 
 
+def _replay_failed(e: Exception) -> NoReturn:
+    """A replay that cannot be set up: one line, or one per file whose
+    archived content is not readable; status 2."""
+    from shournal.reproduce.replay import ContentNotReadable
+
+    for line in e.lines[:-1] if isinstance(e, ContentNotReadable) else []:
+        note(line)
+    _fail(e.lines[-1] if isinstance(e, ContentNotReadable) else str(e), EXIT_USAGE)
+
+
 def replay(
     command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
     output: SandboxOutputDir = None,
@@ -173,7 +186,7 @@ def replay(
     try:
         report = run_replay(exp, output, share_net, changes, keep=keep)
     except ReplayError as e:
-        _fail(str(e), EXIT_USAGE)
+        _replay_failed(e)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
@@ -328,7 +341,7 @@ def rerun(
     try:
         report = run_replay(exp, output, share_net, changes, show_plan)
     except ReplayError as e:
-        _fail(str(e), EXIT_USAGE)
+        _replay_failed(e)
     report["derivedFrom"] = cid
     report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
     if output_format is HumanOrJson.json:

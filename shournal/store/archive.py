@@ -35,7 +35,7 @@ import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shournal import _paths
 from shournal.hashing import content_digest
@@ -79,6 +79,17 @@ def unpack(blob: bytes, digest: str) -> bytes | None:
     if data is None or content_digest(data).hex() != digest:
         return None
     return data
+
+
+class Contents(Protocol):
+    """Where archived content is read by digest: the file archive
+    (:class:`Archive`) or a journal's (:class:`shournal.store.blobs.JournalContent`)."""
+
+    def get(self, digest: str) -> bytes: ...
+
+    def has(self, digest: str) -> bool: ...
+
+    def unreadable(self, digests: Iterable[str]) -> list[str]: ...
 
 
 class Archive:
@@ -151,6 +162,18 @@ class Archive:
 
     def has(self, digest: str) -> bool:
         return self.path_of(digest).exists()
+
+    def unreadable(self, digests: Iterable[str]) -> list[str]:
+        """Those of ``digests`` not in the archive (a malformed one neither)."""
+        out = []
+        for digest in digests:
+            try:
+                if self.has(digest):
+                    continue
+            except ArchiveError:
+                pass
+            out.append(digest)
+        return out
 
     def put(self, data: bytes, digest: str | None = None) -> tuple[str, int]:
         """Store ``data``; return (hex digest, bytes added to the archive:

@@ -244,12 +244,7 @@ class JournalContent:
 
     def unreadable(self, digests: Iterable[str]) -> list[str]:
         """Those of ``digests`` this reader can read from neither place."""
-        wanted = _valid(digests)
-        if not wanted:
-            return []
-        on_server = self._present(wanted)
-        out = []
-        for digest in wanted:
-            if digest not in on_server and not self.local.has(digest):
-                out.append(digest)
-        return out
+        given = list(digests)
+        wanted = _valid(given)
+        on_server = self._present(wanted) if wanted else set()
+        return [d for d in self.local.unreadable(given) if d not in on_server]
