@@ -310,3 +310,21 @@ def redact_manifest(
     old = man.get("redacted")
     man["redacted"] = redact.add_counts(dict(old) if isinstance(old, dict) else {}, counts)
     return encode_manifest(man), counts
+
+
+# Index of the digest in a manifest's read/write entry
+# ([path, size, mtime_ns, mode, partial hash, digest, reason]).
+_DIGEST = 5
+
+
+def digests_of(manifest: bytes) -> set[str]:
+    """Every content digest an encoded manifest names.
+
+    :raises ValueError: it cannot be decoded.
+    """
+    try:
+        data = decode_manifest(manifest)
+        entries = [*data.get("reads", []), *data.get("writes", [])]
+        return {e[_DIGEST] for e in entries if isinstance(e[_DIGEST], str)}
+    except (ValueError, TypeError, IndexError, AttributeError, zlib.error) as exc:
+        raise ValueError(f"an apparatus manifest cannot be decoded ({exc})") from None

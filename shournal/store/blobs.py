@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from shournal.store.archive import Archive, ArchiveError, check_digest, unpack
-from shournal.store.archive_gc import digests_of
+from shournal.store.archive import Archive, ArchiveError, check_digest, digests_of, unpack
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -145,16 +144,15 @@ def collect(conn: Connection) -> tuple[int, int] | str:
     return len(doomed), size
 
 
-def unused(conn: Connection, doomed: Iterable[int]) -> tuple[int, int]:
+def unused(conn: Reads, doomed: Iterable[int]) -> tuple[int, int]:
     """(blobs, bytes) :func:`collect` would remove once the commands
-    ``doomed`` are deleted (``shournal delete --dry-run``; no lock: an
-    estimate)."""
-    from sqlalchemy import text
-
+    ``doomed`` are deleted (``shournal delete --dry-run``: no lock, an
+    estimate); nothing in a journal that keeps no blobs."""
+    if not keeps_blobs(conn.dialect):
+        return 0, 0
     gone = set(doomed)
     live: set[str] = set()
-    for command_id, manifest in conn.execute(
-            text("SELECT command_id, manifest FROM apparatus")):
+    for command_id, manifest in conn.rows("SELECT command_id, manifest FROM apparatus"):
         if command_id in gone:
             continue
         try:
@@ -162,7 +160,7 @@ def unused(conn: Connection, doomed: Iterable[int]) -> tuple[int, int]:
         except ValueError:
             return 0, 0
     count = size = 0
-    for digest, length in conn.execute(text("SELECT digest, length(data) FROM apparatus_blob")):
+    for digest, length in conn.rows("SELECT digest, length(data) FROM apparatus_blob"):
         if bytes(digest).hex() not in live:
             count += 1
             size += int(length)

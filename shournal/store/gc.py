@@ -139,6 +139,7 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
 def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
     """:func:`plan_delete` inside an open read transaction (narrowed to the
     user's own rows in a lab store: :meth:`Reads.only_own_rows`)."""
+    from shournal.store.blobs import unused
     from shournal.store.reader import matching_ids
 
     if criteria.is_empty():
@@ -162,9 +163,10 @@ def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
             conn.rows("SELECT command_id, manifest FROM apparatus") if named else ()
         )
     )
+    server = unused(conn, doomed) if named else (0, 0)
     return DeletePlan(
         [CommandSummary(r[0], conn.time(r[1]), r[2], r[3]) for r in rows],
-        int(events), len(found.blobs), found.size,
+        int(events), len(found.blobs) + server[0], found.size + server[1],
     )  # fmt: skip
 
 
@@ -290,6 +292,8 @@ def delete_commands(
     """
     from sqlalchemy import column, insert, table, text
 
+    from shournal.store.blobs import collect as collect_server_blobs
+    from shournal.store.blobs import keeps_blobs
     from shournal.store.connection import AlchemyReads
     from shournal.store.reader import matching_ids
 
@@ -351,6 +355,11 @@ def delete_commands(
             for t in ("write_event", "read_event")
         )
         result.commands = conn.execute(text(f"DELETE FROM command WHERE id IN ({doomed})")).rowcount
+        server_blobs: tuple[int, int] | str | None = None
+        if named and keeps_blobs(conn.dialect.name):
+            # In this transaction: the journal's blobs go with the last
+            # manifest naming them, or not at all.
+            server_blobs = collect_server_blobs(conn)
 
         for parent, children, _source in _COLLECTED:
             result.collected[parent] = 0
@@ -389,6 +398,12 @@ def delete_commands(
             conn.execute(text(f"DROP INDEX {name}"))
     if blobs.blobs or blobs.kept_because:
         _collect_blobs(store, blobs, result, spool_waiting)
+    if isinstance(server_blobs, str):
+        result.archive_kept = f"the journal's archived blobs kept: {server_blobs}"
+    elif server_blobs is not None:
+        result.collected["apparatus_blob"] = server_blobs[0]
+        result.archive_blobs += server_blobs[0]
+        result.archive_bytes += server_blobs[1]
     return result
 
 
