@@ -71,15 +71,6 @@ def _experiments() -> Iterator[Any]:
         journal.close()
 
 
-def _load_experiment(cid: int) -> Any:
-    """Command ``cid`` with what was recorded of it; one line and the
-    documented status when it cannot be loaded."""
-    from shournal.reproduce.experiment import load
-
-    with _experiments() as journal:
-        return load(journal, cid)
-
-
 def diff(
     commands: Annotated[
         list[str] | None, typer.Argument(help="Two command ids.", show_default=False)
@@ -176,17 +167,20 @@ def replay(
     """Run a command recorded with its apparatus again, in a sandbox built
     from the archive, and compare each output with the recorded one
     (--local-all, --local: with the host's programs and libraries)."""
+    from shournal.reproduce.experiment import load
     from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
     cid = _command_id(command_id)
-    exp = _load_experiment(cid)
-    changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
-                      archived=_programs(exp, archived or [], "--archived"))
-    try:
-        report = run_replay(exp, output, share_net, changes, keep=keep)
-    except ReplayError as e:
-        _replay_failed(e)
+    # open while the replay reads the archived content through it
+    with _experiments() as journal:
+        exp = load(journal, cid)
+        changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
+                          archived=_programs(exp, archived or [], "--archived"))
+        try:
+            report = run_replay(exp, output, share_net, changes, keep=keep)
+        except ReplayError as e:
+            _replay_failed(e)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
@@ -304,46 +298,50 @@ def rerun(
         if clash:
             _fail(f"--in-place runs on the host's files: {', '.join(clash)} needs the sandbox",
                   EXIT_USAGE)
-    exp = _load_experiment(cid)
-    if exp.manifest is None:
-        _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
-              EXIT_USAGE)
-    if edit:
-        command = _edit(exp.command.text)
-    changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
-                      local_all=local_all, local=_programs(exp, local or [], "--local"),
-                      archived=_programs(exp, archived or [], "--archived"))
-    reads = exp.reads()
-    for old, new in _pairs(inputs or [], "--input"):
-        old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
-        if old_abs not in reads:
-            _fail(f"--input {old}: command {cid} did not read {old_abs}", EXIT_USAGE)
-        if not os.path.isfile(new):
-            _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
-        changes.inputs[old_abs] = os.path.abspath(new)
-    text = command if command is not None else exp.command.text
+    from shournal.reproduce.experiment import load
 
-    def plan_lines(where: str) -> list[str]:
-        return rerun_plan_lines(cid, exp.command.text, text, changes, where)
+    # open while the run reads the archived content through it
+    with _experiments() as journal:
+        exp = load(journal, cid)
+        if exp.manifest is None:
+            _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
+                  EXIT_USAGE)
+        if edit:
+            command = _edit(exp.command.text)
+        changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
+                          local_all=local_all, local=_programs(exp, local or [], "--local"),
+                          archived=_programs(exp, archived or [], "--archived"))
+        reads = exp.reads()
+        for old, new in _pairs(inputs or [], "--input"):
+            old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
+            if old_abs not in reads:
+                _fail(f"--input {old}: command {cid} did not read {old_abs}", EXIT_USAGE)
+            if not os.path.isfile(new):
+                _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
+            changes.inputs[old_abs] = os.path.abspath(new)
+        text = command if command is not None else exp.command.text
 
-    if in_place:
-        _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
-                                                       "programs and libraries"))
-    seen: dict[str, Any] = {}
+        def plan_lines(where: str) -> list[str]:
+            return rerun_plan_lines(cid, exp.command.text, text, changes, where)
 
-    def show_plan(notes: dict[str, Any]) -> None:
-        seen.update(notes)
-        lines = plan_lines("sandboxed: writes go to the output directory")
-        lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
-                     f"archive, {len(notes['local'])} from the host")
-        print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
+        if in_place:
+            _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
+                                                           "programs and libraries"))
+        seen: dict[str, Any] = {}
 
-    try:
-        report = run_replay(exp, output, share_net, changes, show_plan)
-    except ReplayError as e:
-        _replay_failed(e)
-    report["derivedFrom"] = cid
-    report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
+        def show_plan(notes: dict[str, Any]) -> None:
+            seen.update(notes)
+            lines = plan_lines("sandboxed: writes go to the output directory")
+            lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
+                         f"archive, {len(notes['local'])} from the host")
+            print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
+
+        try:
+            report = run_replay(exp, output, share_net, changes, show_plan)
+        except ReplayError as e:
+            _replay_failed(e)
+        report["derivedFrom"] = cid
+        report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
