@@ -285,6 +285,7 @@ def rerun(
     import os
     import sys
 
+    from shournal.reproduce.experiment import load
     from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
@@ -298,8 +299,6 @@ def rerun(
         if clash:
             _fail(f"--in-place runs on the host's files: {', '.join(clash)} needs the sandbox",
                   EXIT_USAGE)
-    from shournal.reproduce.experiment import load
-
     # open while the run reads the archived content through it
     with _experiments() as journal:
         exp = load(journal, cid)
