@@ -91,11 +91,14 @@ def check_readable(exp: Experiment, changes: Changes | None = None) -> None:
             continue
         wanted.setdefault(f["digest"], []).append(path)
     missing = exp.contents().unreadable(wanted)
-    lines = [f"command {exp.command.id}: the archived content of {path} is not readable "
-             "(not in the journal for you, nor in this host's archive)"
-             for digest in sorted(missing) for path in wanted.get(digest, [])]
-    if lines:
-        raise ContentNotReadable(sorted(lines))
+    paths = [path for digest in missing for path in wanted.get(digest, [])]
+    if paths:
+        raise ContentNotReadable(_not_readable(exp, paths))
+
+
+def _not_readable(exp: Experiment, paths: list[str]) -> list[str]:
+    return [f"command {exp.command.id}: the archived content of {path} is not readable "
+            "(not in the journal for you, nor in this host's archive)" for path in sorted(paths)]
 
 
 def _mirror(outdir: Path, path: str) -> Path:
@@ -212,6 +215,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Contents
                              "stubs": [], "writable": writable, "local": [],
                              "archived_programs": []}
     made: dict[tuple[str, int], Path] = {}
+    unreadable: list[str] = []
     for path, f in sorted(reads.items()):
         if path.startswith(_SPECIAL) or not stat.S_ISREG(f["mode"]):
             continue
@@ -251,7 +255,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Contents
             try:
                 out.write(mirror(path), archive.get(digest), f["mode"] & 0o777)
             except ArchiveError:
-                notes["not_shown"].append(path)
+                unreadable.append(path)  # damaged, or gone since check_readable
                 continue
             notes["from_archive"] += 1
             continue
@@ -265,7 +269,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Contents
             try:
                 out.write(name, archive.get(digest), key[1] | 0o400)
             except ArchiveError:
-                notes["not_shown"].append(path)
+                unreadable.append(path)
                 continue
             blob = out.shown(name)
             made[key] = blob
@@ -273,6 +277,9 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Contents
             _stub(out, path, notes)
         args += ["--ro-bind", str(blob), path]
         notes["from_archive"] += 1
+    if unreadable:
+        # (replay removes what it made of OUTDIR)
+        raise ContentNotReadable(_not_readable(exp, unreadable))
     args += ["--chdir", cwd, "--"]
     argv = man.get("argv")
     if changes.command is not None:
