@@ -52,6 +52,10 @@ class ArchiveError(Exception):
     """The archive cannot be used, or a blob is missing or damaged."""
 
 
+class NotInArchive(ArchiveError):
+    """The archive has no blob of that digest."""
+
+
 def check_digest(digest: str) -> str:
     """``digest`` if it is a well-formed hex digest, else ArchiveError
     (digests come from the journal; never let one name another path)."""
@@ -237,7 +241,7 @@ class Archive:
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
-            raise ArchiveError(f"content {digest} is not in the archive {self.root}") from None
+            raise NotInArchive(f"content {digest} is not in the archive {self.root}") from None
         except OSError as exc:
             raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
         data = unpack(blob, digest)

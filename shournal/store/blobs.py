@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from shournal.store.archive import Archive, ArchiveError, check_digest, digests_of, unpack
+from shournal.store.archive import (
+    Archive,
+    ArchiveError,
+    NotInArchive,
+    check_digest,
+    digests_of,
+    unpack,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -116,11 +123,12 @@ def upload(conn: Connection, manifest: bytes, archive: Archive) -> list[str]:
     return missing
 
 
-def collect(conn: Connection) -> tuple[int, int] | str:
+def collect(conn: Connection) -> dict[str, int] | str:
     """Remove the blobs no manifest names any more, in ``conn``'s
     transaction (``shournal delete``'s, which in a lab store sees and
-    deletes only its user's rows): (blobs, bytes) removed, or why none
-    were (one line: a manifest that cannot be decoded might name any)."""
+    deletes only its user's rows): digest -> stored bytes of those
+    removed, or why none were (one line: a manifest that cannot be decoded
+    might name any)."""
     from sqlalchemy import bindparam, text
 
     _lock(conn, shared=False)
@@ -131,25 +139,26 @@ def collect(conn: Connection) -> tuple[int, int] | str:
         except ValueError as exc:
             return str(exc)
     doomed: list[int] = []
-    size = 0
+    removed: dict[str, int] = {}
     for blob_id, digest, length in conn.execute(
             text("SELECT id, digest, length(data) FROM apparatus_blob")):
-        if bytes(digest).hex() not in live:
+        hexed = bytes(digest).hex()
+        if hexed not in live:
             doomed.append(blob_id)
-            size += int(length)
+            removed[hexed] = int(length)
     stmt = text("DELETE FROM apparatus_blob WHERE id IN :ids").bindparams(
         bindparam("ids", expanding=True))
     for start in range(0, len(doomed), _IN_BATCH):
         conn.execute(stmt, {"ids": doomed[start : start + _IN_BATCH]})
-    return len(doomed), size
+    return removed
 
 
-def unused(conn: Reads, doomed: Iterable[int]) -> tuple[int, int]:
-    """(blobs, bytes) :func:`collect` would remove once the commands
-    ``doomed`` are deleted (``shournal delete --dry-run``: no lock, an
-    estimate); nothing in a journal that keeps no blobs."""
+def unused(conn: Reads, doomed: Iterable[int]) -> dict[str, int]:
+    """The blobs (digest -> stored bytes) :func:`collect` would remove once
+    the commands ``doomed`` are deleted (``shournal delete --dry-run``: no
+    lock, an estimate); none in a journal that keeps no blobs."""
     if not keeps_blobs(conn.dialect):
-        return 0, 0
+        return {}
     gone = set(doomed)
     live: set[str] = set()
     for command_id, manifest in conn.rows("SELECT command_id, manifest FROM apparatus"):
@@ -158,13 +167,13 @@ def unused(conn: Reads, doomed: Iterable[int]) -> tuple[int, int]:
         try:
             live |= digests_of(bytes(manifest))
         except ValueError:
-            return 0, 0
-    count = size = 0
+            return {}
+    found: dict[str, int] = {}
     for digest, length in conn.rows("SELECT digest, length(data) FROM apparatus_blob"):
-        if bytes(digest).hex() not in live:
-            count += 1
-            size += int(length)
-    return count, size
+        hexed = bytes(digest).hex()
+        if hexed not in live:
+            found[hexed] = int(length)
+    return found
 
 
 # -- reading (through shournal.Journal) ------------------------------------------------
@@ -231,9 +240,7 @@ class JournalContent:
             return found
         try:
             return self.local.get(digest)
-        except ArchiveError as exc:
-            if "damaged" in str(exc):
-                raise
+        except NotInArchive:
             raise ArchiveError(f"content {digest} is not readable: neither in the journal "
                                "for you nor in this host's archive") from None
 
