@@ -503,13 +503,20 @@ class Journal:
         digest (``get``, ``has``, ``unreadable``): a PostgreSQL journal's
         from its table (every row the reader may read), then from this
         host's file archive; a SQLite journal's from the file archive."""
-        from shournal.store.blobs import JournalContent, present, read
+        from shournal.store.blobs import JournalContent, keeps_blobs, present, read
+
+        with self._reading() as conn:
+            in_journal = keeps_blobs(conn.dialect)
 
         def blobs(digests: Sequence[str]) -> dict[str, bytes]:
+            if not in_journal:
+                return {}
             with self._reading() as conn:
                 return read(conn, digests)
 
         def stored(digests: Sequence[str]) -> set[str]:
+            if not in_journal:
+                return set()
             with self._reading() as conn:
                 return present(conn, digests)
 
