@@ -24,8 +24,9 @@ class ExperimentError(Exception):
 class Experiment:
     command: CommandView
     manifest: dict[str, Any] | None  # None: recorded without its apparatus
-    # Where the manifest's content is read (Journal.apparatus_content);
-    # None: this host's file archive.
+    # Where the manifest's content is read (Journal.apparatus_content: the
+    # journal must stay open while it is used); None: this host's file
+    # archive.
     content: Contents | None = None
 
     def contents(self) -> Contents:
