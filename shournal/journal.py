@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
     from shournal.redact import RedactResult
+    from shournal.store.blobs import JournalContent
     from shournal.store.connection import Reads, _Source
     from shournal.store.db import Store
     from shournal.store.search import Searcher
@@ -497,6 +498,30 @@ class Journal:
 
         with self._reading() as conn:
             return load_archived(conn, file_id)
+
+    def apparatus_content(self) -> JournalContent:
+        """The archived apparatus content this journal's manifests name, by
+        digest (``get``, ``has``, ``unreadable``): a PostgreSQL journal's
+        from its table (every row the reader may read), then from this
+        host's file archive; a SQLite journal's from the file archive."""
+        from shournal.store.blobs import JournalContent, keeps_blobs, present, read
+
+        with self._reading() as conn:
+            in_journal = keeps_blobs(conn.dialect)
+
+        def blobs(digests: Sequence[str]) -> dict[str, bytes]:
+            if not in_journal:
+                return {}
+            with self._reading() as conn:
+                return read(conn, digests)
+
+        def stored(digests: Sequence[str]) -> set[str]:
+            if not in_journal:
+                return set()
+            with self._reading() as conn:
+                return present(conn, digests)
+
+        return JournalContent(blobs, stored)
 
     def content(self, content_id: int) -> bytes | None:
         """The script archive's bytes under ``content_id`` (a read file

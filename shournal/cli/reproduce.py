@@ -4,7 +4,9 @@ Exit statuses: diff 0 no difference, 1 they differ; replay 0 every
 recorded output identical, 1 otherwise; rerun 0 the new command exited 0,
 1 otherwise; all 2 bad input (replay and rerun: also a recorded path that
 is not absolute and normalised, an OUTDIR that cannot be made or written
-or is not an empty directory), 3 the journal cannot be used.
+or is not an empty directory, archived content the command read that
+this user cannot read: one line per file, nothing written), 3 the
+journal cannot be used.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -29,6 +31,7 @@ from shournal.cli._options import (
     LocalAll,
     SandboxOutputDir,
     ShareNet,
+    note,
 )
 
 
@@ -66,15 +69,6 @@ def _experiments() -> Iterator[Any]:
         _fail(str(e), EXIT_USAGE)
     finally:
         journal.close()
-
-
-def _load_experiment(cid: int) -> Any:
-    """Command ``cid`` with what was recorded of it; one line and the
-    documented status when it cannot be loaded."""
-    from shournal.reproduce.experiment import load
-
-    with _experiments() as journal:
-        return load(journal, cid)
 
 
 def diff(
@@ -147,6 +141,16 @@ def _diff_lineage(files: tuple[str, str], output_format: HumanOrJson) -> None:
     raise typer.Exit(1 if report["differs"] else 0)
 
 
+def _replay_failed(e: Exception) -> NoReturn:
+    """A replay that cannot be set up: one line, or one per file whose
+    archived content is not readable; status 2."""
+    from shournal.reproduce.replay import ContentNotReadable
+
+    for line in e.lines[:-1] if isinstance(e, ContentNotReadable) else []:
+        note(line)
+    _fail(e.lines[-1] if isinstance(e, ContentNotReadable) else str(e), EXIT_USAGE)
+
+
 def replay(
     command_id: Annotated[str, typer.Argument(help="The command's id.", metavar="ID")],
     output: SandboxOutputDir = None,
@@ -163,17 +167,20 @@ def replay(
     """Run a command recorded with its apparatus again, in a sandbox built
     from the archive, and compare each output with the recorded one
     (--local-all, --local: with the host's programs and libraries)."""
+    from shournal.reproduce.experiment import load
     from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
     cid = _command_id(command_id)
-    exp = _load_experiment(cid)
-    changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
-                      archived=_programs(exp, archived or [], "--archived"))
-    try:
-        report = run_replay(exp, output, share_net, changes, keep=keep)
-    except ReplayError as e:
-        _fail(str(e), EXIT_USAGE)
+    # open while the replay reads the archived content through it
+    with _experiments() as journal:
+        exp = load(journal, cid)
+        changes = Changes(local_all=local_all, local=_programs(exp, local or [], "--local"),
+                          archived=_programs(exp, archived or [], "--archived"))
+        try:
+            report = run_replay(exp, output, share_net, changes, keep=keep)
+        except ReplayError as e:
+            _replay_failed(e)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:
@@ -278,6 +285,7 @@ def rerun(
     import os
     import sys
 
+    from shournal.reproduce.experiment import load
     from shournal.reproduce.replay import Changes, ReplayError, render_human
     from shournal.reproduce.replay import replay as run_replay
 
@@ -291,46 +299,48 @@ def rerun(
         if clash:
             _fail(f"--in-place runs on the host's files: {', '.join(clash)} needs the sandbox",
                   EXIT_USAGE)
-    exp = _load_experiment(cid)
-    if exp.manifest is None:
-        _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
-              EXIT_USAGE)
-    if edit:
-        command = _edit(exp.command.text)
-    changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
-                      local_all=local_all, local=_programs(exp, local or [], "--local"),
-                      archived=_programs(exp, archived or [], "--archived"))
-    reads = exp.reads()
-    for old, new in _pairs(inputs or [], "--input"):
-        old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
-        if old_abs not in reads:
-            _fail(f"--input {old}: command {cid} did not read {old_abs}", EXIT_USAGE)
-        if not os.path.isfile(new):
-            _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
-        changes.inputs[old_abs] = os.path.abspath(new)
-    text = command if command is not None else exp.command.text
+    # open while the run reads the archived content through it
+    with _experiments() as journal:
+        exp = load(journal, cid)
+        if exp.manifest is None:
+            _fail(f"command {cid} was recorded without its apparatus (shournal run --apparatus)",
+                  EXIT_USAGE)
+        if edit:
+            command = _edit(exp.command.text)
+        changes = Changes(command=command, env=dict(_pairs(env or [], "--env")),
+                          local_all=local_all, local=_programs(exp, local or [], "--local"),
+                          archived=_programs(exp, archived or [], "--archived"))
+        reads = exp.reads()
+        for old, new in _pairs(inputs or [], "--input"):
+            old_abs = os.path.normpath(os.path.join(exp.command.working_dir, old))
+            if old_abs not in reads:
+                _fail(f"--input {old}: command {cid} did not read {old_abs}", EXIT_USAGE)
+            if not os.path.isfile(new):
+                _fail(f"--input {old}={new}: {new} is not a regular file", EXIT_USAGE)
+            changes.inputs[old_abs] = os.path.abspath(new)
+        text = command if command is not None else exp.command.text
 
-    def plan_lines(where: str) -> list[str]:
-        return rerun_plan_lines(cid, exp.command.text, text, changes, where)
+        def plan_lines(where: str) -> list[str]:
+            return rerun_plan_lines(cid, exp.command.text, text, changes, where)
 
-    if in_place:
-        _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
-                                                       "programs and libraries"))
-    seen: dict[str, Any] = {}
+        if in_place:
+            _rerun_in_place(exp, changes, text, plan_lines("in place: the host's files, "
+                                                           "programs and libraries"))
+        seen: dict[str, Any] = {}
 
-    def show_plan(notes: dict[str, Any]) -> None:
-        seen.update(notes)
-        lines = plan_lines("sandboxed: writes go to the output directory")
-        lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
-                     f"archive, {len(notes['local'])} from the host")
-        print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
+        def show_plan(notes: dict[str, Any]) -> None:
+            seen.update(notes)
+            lines = plan_lines("sandboxed: writes go to the output directory")
+            lines.append(f"  programs and libraries: {len(notes['archived_programs'])} from the "
+                         f"archive, {len(notes['local'])} from the host")
+            print("\n".join("shournal: " + line for line in lines), file=sys.stderr)
 
-    try:
-        report = run_replay(exp, output, share_net, changes, show_plan)
-    except ReplayError as e:
-        _fail(str(e), EXIT_USAGE)
-    report["derivedFrom"] = cid
-    report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
+        try:
+            report = run_replay(exp, output, share_net, changes, show_plan)
+        except ReplayError as e:
+            _replay_failed(e)
+        report["derivedFrom"] = cid
+        report["recorded"] = _record_sandboxed(exp, report, changes, seen, text)
     if output_format is HumanOrJson.json:
         _write(json.dumps(report, ensure_ascii=True, indent=1) + "\n")
     else:

@@ -1,11 +1,12 @@
 """``shournal restore --file-id ID``: write one archived read file (a
 script the journal kept a copy of) back to disk.
 
-Exit codes: 0 restored; 1 no such file id, its content was not archived,
-no journal yet, or overwriting declined at the prompt; 2 usage error (the
-target exists and stdin is not a terminal, without --force; a target that
-is missing, unwritable or not a directory where one is needed; a recorded
-path that is not absolute and normalised); 3 the journal cannot be used.
+Exit codes: 0 restored; 1 no such file id, its content was not archived
+or is not readable here (docs/lab.md), no journal yet, or overwriting
+declined at the prompt; 2 usage error (the target exists and stdin is
+not a terminal, without --force; a target that is missing, unwritable or
+not a directory where one is needed; a recorded path that is not
+absolute and normalised); 3 the journal cannot be used.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from shournal.reproduce.experiment import Experiment
-from shournal.store.archive import Archive, ArchiveError
+from shournal.store.archive import ArchiveError, Contents
 from shournal.terminal import printable
 
 # Level-1 items, in report order.
@@ -130,7 +130,7 @@ def _brief(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def compare(a: Experiment, b: Experiment, level: int = 1,
-            archive: Archive | None = None) -> dict[str, Any]:
+            archive: Contents | None = None) -> dict[str, Any]:
     """The report (JSON-ready); ``report["differs"]`` lists the level-1
     items that differ."""
     ca, cb = a.command, b.command
@@ -202,7 +202,7 @@ def compare(a: Experiment, b: Experiment, level: int = 1,
     if unknown:
         not_compared.append(f"content of {len(unknown)} files (no hash on one side)")
     if level >= 3:
-        report["content_diffs"] = _content_diffs(files, archive or Archive())
+        report["content_diffs"] = _content_diffs(files, archive or a.contents())
     report["differs"] = [i for i in ITEMS if i in differs]
     report["not_compared"] = not_compared
     return report
@@ -240,7 +240,7 @@ def _text(data: bytes) -> list[str] | None:
         return None
 
 
-def _content_diffs(files: list[dict[str, Any]], archive: Archive) -> list[dict[str, Any]]:
+def _content_diffs(files: list[dict[str, Any]], archive: Contents) -> list[dict[str, Any]]:
     out = []
     for f in files:
         if f["change"] not in ("changed", "moved"):

@@ -13,6 +13,7 @@ from shournal.store.archive import decode_manifest
 if TYPE_CHECKING:
     from shournal.data import CommandView
     from shournal.journal import Journal
+    from shournal.store.archive import Contents
 
 
 class ExperimentError(Exception):
@@ -23,6 +24,17 @@ class ExperimentError(Exception):
 class Experiment:
     command: CommandView
     manifest: dict[str, Any] | None  # None: recorded without its apparatus
+    # Where the manifest's content is read (Journal.apparatus_content: the
+    # journal must stay open while it is used); None: this host's file
+    # archive.
+    content: Contents | None = None
+
+    def contents(self) -> Contents:
+        if self.content is None:
+            from shournal.store.archive import Archive
+
+            self.content = Archive()
+        return self.content
 
     def reads(self) -> dict[str, dict[str, Any]]:
         """path -> {size, mtime_ns, mode, hash, digest, why}: the
@@ -66,7 +78,7 @@ def load(journal: Journal, command_id: int) -> Experiment:
     found = journal.find(command_id=command_id)
     if not found:
         raise ExperimentError(f"no command with id {command_id}")
-    return Experiment(found[0], load_manifest(journal, command_id))
+    return Experiment(found[0], load_manifest(journal, command_id), journal.apparatus_content())
 
 
 def load_by_file(journal: Journal, path: str) -> Experiment:

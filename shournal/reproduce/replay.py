@@ -51,7 +51,7 @@ from shournal.hashing import content_digest
 from shournal.redact import is_redacted
 from shournal.reproduce.diff import classify_read
 from shournal.reproduce.experiment import Experiment
-from shournal.store.archive import Archive, ArchiveError
+from shournal.store.archive import ArchiveError, Contents
 from shournal.terminal import printable
 
 # Never bound from the archive: the sandbox has its own.
@@ -61,6 +61,44 @@ META = ".shournal"
 
 class ReplayError(Exception):
     """The replay cannot be set up (one line)."""
+
+
+class ContentNotReadable(ReplayError):
+    """Archived content the replay needs that this reader cannot read (a
+    colleague's not shared with them, or never stored in the journal):
+    ``lines``, one per file."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[0] if len(lines) == 1 else f"{lines[0]} (and {len(lines) - 1} more)")
+        self.lines = lines
+
+
+def check_readable(exp: Experiment, changes: Changes | None = None) -> None:
+    """Refuse, before anything is made, a replay of ``exp`` (with
+    ``changes``) whose archived inputs are not all readable here.
+
+    :raises ContentNotReadable: one line per read file whose content is
+        neither in the journal for this reader nor in this host's archive.
+    """
+    changes = changes or Changes()
+    wanted: dict[str, list[str]] = {}
+    for path, f in sorted(exp.reads().items()):
+        if (path.startswith(_SPECIAL) or not stat.S_ISREG(f["mode"]) or f["digest"] is None
+                or path in changes.inputs):
+            continue
+        if (classify_read(path, f["mode"]) == "programs_libraries"
+                and changes.host_program(path)):
+            continue
+        wanted.setdefault(f["digest"], []).append(path)
+    missing = exp.contents().unreadable(wanted)
+    paths = [path for digest in missing for path in wanted.get(digest, [])]
+    if paths:
+        raise ContentNotReadable(_not_readable(exp, paths))
+
+
+def _not_readable(exp: Experiment, paths: list[str]) -> list[str]:
+    return [f"command {exp.command.id}: the archived content of {path} is not readable "
+            "(not in the journal for you, nor in this host's archive)" for path in sorted(paths)]
 
 
 def _mirror(outdir: Path, path: str) -> Path:
@@ -122,7 +160,7 @@ def _top_dirs(dirs: list[str]) -> list[str]:
     return out
 
 
-def plan(exp: Experiment, outdir: Confined, archive: Archive, share_net: bool,
+def plan(exp: Experiment, outdir: Confined, archive: Contents, share_net: bool,
          bwrap: str, changes: Changes | None = None,
          ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
     """(argv of bwrap, environment, umask, notes) for replaying ``exp``
@@ -144,7 +182,7 @@ def plan(exp: Experiment, outdir: Confined, archive: Archive, share_net: bool,
         raise ReplayError(str(e)) from None
 
 
-def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
+def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Contents,
           share_net: bool, bwrap: str, changes: Changes,
           ) -> tuple[list[str], dict[str, str], int, dict[str, Any]]:
     cwd = exp.command.working_dir
@@ -177,6 +215,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
                              "stubs": [], "writable": writable, "local": [],
                              "archived_programs": []}
     made: dict[tuple[str, int], Path] = {}
+    unreadable: list[str] = []
     for path, f in sorted(reads.items()):
         if path.startswith(_SPECIAL) or not stat.S_ISREG(f["mode"]):
             continue
@@ -216,7 +255,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
             try:
                 out.write(mirror(path), archive.get(digest), f["mode"] & 0o777)
             except ArchiveError:
-                notes["not_shown"].append(path)
+                unreadable.append(path)  # damaged, or gone since check_readable
                 continue
             notes["from_archive"] += 1
             continue
@@ -230,7 +269,7 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
             try:
                 out.write(name, archive.get(digest), key[1] | 0o400)
             except ArchiveError:
-                notes["not_shown"].append(path)
+                unreadable.append(path)
                 continue
             blob = out.shown(name)
             made[key] = blob
@@ -238,6 +277,9 @@ def _plan(exp: Experiment, man: dict[str, Any], out: Confined, archive: Archive,
             _stub(out, path, notes)
         args += ["--ro-bind", str(blob), path]
         notes["from_archive"] += 1
+    if unreadable:
+        # (replay removes what it made of OUTDIR)
+        raise ContentNotReadable(_not_readable(exp, unreadable))
     args += ["--chdir", cwd, "--"]
     argv = man.get("argv")
     if changes.command is not None:
@@ -338,6 +380,7 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
         raise ReplayError(f"command {exp.command.id} was recorded without its apparatus "
                           "(shournal run --apparatus)")
     checked_paths(exp)  # before anything is made on disk
+    check_readable(exp, changes)
     temporary = outdir is None
     if outdir is None:
         try:
@@ -369,7 +412,7 @@ def replay(exp: Experiment, outdir: Path | None, share_net: bool = False,
 
 def _replay(exp: Experiment, out: Confined, share_net: bool, changes: Changes | None,
             show_plan: Any, bwrap: str) -> dict[str, Any]:
-    args, env, umask, notes = plan(exp, out, Archive(), share_net, bwrap, changes)
+    args, env, umask, notes = plan(exp, out, exp.contents(), share_net, bwrap, changes)
     if show_plan is not None:
         show_plan(notes)
     stdout = out.open(f"{META}/stdout", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shournal.data import CommandView, FileEventView
     from shournal.journal import Journal
-    from shournal.store.archive import Archive
+    from shournal.store.archive import Contents
 
 # Where content came from (shown to users).
 FROM_ARCHIVE = "archive"
@@ -93,11 +93,9 @@ class ApparatusArchive:
     ``archive_outputs``, wrote), found in that command's manifest by path,
     size and mtime and returned from the archive (digest checked)."""
 
-    def __init__(self, journal: Journal, archive: Archive | None = None) -> None:
-        from shournal.store.archive import Archive
-
+    def __init__(self, journal: Journal, archive: Contents | None = None) -> None:
         self._journal = journal
-        self._archive = archive or Archive()
+        self._archive = archive or journal.apparatus_content()
         self._manifests: dict[int, dict[str, Any] | None] = {}
 
     def manifest(self, command_id: int) -> dict[str, Any] | None:

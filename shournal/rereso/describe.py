@@ -35,6 +35,7 @@ from shournal.rereso.mediatype import detect, unknown_notice
 
 if TYPE_CHECKING:
     from shournal.journal import Journal
+    from shournal.store.archive import Contents
 
 UNSPECIFIED_LICENSE = (
     "Unspecified: no licence was given when this bundle was made "
@@ -351,7 +352,6 @@ def _image_files(journal: Journal, invs: list[Invocation]) -> image.Rootfs | Non
     :raises DescribeError: content the image needs is not archived.
     """
     from shournal.reproduce.experiment import load_manifest
-    from shournal.store.archive import Archive
 
     named = {f.version.shown for inv in invs for f in inv.files}
     root = image.Rootfs()
@@ -372,9 +372,9 @@ def _image_files(journal: Journal, invs: list[Invocation]) -> image.Rootfs | Non
                 continue
             missing.pop(path, None)
             root.files[path] = (digest, mode)  # the newest run's version
-    archive = Archive()
+    archive = journal.apparatus_content()
     for path in image.blobs_missing(root, archive):
-        missing[path] = f"not in the archive {archive.root}"
+        missing[path] = f"not in the archive {archive.local.root}"
     if missing:
         raise DescribeError(
             "the apparatus archive lacks the recorded content of: "
@@ -463,7 +463,7 @@ def describe_tool(
         if root is not None:
             _build_image(root, runner, tmp / definition, tmp / sif, tmp / ".build",
                          {inv.tool[0] for inv in invs}, result.notes,
-                         dict([launcher]) if launcher else {})
+                         dict([launcher]) if launcher else {}, journal.apparatus_content())
 
     publish(dest, build)
     result.bundles.append(Path(os.path.abspath(dest)))
@@ -478,10 +478,10 @@ def describe_tool(
 
 
 def _build_image(root: image.Rootfs, runner: str, definition: Path, sif: Path, work: Path,
-                 programs: set[str], notes: list[str], launchers: dict[str, str]) -> None:
-    from shournal.store.archive import Archive, ArchiveError
+                 programs: set[str], notes: list[str], launchers: dict[str, str],
+                 archive: Contents) -> None:
+    from shournal.store.archive import ArchiveError
 
-    archive = Archive()
     work.mkdir()
     try:
         from_host = image.complete(root, archive, sorted(programs))

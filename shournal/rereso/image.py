@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shournal.confined import Confined, ConfinedError, UnsafePath, mirror
-from shournal.store.archive import Archive, ArchiveError
+from shournal.store.archive import ArchiveError, Contents
 
 # The wrapper every tool bundle carries: `rereso-run N FILE...` runs the
 # tool's command N (1 = first in rereso-tool.yml) with FILE... in place of
@@ -184,7 +184,7 @@ def _host_libraries(program: str) -> list[str]:
     return libs
 
 
-def complete(root: Rootfs, archive: Archive, programs: Iterable[str]) -> list[str]:
+def complete(root: Rootfs, archive: Contents, programs: Iterable[str]) -> list[str]:
     """Add the links and the shell the image needs (see the module's
     doc); ``programs``: the names the wrapper runs (``python3``, an
     absolute path).  The paths taken from this host."""
@@ -246,7 +246,7 @@ def complete(root: Rootfs, archive: Archive, programs: Iterable[str]) -> list[st
     return from_host
 
 
-def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
+def materialise(root: Rootfs, archive: Contents, root_dir: Path, runner: str,
                 from_host: list[str], launchers: dict[str, str] | None = None) -> None:
     """Write the root file system of ``root`` into the empty ``root_dir``,
     never outside it (:mod:`shournal.confined`: the image's symlinks point
@@ -259,7 +259,7 @@ def materialise(root: Rootfs, archive: Archive, root_dir: Path, runner: str,
         raise ImageError(str(e)) from None
 
 
-def _materialise(root: Rootfs, archive: Archive, out: Confined, runner: str,
+def _materialise(root: Rootfs, archive: Contents, out: Confined, runner: str,
                  from_host: list[str], launchers: dict[str, str]) -> None:
     for d in ("proc", "sys", "dev", "etc", IN_DIR.lstrip("/"), OUT_DIR.lstrip("/"),
               ".singularity.d/env", ".singularity.d/libs", ".singularity.d/actions"):
@@ -385,7 +385,7 @@ def sandbox_argv(rootfs: Path, in_dir: Path, out_dir: Path, argv: list[str]) -> 
             "--", *argv]
 
 
-def blobs_missing(root: Rootfs, archive: Archive) -> list[str]:
+def blobs_missing(root: Rootfs, archive: Contents) -> list[str]:
     """The image's files whose content the archive does not have."""
     missing = []
     for path, (digest, _mode) in sorted(root.files.items()):

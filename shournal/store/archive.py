@@ -35,7 +35,7 @@ import os
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shournal import _paths
 from shournal.hashing import content_digest
@@ -52,12 +52,48 @@ class ArchiveError(Exception):
     """The archive cannot be used, or a blob is missing or damaged."""
 
 
+class NotInArchive(ArchiveError):
+    """The archive has no blob of that digest."""
+
+
 def check_digest(digest: str) -> str:
     """``digest`` if it is a well-formed hex digest, else ArchiveError
     (digests come from the journal; never let one name another path)."""
     if len(digest) != DIGEST_HEX_LEN or any(c not in "0123456789abcdef" for c in digest):
         raise ArchiveError(f"not a content digest: {digest!r}")
     return digest
+
+
+def pack(data: bytes) -> bytes:
+    """``data`` as a blob: tag byte, then zlib or raw data (the module's
+    docstring); the same format in the file archive and in a PostgreSQL
+    journal's ``apparatus_blob`` table (:mod:`shournal.store.blobs`)."""
+    packed = zlib.compress(data, _LEVEL)
+    return _ZLIB + packed if len(packed) < len(data) else _RAW + data
+
+
+def unpack(blob: bytes, digest: str) -> bytes | None:
+    """The content a blob holds, if it is whole and its digest is
+    ``digest``; None otherwise (damaged, or not that content)."""
+    tag, body = blob[:1], blob[1:]
+    try:
+        data = zlib.decompress(body) if tag == _ZLIB else body if tag == _RAW else None
+    except zlib.error:
+        data = None
+    if data is None or content_digest(data).hex() != digest:
+        return None
+    return data
+
+
+class Contents(Protocol):
+    """Where archived content is read by digest: the file archive
+    (:class:`Archive`) or a journal's (:class:`shournal.store.blobs.JournalContent`)."""
+
+    def get(self, digest: str) -> bytes: ...
+
+    def has(self, digest: str) -> bool: ...
+
+    def unreadable(self, digests: Iterable[str]) -> list[str]: ...
 
 
 class Archive:
@@ -131,6 +167,18 @@ class Archive:
     def has(self, digest: str) -> bool:
         return self.path_of(digest).exists()
 
+    def unreadable(self, digests: Iterable[str]) -> list[str]:
+        """Those of ``digests`` not in the archive (a malformed one neither)."""
+        out = []
+        for digest in digests:
+            try:
+                if self.has(digest):
+                    continue
+            except ArchiveError:
+                pass
+            out.append(digest)
+        return out
+
     def put(self, data: bytes, digest: str | None = None) -> tuple[str, int]:
         """Store ``data``; return (hex digest, bytes added to the archive:
         0 if it was there already).  ``digest`` may be given when the
@@ -140,8 +188,7 @@ class Archive:
         final = self.path_of(digest)
         if final.exists():
             return digest, 0
-        packed = zlib.compress(data, _LEVEL)
-        blob = _ZLIB + packed if len(packed) < len(data) else _RAW + data
+        blob = pack(data)
         try:
             self._publish(final, blob)
         except OSError as exc:
@@ -182,21 +229,25 @@ class Archive:
     def get(self, digest: str) -> bytes:
         """The content of ``digest``, checked; ArchiveError if it is not
         there or damaged."""
+        return self._checked(digest)[0]
+
+    def packed(self, digest: str) -> bytes:
+        """The blob of ``digest`` as stored (its content checked first);
+        ArchiveError if it is not there or damaged."""
+        return self._checked(digest)[1]
+
+    def _checked(self, digest: str) -> tuple[bytes, bytes]:
         path = self.path_of(digest)
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
-            raise ArchiveError(f"content {digest} is not in the archive {self.root}") from None
+            raise NotInArchive(f"content {digest} is not in the archive {self.root}") from None
         except OSError as exc:
             raise ArchiveError(f"cannot read {path}: {exc.strerror}") from None
-        tag, body = blob[:1], blob[1:]
-        try:
-            data = zlib.decompress(body) if tag == _ZLIB else body if tag == _RAW else None
-        except zlib.error:
-            data = None
-        if data is None or content_digest(data).hex() != digest:
+        data = unpack(blob, digest)
+        if data is None:
             raise ArchiveError(f"archived content {digest} is damaged ({path})")
-        return data
+        return data, blob
 
     def stored_bytes(self) -> int:
         """Bytes the blobs take (their sizes, not disk blocks)."""
@@ -263,3 +314,21 @@ def redact_manifest(
     old = man.get("redacted")
     man["redacted"] = redact.add_counts(dict(old) if isinstance(old, dict) else {}, counts)
     return encode_manifest(man), counts
+
+
+# Index of the digest in a manifest's read/write entry
+# ([path, size, mtime_ns, mode, partial hash, digest, reason]).
+_DIGEST = 5
+
+
+def digests_of(manifest: bytes) -> set[str]:
+    """Every content digest an encoded manifest names.
+
+    :raises ValueError: it cannot be decoded.
+    """
+    try:
+        data = decode_manifest(manifest)
+        entries = [*data.get("reads", []), *data.get("writes", [])]
+        return {e[_DIGEST] for e in entries if isinstance(e[_DIGEST], str)}
+    except (ValueError, TypeError, IndexError, AttributeError, zlib.error) as exc:
+        raise ValueError(f"an apparatus manifest cannot be decoded ({exc})") from None

@@ -12,20 +12,14 @@ be decoded might name anything, so then nothing is collected.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shournal.store.archive import Archive, ArchiveError, check_digest
+from shournal.store.archive import Archive, ArchiveError, check_digest, digests_of
 
 if TYPE_CHECKING:
     from shournal.store.db import Store
-
-# Index of the digest in a manifest's read/write entry
-# ([path, size, mtime_ns, mode, partial hash, digest, reason]).
-_DIGEST = 5
-
 
 @dataclass(slots=True)
 class Collection:
@@ -38,21 +32,6 @@ class Collection:
     @property
     def size(self) -> int:
         return sum(self.blobs.values())
-
-
-def digests_of(manifest: bytes) -> set[str]:
-    """Every content digest an encoded manifest names.
-
-    :raises ValueError: it cannot be decoded.
-    """
-    from shournal.store.archive import decode_manifest
-
-    try:
-        data = decode_manifest(manifest)
-        entries = [*data.get("reads", []), *data.get("writes", [])]
-        return {e[_DIGEST] for e in entries if isinstance(e[_DIGEST], str)}
-    except (ValueError, TypeError, IndexError, AttributeError, zlib.error) as exc:
-        raise ValueError(f"an apparatus manifest cannot be decoded ({exc})") from None
 
 
 def unreferenced(rows: Iterable[tuple[bytes, bool]], archive: Archive) -> Collection:

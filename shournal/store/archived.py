@@ -117,19 +117,28 @@ def load_archived(conn: Reads, file_id: int) -> ArchivedFile:
     apparatus = list(apparatus_reads_of_file(conn, file_id)) if exists else []
     if not exists:
         raise NotArchived(f"no file with id {file_id} in the journal")
-    found = _from_apparatus(file_id, apparatus)
-    if found is not None:
+    found = _from_apparatus(conn, file_id, apparatus)
+    if isinstance(found, ArchivedFile):
         return found
+    if found:
+        raise NotArchived(f"file {file_id}: its archived content is not readable (not in the "
+                          "journal for you, nor in this host's archive)")
     raise NotArchived(f"file {file_id} was recorded but its content was not archived")
 
 
-def _from_apparatus(file_id: int, rows: list[ApparatusReadRow]) -> ArchivedFile | None:
+def _from_apparatus(conn: Reads, file_id: int,
+                    rows: list[ApparatusReadRow]) -> ArchivedFile | bool:
     """The version read file ``file_id`` names, from the apparatus archive:
     a command recorded with its apparatus that read it lists it in its
-    manifest (same path, size and mtime) with the digest of its content."""
+    manifest (same path, size and mtime) with the digest of its content,
+    read from the journal (:mod:`shournal.store.blobs`), else from this
+    host's file archive.  Not found: whether a manifest named content
+    that could not be read."""
     from shournal.store.archive import Archive, ArchiveError, decode_manifest
+    from shournal.store.blobs import read
 
     archive = Archive()
+    named = False
     for command_id, directory, basename, mode, mtime_ns, size, raw in rows:
         path = directory + basename
         try:
@@ -144,13 +153,16 @@ def _from_apparatus(file_id: int, rows: list[ApparatusReadRow]) -> ArchivedFile 
             if (not isinstance(epath, str) or os.fsencode(epath) != path or esize != size
                     or emtime != mtime_ns or not isinstance(digest, str)):
                 continue
-            try:
-                data = archive.get(digest)
-            except ArchiveError:
-                continue
+            named = True
+            data = read(conn, [digest]).get(digest)
+            if data is None:
+                try:
+                    data = archive.get(digest)
+                except ArchiveError:
+                    continue
             return ArchivedFile(file_id=file_id, command_id=command_id, path=path, mode=mode,
                                 mtime_ns=mtime_ns, data=data)
-    return None
+    return named
 
 
 def archived_read_files(conn: Reads, command_ids: Iterable[int]) -> list[ArchivedFile]:

@@ -139,6 +139,7 @@ def plan_delete(store: Store, criteria: Criteria) -> DeletePlan:
 def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
     """:func:`plan_delete` inside an open read transaction (narrowed to the
     user's own rows in a lab store: :meth:`Reads.only_own_rows`)."""
+    from shournal.store.blobs import unused
     from shournal.store.reader import matching_ids
 
     if criteria.is_empty():
@@ -162,9 +163,13 @@ def plan_delete_conn(conn: Reads, criteria: Criteria) -> DeletePlan:
             conn.rows("SELECT command_id, manifest FROM apparatus") if named else ()
         )
     )
+    # A PostgreSQL journal's copies in the server too (one blob per
+    # digest, wherever its copies are; their bytes all freed).
+    server = unused(conn, doomed) if named else {}
     return DeletePlan(
         [CommandSummary(r[0], conn.time(r[1]), r[2], r[3]) for r in rows],
-        int(events), len(found.blobs), found.size,
+        int(events), len(found.blobs.keys() | server.keys()),
+        found.size + sum(server.values()),
     )  # fmt: skip
 
 
@@ -290,6 +295,8 @@ def delete_commands(
     """
     from sqlalchemy import column, insert, table, text
 
+    from shournal.store.blobs import collect as collect_server_blobs
+    from shournal.store.blobs import keeps_blobs
     from shournal.store.connection import AlchemyReads
     from shournal.store.reader import matching_ids
 
@@ -351,6 +358,11 @@ def delete_commands(
             for t in ("write_event", "read_event")
         )
         result.commands = conn.execute(text(f"DELETE FROM command WHERE id IN ({doomed})")).rowcount
+        server_blobs: dict[str, int] | str | None = None
+        if named and keeps_blobs(conn.dialect.name):
+            # In this transaction: the journal's blobs go with the last
+            # manifest naming them, or not at all.
+            server_blobs = collect_server_blobs(conn)
 
         for parent, children, _source in _COLLECTED:
             result.collected[parent] = 0
@@ -387,16 +399,25 @@ def delete_commands(
             conn.execute(text(f"DROP TABLE {name}"))
         for name in indexes:
             conn.execute(text(f"DROP INDEX {name}"))
+    local: dict[str, int] = {}
     if blobs.blobs or blobs.kept_because:
-        _collect_blobs(store, blobs, result, spool_waiting)
+        local = _collect_blobs(store, blobs, result, spool_waiting)
+    if isinstance(server_blobs, str):
+        result.archive_kept = f"the journal's archived blobs kept: {server_blobs}"
+    elif server_blobs is not None:
+        # one blob per digest, wherever its copies were
+        result.collected["apparatus_blob"] = len(server_blobs)
+        result.archive_blobs = len(local.keys() | server_blobs.keys())
+        result.archive_bytes += sum(server_blobs.values())
     return result
 
 
 def _collect_blobs(
     store: Store, found: BlobCollection, result: DeleteResult, spool_waiting: Callable[[], bool]
-) -> None:
+) -> dict[str, int]:
     """Remove the blobs the deletion left unreferenced (it has committed:
-    a failure here is reported in ``result``, never undoes it)."""
+    a failure here is reported in ``result``, never undoes it); those
+    removed (digest -> bytes)."""
     from shournal.store.archive import Archive, ArchiveError
     from shournal.store.archive_gc import collect
 
@@ -404,11 +425,12 @@ def _collect_blobs(
         done = collect(store, found, Archive(), spool_waiting)
     except ArchiveError as exc:
         result.archive_kept = str(exc)
-        return
+        return {}
     result.archive_blobs, result.archive_bytes = len(done.blobs), done.size
     if done.kept_because:
         result.archive_kept = (f"{len(found.blobs)} archived blobs ({found.size} bytes) kept: "
                                f"{done.kept_because}")
+    return done.blobs
 
 
 __all__ = [

@@ -263,6 +263,15 @@ def command_uuid(conn: Connection) -> None:
     _command_indexes(conn)
 
 
+def apparatus_blobs(conn: Connection) -> None:
+    """Schema 12: table apparatus_blob (a PostgreSQL journal's archived
+    apparatus content; older commands' content stays in the recording
+    host's file archive, where readers look next)."""
+    m.Base.metadata.create_all(
+        conn, tables=[m.ApparatusBlob.__table__], checkfirst=True  # type: ignore[list-item]
+    )
+
+
 class Migration(NamedTuple):
     version: int  # the schema version it lifts a journal to (from the one before)
     upgrade: Callable[[Connection], None]
@@ -279,6 +288,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, imported),
     Migration(10, redaction),
     Migration(11, command_uuid),
+    Migration(12, apparatus_blobs),
 )
 
 # The version of a journal this shournal creates, and to which it upgrades

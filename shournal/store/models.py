@@ -344,6 +344,23 @@ class Apparatus(Base):
     derived_from: Mapped[int | None] = mapped_column(Id, nullable=True, default=None)
 
 
+class ApparatusBlob(Base):
+    """Archived apparatus content in a PostgreSQL journal, which several
+    hosts reach (shournal.store.blobs): a blob of the file archive's
+    format (shournal.store.archive.pack) under the full-content digest the
+    manifests name, stored with the manifest that first names it.  Unique
+    by digest -- in a lab store per owner, so storing content a colleague
+    has too tells nothing.  A SQLite journal keeps its content in the file
+    archive beside it and leaves this table empty."""
+
+    __tablename__ = "apparatus_blob"
+    __table_args__ = (UniqueConstraint("digest"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    digest: Mapped[bytes] = mapped_column(Blob)
+    data: Mapped[bytes] = mapped_column(Blob)
+
+
 # -- what users add to a command (shournal note, shournal tag) ---------------------------
 
 

@@ -25,6 +25,8 @@ from shournal.errors import StoreError
 from shournal.hashing import content_digest
 from shournal.record import CommandRecord, FileEvent
 from shournal.store import models as m
+from shournal.store.archive import Archive
+from shournal.store.blobs import keeps_blobs, upload
 from shournal.store.engine import Database
 from shournal.store.precompiled import Precompiled
 
@@ -80,6 +82,13 @@ class Writer:
         # to the server each anyway)
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
+        # Where the apparatus content a manifest names is taken from, for a
+        # journal that keeps it (shournal.store.blobs); made when needed.
+        self._archive: Archive | None = None
+        # Contents stored manifests name that this host's archive did not
+        # have (so not stored with them), since this writer began; readers
+        # name their files as not readable.
+        self.blobs_not_stored = 0
 
     @property
     def batch_size(self) -> int | None:
@@ -280,6 +289,11 @@ class Writer:
             "digest",
             [content_rows[d] for d in sorted(content_rows)],
         )
+        if rec.apparatus is not None and keeps_blobs(self.dialect_name):
+            # (before the directories' lock, as the content above)
+            if self._archive is None:
+                self._archive = Archive()
+            self.blobs_not_stored += len(upload(conn, rec.apparatus, self._archive))
         dir_ids = self._directory_ids(conn, dir_paths)
         if rec.writes:
             conn.execute(

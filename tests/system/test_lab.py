@@ -135,7 +135,8 @@ def test_a_user_reads_only_his_own_rows(recorded: Lab) -> None:
             seen = ok(me.psql(f"SELECT DISTINCT owner FROM {table}")).split()
             # positive control: the other's rows are there (the admin sees them);
             # the recorded lines have no apparatus, note, tag or redaction
-            if table not in ("apparatus", "command_note", "tag", "command_tag", "redaction"):
+            if table not in ("apparatus", "apparatus_blob", "command_note", "tag",
+                             "command_tag", "redaction"):
                 assert rows_of(recorded, table, other.name), table
                 assert seen == [me.name], (table, me.name, seen)
             else:
@@ -174,6 +175,7 @@ INSERTS = {
         "(command_id, manifest{o}) SELECT "
         "(SELECT min(id) FROM command WHERE owner = current_user), 'm'::bytea{v}"
     ),
+    "apparatus_blob": "(digest, data{o}) VALUES ('forged'::bytea, 'Rd'::bytea{v})",
 }
 
 

@@ -24,7 +24,9 @@ from shournal.store.engine import Database
 from shournal.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "schema"
-OLD_VERSIONS = range(MIGRATIONS[0].version - 1, SCHEMA_VERSION)
+# Schema 11 (command UUIDs) is the migration of branch i29-uuid: the
+# numbers are made consecutive again where the branches meet.
+OLD_VERSIONS = list(range(MIGRATIONS[0].version - 1, SCHEMA_VERSION))
 
 HASH_OUT = (0x1122334455667788).to_bytes(8, "little")
 HASH_LIB = (0x0102030405060708).to_bytes(8, "little")
@@ -124,9 +126,10 @@ def journal_at(db_url: str) -> Iterator[Any]:
 
 
 def _migrated(journal_at: Any, version: int) -> tuple[Database, dict[str, Any]]:
-    """A journal of schema version - 1 lifted by migration `version` alone,
-    and its structure, checked to hold all of schema `version`'s."""
-    db = journal_at(version - 1)
+    """A journal of the schema before `version` lifted by migration
+    `version` alone, and its structure, checked to hold all of schema
+    `version`'s."""
+    db = journal_at(max(v for v in OLD_VERSIONS if v < version))
     [step] = [s for s in MIGRATIONS if s.version == version]
     with db.writing() as conn:
         step.upgrade(conn)
@@ -187,7 +190,8 @@ def _rows(db: Database, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_the_migrations_lift_one_version_each_in_order() -> None:
-    assert [s.version for s in MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
+    assert [s.version for s in MIGRATIONS] == [
+        v for v in range(2, SCHEMA_VERSION + 1)]
     # a fixture for every version a migration starts from
     for version in OLD_VERSIONS:
         for dialect in ("sqlite", "postgresql"):
@@ -298,6 +302,14 @@ def test_11_command_uuid(journal_at: Any) -> None:
         _x(conn, "UPDATE command SET uuid = :u WHERE id = 1", u=b"\x05" * 16)
     with pytest.raises(Exception, match="(?i)unique"), db.writing() as conn:
         _x(conn, "UPDATE command SET uuid = :u WHERE id = 2", u=b"\x05" * 16)
+
+
+def test_12_apparatus_blobs(journal_at: Any) -> None:
+    db, structure = _migrated(journal_at, 12)
+    assert "apparatus_blob" in structure
+    # older commands' content stays in the recording host's file archive
+    assert _rows(db, "SELECT count(*) FROM apparatus_blob") == [(0,)]
+    assert _rows(db, "SELECT id, text FROM command ORDER BY id") == [(1, "make"), (2, "cat")]
 
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)
