@@ -21,7 +21,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from shournal.cli import EXIT_USAGE
-from shournal.cli._common import HumanOrJson
+from shournal.cli._common import HumanOrJson, note
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 from shournal.cli._options import (
@@ -31,7 +31,6 @@ from shournal.cli._options import (
     LocalAll,
     SandboxOutputDir,
     ShareNet,
-    note,
 )
 
 
