@@ -26,7 +26,9 @@ The options and arguments of the commands that run without typer
 {option: (parameter, kind, detail, multiple)} and the argument (parameter,
 kind, detail, required) or None.  Kinds: flag, str, path (detail: checked
 readable), int (detail: the lowest value), choice (detail: "module:Enum"),
-None (only typer parses it).
+None (only typer parses it).  TOP_HELP: what `shournal --help` prints when
+click's help is 78 columns wide (a terminal of 80 columns or more, or
+none).
 """
 
 '''
@@ -108,8 +110,22 @@ def spec() -> dict[str, Any]:
     return out
 
 
+def top_help() -> str:
+    """`shournal --help` as the typer CLI prints it, in a process of its own
+    as the console script runs (click's width comes from the terminal)."""
+    import os
+    import subprocess
+
+    code = ("import sys; sys.argv = ['shournal', '--help']\n"
+            "from shournal.cli import main\nmain(fast_query=False)")
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    return proc.stdout
+
+
 def render() -> str:
-    lines = [HEADER, "SPEC: dict = {\n"]
+    lines = [HEADER, f"TOP_HELP = {top_help()!r}\n\n", "SPEC: dict = {\n"]
     for name, (where, options, argument) in spec().items():
         lines.append(f"    {name!r}: (\n        {where!r},\n        {{\n")
         lines.extend(f"            {opt!r}: {value!r},\n" for opt, value in options.items())

@@ -16,7 +16,7 @@ answers it (its messages and statuses).
 
 from __future__ import annotations
 
-from shournal.cli._spec import SPEC
+from shournal.cli._spec import SPEC, TOP_HELP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,9 +102,24 @@ def parse(name: str, args: list[str]) -> dict[str, Any] | None:
     return kwargs
 
 
+def _help_as_written() -> bool:
+    """Whether typer would print TOP_HELP byte for byte: the program is
+    called `shournal` (click names it after argv[0]) and click's help is
+    at its widest (it wraps to the terminal's width below 80 columns)."""
+    import os
+    import shutil
+    import sys
+
+    return (os.path.basename(sys.argv[0]) == "shournal"
+            and shutil.get_terminal_size().columns >= 80)  # fmt: skip
+
+
 def answer(argv: list[str]) -> int | None:
     """Run ``shournal ARGV`` and return its exit status (the command's
     SystemExit passes through), or None (nothing done) when typer must."""
+    if argv in (["--help"], ["-h"]) and _help_as_written():
+        print(TOP_HELP, end="")
+        return 0
     if not argv or argv[0] not in SPEC:
         return None
     kwargs = parse(argv[0], argv[1:])

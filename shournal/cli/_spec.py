@@ -6,8 +6,12 @@ The options and arguments of the commands that run without typer
 {option: (parameter, kind, detail, multiple)} and the argument (parameter,
 kind, detail, required) or None.  Kinds: flag, str, path (detail: checked
 readable), int (detail: the lowest value), choice (detail: "module:Enum"),
-None (only typer parses it).
+None (only typer parses it).  TOP_HELP: what `shournal --help` prints when
+click's help is 78 columns wide (a terminal of 80 columns or more, or
+none).
 """
+
+TOP_HELP = "Usage: shournal [OPTIONS] COMMAND [ARGS]...\n\n  shournal: a journal of every shell command and the files it read and wrote.\n\nOptions:\n  --version   Print the version and exit.\n  -h, --help  Show this message and exit.\n\nCommands:\n  history    One line per command, newest last (bare `shournal` on a\n             terminal).\n  query      Find commands by the files they wrote or read, text,...\n  note       Set, show or remove a command's note.\n  tag        Add, remove or list a command's tags.\n  stats      Statistics: busiest commands, sessions and directories, totals.\n  restore    Restore one archived read file (by file id) into this directory.\n  diff       Every difference between two recorded commands.\n  replay     Replay a command recorded with its apparatus; verdict per output.\n  rerun      Run a changed experiment on a recorded apparatus (sandboxed).\n  apparatus  Record this shell's command lines with their apparatus (on|off).\n  import     Import a bash, zsh, atuin, original shournal or hishtory history.\n  delete     Delete commands and what only they referenced from the journal.\n  redact     Redact secrets in what is stored already (--dry-run).\n  lineage    From FILE back to every command that made it.\n  status     Is each file still what its recorded lineage would make?\n  export     Write a Snakefile or Makefile that rebuilds the targets.\n  recombine  Run a tool bundle on every matching benchmark set.\n  run        Run CMD observed (its whole process tree) and store it.\n  init       Print the two lines to add to ~/.bashrc or ~/.zshrc.\n  search     Search commands and their files interactively (Ctrl-R).\n  doctor     Check everything recording needs; print the fix for each failure.\n  version    Print the version.\n  describe   Write ReReSo tool and benchmark bundles from recorded commands.\n  server     A lab store on PostgreSQL: init (schema, roles, policies),...\n"
 
 SPEC: dict = {
     'query': (

@@ -464,3 +464,19 @@ def test_the_reading_commands_without_typer_answer_as_typer(
     full = Run(args, env, work, fast=False)
     assert direct.result == full.result, args
     assert direct.heavy == [], (args, direct.heavy)
+
+
+@pytest.mark.parametrize("columns", ["80", "200", "79", "60"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_the_top_level_help_without_typer_is_typers(
+    work: Path, env: dict[str, str], flag: str, columns: str
+) -> None:
+    """`shournal --help` from the written help (cli/_spec.py TOP_HELP) where
+    typer would print it byte for byte; typer itself below 80 columns (click
+    wraps to the terminal there)."""
+    env = {**env, "COLUMNS": columns}
+    direct = Run([flag], env, work, fast=True, way="direct")
+    full = Run([flag], env, work, fast=False)
+    assert direct.result == full.result
+    assert direct.result[0] == 0 and b"Commands:" in direct.result[1]
+    assert (direct.heavy == []) is (int(columns) >= 80), direct.heavy
