@@ -636,6 +636,11 @@ class Journal:
         skip), nothing stored."""
         return self._store.add_imported(records, dry_run=dry_run)
 
+    def imported_ids(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """The ids of the user's own commands imported with these
+        ``import_key``\\ s, by key (keys not stored are left out)."""
+        return self._store.imported_ids(keys)
+
 
 def _spool_waiting() -> bool:
     """Whether command lines wait in the recorder's spool, not stored yet
