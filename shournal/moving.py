@@ -63,13 +63,14 @@ def is_url(source: str) -> bool:
 
 
 @contextmanager
-def opened_source(source: str) -> Iterator[Journal]:
-    """The journal ``source`` names, only read (see the module).
+def opened_source(source: str, shown: str) -> Iterator[Journal]:
+    """The journal ``source`` names, only read (see the module);
+    ``shown``: how errors name it (a URL with its password masked).
 
     :raises ImportFailed: not a journal, damaged, or of a newer schema.
     """
     if is_url(source):
-        with _opened(source, source, read_only=True) as journal:
+        with _opened(shown, source, read_only=True) as journal:
             yield journal
         return
     path = Path(source)
@@ -95,23 +96,11 @@ def _opened(shown: str, url: str, *, read_only: bool) -> Iterator[Journal]:
     try:
         journal = Journal.open(url, create=False, read_only=read_only)
     except StoreMissing:
-        raise ImportFailed(f"{_masked(shown)}: not {WHAT}: it holds no journal") from None
+        raise ImportFailed(f"{shown}: not {WHAT}: it holds no journal") from None
     except (StoreCorrupt, SchemaTooNew) as e:
-        raise ImportFailed(f"{_masked(shown)}: {e}") from None
+        raise ImportFailed(f"{shown}: {e}") from None
     with journal:
         yield journal
-
-
-def _masked(source: str) -> str:
-    if not is_url(source):
-        return source
-    from sqlalchemy import exc
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(source).render_as_string(hide_password=True)
-    except exc.ArgumentError:
-        return "(an invalid database URL)"
 
 
 def _ns(moment: datetime) -> int:
@@ -241,10 +230,11 @@ def move_in(
     return out
 
 
-def write_map(path: str, source: str, mapping: Sequence[tuple[int, int | None]]) -> None:
-    """The mapping as text: a comment naming the source, then ``OLD NEW``
-    (tab-separated) per command."""
-    lines = [f"# shournal server import of {_masked(source)}: old id, new id\n"]
+def write_map(path: str, shown: str, mapping: Sequence[tuple[int, int | None]]) -> None:
+    """The mapping as text: a comment naming the source (``shown``: a URL
+    with its password masked), then ``OLD NEW`` (tab-separated) per
+    command."""
+    lines = [f"# shournal server import of {shown}: old id, new id\n"]
     lines += [f"{old}\t{'-' if new is None else new}\n" for old, new in mapping]
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:

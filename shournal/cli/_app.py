@@ -147,7 +147,8 @@ app.add_typer(
 app.add_typer(
     server_app,
     name="server",
-    help="A lab store on PostgreSQL: init (schema, roles, policies), add-user.",
+    help="A lab store on PostgreSQL: init (schema, roles, policies; upgrades), add-user, "
+    "import (move your journal in).",
 )
 app.command(
     "recombine",

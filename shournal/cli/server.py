@@ -161,7 +161,7 @@ def import_journal(
     with errors_to_status():
         from shournal.journal import Journal
 
-        with opened_source(source) as old:
+        with opened_source(source, _shown(source)) as old:
             views, records = read_source(old)
             where = old.location
         # Secrets are kept no more than in what is recorded.
@@ -183,7 +183,7 @@ def import_journal(
             moved = Moved(stored=len(records), mapping=[(v.id, None) for v in views])
             into = _shown(resolve_url() or "the default journal")
         if map_file is not None and not dry_run:
-            write_map(map_file, source, moved.mapping)
+            write_map(map_file, _shown(source), moved.mapping)
     for line in moved.notes:
         print(f"shournal: {line}", file=sys.stderr)
     done = "would move" if dry_run else "moved"

@@ -50,7 +50,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from shournal.errors import StoreError, StoreUnavailable
 from shournal.store import models as m
-from shournal.store.migrations import SCHEMA_VERSION
+from shournal.store.migrations import PG_SCHEMA_LOCK, SCHEMA_VERSION
+from shournal.store.migrations import upgrade as upgrade_journal
 
 OWNER_ROLE = "shournal_schema"
 USERS_ROLE = "shournal_users"
@@ -544,9 +545,6 @@ def upgrade(conn: Connection, version: int) -> list[str]:
     (:func:`lab_rules`).  Runs as the administrator, who owns what the
     migrations create until init gives it to the owner role.  Returns the
     statements run (what `--dry-run` prints)."""
-    # shournal.store.schema imports the engine, which imports this module.
-    from shournal.store import schema
-
     ran: list[str] = []
 
     def capture(_c: Any, _cursor: Any, statement: str, parameters: Any, *_a: Any) -> None:
@@ -554,10 +552,10 @@ def upgrade(conn: Connection, version: int) -> list[str]:
             statement = " ".join(statement.split())
             ran.append(statement + ("  -- with parameters" if parameters else ""))
 
-    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": schema.PG_SCHEMA_LOCK})
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SCHEMA_LOCK})
     event.listen(conn, "before_cursor_execute", capture)
     try:
-        schema.upgrade(conn, version, "the lab store")
+        upgrade_journal(conn, version, "the lab store")
         for sql in lab_rules(conn):
             conn.exec_driver_sql(sql)
     finally:

@@ -11,11 +11,7 @@ from shournal.errors import SchemaTooNew, StoreCorrupt, StoreMissing, StoreUnava
 from shournal.store import models as m
 from shournal.store.engine import Database
 from shournal.store.lab import SHARE_TABLE
-from shournal.store.migrations import MIGRATIONS, SCHEMA_VERSION
-
-# Serialises schema creation between processes on PostgreSQL (an arbitrary
-# constant that only shournal uses: "shournal" in ASCII).
-PG_SCHEMA_LOCK = 0x73686F75726E616C
+from shournal.store.migrations import PG_SCHEMA_LOCK, SCHEMA_VERSION, upgrade
 
 
 def read_version(conn: Connection, where: str) -> int | None:
@@ -52,21 +48,6 @@ def is_lab_store(db: Database) -> bool:
         return False
     with db.reading() as conn:
         return conn.execute(text("SELECT to_regclass(:t)"), {"t": SHARE_TABLE}).scalar() is not None
-
-
-def upgrade(conn: Connection, version: int, where: str) -> None:
-    """Lift the journal in `conn`'s write transaction from schema
-    `version` to :data:`SCHEMA_VERSION`, one migration after another."""
-    if version < MIGRATIONS[0].version - 1:
-        raise StoreCorrupt(f"{where}: no upgrade path from schema version {version}")
-    for step in MIGRATIONS:
-        if step.version > version:
-            step.upgrade(conn)
-    conn.execute(
-        m.SchemaVersion.__table__.update()
-        .where(m.SchemaVersion.id == 1)
-        .values(version=SCHEMA_VERSION)
-    )
 
 
 def ensure_schema(db: Database) -> None:

@@ -452,3 +452,34 @@ def test_recording_beside_a_colleagues_shared_rows(lab_clean: Lab) -> None:
     # her query finds both: her read of the script, and his
     out = ok(a.shournal("query", "--rfile", str(b.home / "work" / "job.sh")))
     assert "$ sh -c 'cat " in out and "$ sh job.sh" in out, out
+
+
+def test_a_journal_recorded_alone_moves_into_the_lab_as_its_users(lab_clean: Lab) -> None:
+    """Alice recorded into her own SQLite journal (through the setuid
+    helper); `server import` moves it into the lab store as her rows, with
+    the archived script, note and tag, each once; bob sees none of it."""
+    a, b = lab_clean.hosts
+    old = a.home / "old.sqlite"
+    alone = {"SHOURNAL_DB_URL": f"sqlite:///{old}"}
+    script = a.home / "work" / "job.sh"
+    script.write_text(SCRIPT)
+    os.chown(script, a.user.pw_uid, a.user.pw_gid)
+    ok(a.shournal("run", "--", "sh", "job.sh", **alone))
+    ok(a.shournal("note", "1", "made out.txt", **alone))
+    ok(a.shournal("tag", "1", "paper", **alone))
+    record(a, "already in the lab")  # the lab store's ids differ from the journal's
+    res = a.shournal("server", "import", str(old), "--map", str(a.home / "map.tsv"))
+    assert ok(res).startswith("moved 1 command, skipped 0 already stored, from "), res
+    (line,) = [ln for ln in (a.home / "map.tsv").read_text().splitlines() if ln[0] != "#"]
+    old_id, new_id = line.split("\t")
+    assert old_id == "1" and new_id != "1"
+    assert lab_clean.admin("SELECT owner, text FROM command WHERE id = %s", (int(new_id),)) == [
+        (a.name, "sh job.sh")]  # fmt: skip
+    shown = ok(a.shournal("query", "--command-id", new_id))
+    assert "Note: made out.txt" in shown and "Tags: paper" in shown, shown
+    assert "echo made by" in shown, shown  # the archived script came along
+    for table in ("command_note", "command_tag", "tag", "content"):
+        assert {r[0] for r in lab_clean.admin(f"SELECT owner FROM {table}")} == {a.name}, table
+    assert ok(b.psql(f"SELECT count(*) FROM command WHERE id = {int(new_id)}")) == "0"
+    again = ok(a.shournal("server", "import", str(old)))
+    assert again.startswith("moved 0 commands, skipped 1 already stored"), again
