@@ -5,6 +5,7 @@ a reader the owner shares with, can)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -483,3 +484,25 @@ def test_a_journal_recorded_alone_moves_into_the_lab_as_its_users(lab_clean: Lab
     assert ok(b.psql(f"SELECT count(*) FROM command WHERE id = {int(new_id)}")) == "0"
     again = ok(a.shournal("server", "import", str(old)))
     assert again.startswith("moved 0 commands, skipped 1 already stored"), again
+
+
+def test_a_colleagues_commands_say_whose_they_are(recorded: Lab) -> None:
+    """Human output names user@host of the commands that are not the
+    reader's own (JSON always carries both); the reader's own stay as
+    they were."""
+    a, b = recorded.hosts
+    ok(b.psql(f"INSERT INTO {SHARE_TABLE} (role) VALUES ('{SHARE_ROLE}')"))
+    host = os.uname().nodename  # (the hosts' namespaces share the machine's name)
+    out = ok(a.shournal("query", "--command-text", "sh job.sh"))
+    blocks = {blk.split("\n")[1]: blk for blk in out.split("\n\n")}
+    mine, bobs = blocks[f"Working directory: {a.home}/work"], blocks[
+        f"Working directory: {b.home}/work"]  # fmt: skip
+    assert "User: " not in mine and "Hostname: " not in mine, mine
+    assert f"User: {b.name}\nHostname: {host}" in bobs, bobs
+    lines = ok(a.shournal("history", "--all")).splitlines()
+    ends = sorted(ln.split("  ")[-1] for ln in lines)
+    assert ends == sorted([f"{b.name}@{host} sh job.sh", "sh job.sh"]), lines
+    js = json.loads(ok(a.shournal("query", "--command-text", "sh job.sh",
+                                  "--output-format", "json")))  # fmt: skip
+    assert sorted((c["username"], c["hostname"]) for c in js) == sorted(
+        [(a.name, host), (b.name, host)])  # fmt: skip
