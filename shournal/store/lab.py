@@ -144,6 +144,16 @@ def schema_ddl() -> list[str]:
             continue
         t = quote(table.name)
         out.append(f"ALTER TABLE {t} ADD COLUMN owner name NOT NULL DEFAULT current_user")
+        keys = [c.name for c in table.primary_key.columns]
+        if keys != ["id"]:
+            # a key of references (a command's note, redaction counts, read
+            # events) is per owner: a colleague's command id would collide
+            # and tell that it has a note, or a secret of some kind
+            name = quote(f"pk_{table.name}")
+            out.append(
+                f"ALTER TABLE {t} DROP CONSTRAINT {name}, "
+                f"ADD CONSTRAINT {name} PRIMARY KEY (owner, {', '.join(quote(k) for k in keys)})"
+            )
         for uc in sorted(
             (c for c in table.constraints if isinstance(c, UniqueConstraint)), key=str
         ):
@@ -359,6 +369,10 @@ def plan_init(conn: Connection, owner: str = OWNER_ROLE, users: str = USERS_ROLE
                 *sql, done=True,
             )
             tables = _tables(conn)
+        rules = lab_rules(conn)
+        if rules:
+            plan.add("made keys, uniqueness and foreign keys per owner where they were not",
+                     *rules)
         present = tables
     names = ["schema_version", *data_tables(), SHARE_TABLE]
     flags = dict.fromkeys(names, (False, False))
@@ -614,21 +628,23 @@ def lab_rules(conn: Connection) -> list[str]:
         with_owner.add(table)
     for table in tables:
         t = quote(table)
-        for name, columns in conn.execute(
+        for name, kind, columns in conn.execute(
             text(
-                "SELECT c.conname, array(SELECT a.attname FROM unnest(c.conkey) k "
+                "SELECT c.conname, c.contype, array(SELECT a.attname FROM unnest(c.conkey) k "
                 "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k) "
-                "FROM pg_constraint c WHERE c.contype = 'u' AND c.conrelid = CAST(:t AS regclass) "
-                "ORDER BY 1"
+                "FROM pg_constraint c WHERE c.contype IN ('u', 'p') "
+                "AND c.conrelid = CAST(:t AS regclass) ORDER BY 1"
             ),
             {"t": t},
         ):
-            if "owner" not in columns:
+            if "owner" not in columns and list(columns) != ["id"]:
+                # (a primary key of ids from a shared sequence stays as it is)
                 q = quote(name)
                 cols = ", ".join(quote(c) for c in columns)
+                what = "UNIQUE" if kind == "u" else "PRIMARY KEY"
                 out.append(
                     f"ALTER TABLE {t} DROP CONSTRAINT {q}, "
-                    f"ADD CONSTRAINT {q} UNIQUE (owner, {cols})"
+                    f"ADD CONSTRAINT {q} {what} (owner, {cols})"
                 )
         for name, definition, columns in conn.execute(
             text(

@@ -253,3 +253,18 @@ def test_a_newer_lab_store_is_refused(pg_fresh_url: str) -> None:
         f"shournal: the lab store has schema version {SCHEMA_VERSION + 1}, newer than this "
         f"shournal's ({SCHEMA_VERSION}); upgrade shournal\n"
     )
+
+
+def test_init_makes_the_keys_of_an_existing_lab_store_per_owner(pg_fresh_url: str) -> None:
+    """A lab store made when the keys of references (a command's note,
+    redaction counts) were not per owner: a colleague's command id
+    collided there.  init makes them so."""
+    url = pg_fresh_url
+    assert server("init", url).returncode == 0
+    new = structure(url)
+    admin(url, "ALTER TABLE redaction DROP CONSTRAINT pk_redaction, "
+               "ADD CONSTRAINT pk_redaction PRIMARY KEY (command_id, kind)")  # fmt: skip
+    res = server("init", url)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "made keys, uniqueness and foreign keys per owner where they were not\n"
+    assert structure(url) == new
