@@ -556,3 +556,68 @@ def test_a_colleagues_commands_say_whose_they_are(recorded: Lab) -> None:
                                   "--output-format", "json")))  # fmt: skip
     assert sorted((c["username"], c["hostname"]) for c in js) == sorted(
         [(a.name, host), (b.name, host)])  # fmt: skip
+
+
+# -- users' usual credentials -----------------------------------------------------------
+
+
+def _service_file(host: LabHost, **services: str) -> None:
+    """~/.pg_service.conf with a service per keyword (its sslrootcert)."""
+    text = "".join(
+        f"[{name}]\nhost={host.server_ip}\ndbname=shournal_lab\nuser={host.name}\n"
+        f"sslmode=verify-full\nsslrootcert={root}\n"
+        for name, root in services.items()
+    )
+    path = host.home / ".pg_service.conf"
+    path.write_text(text)
+    os.chown(path, host.user.pw_uid, host.user.pw_gid)
+
+
+def test_a_service_name_with_verify_full_works_and_a_wrong_ca_is_refused(
+    lab_clean: Lab, tmp_path: Path
+) -> None:
+    """[store] url names a service of ~/.pg_service.conf whose server
+    certificate is checked (sslmode=verify-full against the lab's CA; the
+    certificate names the address the host reaches the server at); the
+    password comes from ~/.pgpass and is never shown; a wrong CA is one
+    line, status 3, and nothing stored."""
+    from fixtures_lab import make_ca
+
+    a, b = lab_clean.hosts
+    wrong_ca, _key = make_ca(tmp_path, "not-the-lab")
+    shutil.copyfile(wrong_ca, a.home / "wrong-ca.crt")
+    _service_file(a, lab=str(a.home / "ca.crt"), elsewhere=str(a.home / "wrong-ca.crt"))
+    password = (a.home / ".pgpass").read_text().split(":")[-1].strip()
+    write_config(a.home, '[store]\nurl = "postgresql:///?service=lab"\n', a.install)
+    try:
+        # (the URL of the config, not the lab fixture's)
+        env = {"SHOURNAL_DB_URL": ""}
+        ok(a.shournal("run", "--", "true", **env))
+        assert lab_clean.admin("SELECT owner, text FROM command") == [(a.name, "true")]
+        shown = ok(a.shournal("query", "--command-text", "true", **env))
+        assert "$ true" in shown
+        # (negative control: it is the config's service that is used)
+        write_config(a.home, '[store]\nurl = "postgresql:///?service=elsewhere"\n', a.install)
+        assert a.shournal("query", "--command-text", "true", **env).returncode == 3
+        # the lab's server speaks TLS to this user: psql through the same service
+        ssl = ok(a.run("psql", "-X", "-A", "-t", "service=lab", "-c",
+                       "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))  # fmt: skip
+        assert ssl == "t"
+        outputs = []
+        for argv in (("query", "--command-text", "true"), ("doctor",)):
+            res = a.shournal(*argv, SHOURNAL_DB_URL="postgresql:///?service=elsewhere")
+            outputs.append(res.stdout + res.stderr)
+            if argv[0] == "query":
+                assert res.returncode == 3, res
+                assert res.stdout == "" and len(res.stderr.splitlines()) == 1, res
+                assert "certificate verify failed" in res.stderr, res.stderr
+        run = a.shournal("run", "--", "echo", "not stored",
+                         SHOURNAL_DB_URL="postgresql:///?service=elsewhere")  # fmt: skip
+        outputs.append(run.stdout + run.stderr)
+        assert lab_clean.admin("SELECT count(*) FROM command") == [(1,)]
+        for text in outputs:
+            assert password not in text, text
+    finally:
+        shutil.rmtree(a.home / ".config")
+        (a.home / ".pg_service.conf").unlink()
+        (a.home / "wrong-ca.crt").unlink()
