@@ -580,6 +580,14 @@ class Journal:
         with self._reading() as conn:
             return commands_redacted(conn), redaction_counts(conn)
 
+    def redactions_of(self, command_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """The secrets replaced by their markers in these commands: counts
+        by kind, by command (those without one left out)."""
+        from shournal.store.stats import redactions_of
+
+        with self._reading() as conn:
+            return redactions_of(conn, command_ids)
+
     def redact(
         self,
         patterns: Iterable[Any],

@@ -6,7 +6,7 @@ It is run by each user for their own journal: the lab store gives every
 row to the role that inserts it, so an administrator importing for
 someone would own their commands.  Every command comes with its file
 events, session, hash settings, archived scripts, apparatus manifest,
-note and tags, and is stored once however often (or however overlapping a
+note, tags and redaction counts, and is stored once however often (or however overlapping a
 copy) the journal is imported: each carries an import key made from what
 it is (host, user, session, start, text and how many identical ones came
 before, :mod:`shournal.importers.identity`), as `shournal import` does for
@@ -125,6 +125,7 @@ def read_source(journal: Journal) -> tuple[list[CommandView], list[CommandRecord
         contents: dict[int, bytes | None] = {}
         for start in range(0, len(ids), _BATCH):
             batch = journal.commands(ids[start : start + _BATCH])
+            redactions = journal.redactions_of(ids[start : start + _BATCH])
             for cid in ids[start : start + _BATCH]:
                 cmd = batch[cid]
                 for ev in cmd.reads:
@@ -155,6 +156,7 @@ def read_source(journal: Journal) -> tuple[list[CommandView], list[CommandRecord
                         incomplete=cmd.incomplete,
                         apparatus=journal.apparatus_manifest(cmd.id),
                         derived_from=cmd.derived_from,
+                        redactions=redactions.get(cmd.id, {}),
                     )
                 )
     except (StoreCorrupt, SchemaTooNew) as e:

@@ -45,6 +45,9 @@ def make_journal(url: str, version: int) -> None:
             conn.execute(text("INSERT INTO command_note (command_id, text) VALUES (1, 'why')"))
             conn.execute(text("INSERT INTO tag (id, name) VALUES (1, 'paper')"))
             conn.execute(text("INSERT INTO command_tag (command_id, tag_id) VALUES (1, 1)"))
+        if version >= 10:
+            conn.execute(text(
+                "INSERT INTO redaction (command_id, kind, count) VALUES (1, 'aws-access-key', 2)"))
     engine.dispose()
 
 
@@ -123,6 +126,9 @@ def test_a_journal_of_any_schema_moves_in_once(tmp_path: Path, version: int) -> 
             assert labelled.note == "why" and labelled.tags == ["paper"]
         if version >= 4:
             assert j.apparatus_manifest(moved["make"]) == b"{}"
+        if version >= 10:
+            counts = j.redactions_of([moved["make"], moved["cat"]])
+            assert counts == {moved["make"]: {"aws-access-key": 2}}
 
 
 def test_an_overlapping_copy_stores_only_what_is_new(tmp_path: Path) -> None:
