@@ -114,10 +114,10 @@ def _event(ev: FileEventView, content: bytes | None) -> FileEvent:
     )  # fmt: skip
 
 
-def read_source(journal: Journal) -> tuple[list[CommandView], list[CommandRecord]]:
+def read_source(journal: Journal, shown: str) -> tuple[list[CommandView], list[CommandRecord]]:
     """Every command of ``journal`` (oldest first) with its record, the
     record keyed (``import_key``) and marked as moved; ``derived_from``
-    still the source's id."""
+    still the source's id.  ``shown``: how errors name the source."""
     try:
         ids = [c.id for c in journal.find(max_files=0)]
         views: list[CommandView] = []
@@ -160,7 +160,11 @@ def read_source(journal: Journal) -> tuple[list[CommandView], list[CommandRecord
                     )
                 )
     except (StoreCorrupt, SchemaTooNew) as e:
-        raise ImportFailed(f"{journal.location}: {e}") from None
+        raise ImportFailed(f"{shown}: {e}") from None
+    except (TypeError, ValueError) as e:
+        # a value of the wrong type where the schema says otherwise (SQLite
+        # keeps what it is given): a damaged journal, not shournal's bug
+        raise ImportFailed(f"{shown}: damaged {WHAT}: {e}") from None
     assign(KIND, records, [True] * len(records))
     return views, records
 

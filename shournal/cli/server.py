@@ -162,8 +162,7 @@ def import_journal(
         from shournal.journal import Journal
 
         with opened_source(source, _shown(source)) as old:
-            views, records = read_source(old)
-            where = old.location
+            views, records = read_source(old, _shown(source))
         # Secrets are kept no more than in what is recorded.
         records = redacted(records, patterns_for(load_config(create=False).redact.patterns))
         from shournal.errors import StoreMissing
@@ -173,7 +172,7 @@ def import_journal(
             # (a dry run creates no journal: with none, all would be new)
             with Journal.open(create=not dry_run, read_only=dry_run) as journal:
                 if _same_journal(source, journal.location):
-                    fail(f"{printable(where)} is the journal you write: nothing to move",
+                    fail(f"{printable(_shown(source))} is the journal you write: nothing to move",
                          EXIT_USAGE)
                 moved = move_in(journal, views, records, dry_run=dry_run)
                 into = journal.location

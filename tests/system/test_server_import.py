@@ -45,6 +45,9 @@ def make_journal(url: str, version: int) -> None:
             conn.execute(text("INSERT INTO command_note (command_id, text) VALUES (1, 'why')"))
             conn.execute(text("INSERT INTO tag (id, name) VALUES (1, 'paper')"))
             conn.execute(text("INSERT INTO command_tag (command_id, tag_id) VALUES (1, 1)"))
+        if version >= 5:  # cat was derived from make (shournal rerun)
+            conn.execute(text("INSERT INTO apparatus (command_id, manifest, derived_from) "
+                              "VALUES (2, :m, 1)"), {"m": b"x"})
         if version >= 10:
             conn.execute(text(
                 "INSERT INTO redaction (command_id, kind, count) VALUES (1, 'aws-access-key', 2)"))
@@ -126,6 +129,8 @@ def test_a_journal_of_any_schema_moves_in_once(tmp_path: Path, version: int) -> 
             assert labelled.note == "why" and labelled.tags == ["paper"]
         if version >= 4:
             assert j.apparatus_manifest(moved["make"]) == b"{}"
+        if version >= 5:
+            assert j.commands([moved["cat"]])[moved["cat"]].derived_from == moved["make"]
         if version >= 10:
             counts = j.redactions_of([moved["make"], moved["cat"]])
             assert counts == {moved["make"]: {"aws-access-key": 2}}
@@ -176,6 +181,12 @@ def test_what_is_not_a_journal_is_one_line_and_nothing_written(tmp_path: Path) -
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE schema_version SET version = {SCHEMA_VERSION + 1}"))
     engine.dispose()
+    wrong_type = tmp_path / "wrong-type.sqlite"  # text where the schema has bytes
+    shutil.copyfile(good, wrong_type)
+    engine = create_engine(f"sqlite:///{wrong_type}")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE apparatus SET manifest = 'text'"))
+    engine.dispose()
     noise = tmp_path / "noise.bin"
     noise.write_bytes(os.urandom(4096))
     empty = tmp_path / "empty.sqlite"
@@ -189,6 +200,7 @@ def test_what_is_not_a_journal_is_one_line_and_nothing_written(tmp_path: Path) -
         cut: "damaged a shournal journal",
         newer: f"has schema version {SCHEMA_VERSION + 1}, newer than this shournal supports",
         empty: "not a shournal journal: it holds no journal",
+        wrong_type: "damaged a shournal journal: ",
     }
     for path, why in cases.items():
         res = server_import(env, str(path), "--map", str(tmp_path / "map.tsv"))
@@ -197,4 +209,5 @@ def test_what_is_not_a_journal_is_one_line_and_nothing_written(tmp_path: Path) -
         assert res.stderr.startswith(f"shournal: {path}") and why in res.stderr, (path, res)
     assert not target.exists() and not (tmp_path / "map.tsv").exists()
     res = server_import(env_for(tmp_path, f"sqlite:///{good}"), str(good))
-    assert res.returncode == 2 and "is the journal you write" in res.stderr, res
+    assert res.returncode == 2, res
+    assert res.stderr == f"shournal: {good} is the journal you write: nothing to move\n"
