@@ -606,6 +606,14 @@ class Journal:
         with self._reading() as conn:
             return commands_redacted(conn), redaction_counts(conn)
 
+    def redactions_of(self, command_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """The secrets replaced by their markers in these commands: counts
+        by kind, by command (those without one left out)."""
+        from shournal.store.stats import redactions_of
+
+        with self._reading() as conn:
+            return redactions_of(conn, command_ids)
+
     def redact(
         self,
         patterns: Iterable[Any],
@@ -661,6 +669,11 @@ class Journal:
         nothing.  (stored, skipped); ``dry_run``: (would store, would
         skip), nothing stored."""
         return self._store.add_imported(records, dry_run=dry_run)
+
+    def imported_ids(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """The ids of the user's own commands imported with these
+        ``import_key``\\ s, by key (keys not stored are left out)."""
+        return self._store.imported_ids(keys)
 
 
 def _spool_waiting() -> bool:

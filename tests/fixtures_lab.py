@@ -118,6 +118,9 @@ class LabHost:
 class Lab:
     admin_socket: Path
     hosts: tuple[LabHost, LabHost]
+    # the certificate of the CA that signed the server's (TLS is on; the
+    # users' ~/ca.crt is a copy)
+    ca_cert: Path
 
     @property
     def admin_url(self) -> str:
@@ -139,6 +142,36 @@ class Lab:
 
         tables = ", ".join([*data_tables(), SHARE_TABLE])
         self.admin(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+
+
+def make_ca(where: Path, name: str) -> tuple[Path, Path]:
+    """A certificate authority made with openssl: (certificate, key)."""
+    cert, key = where / f"{name}.crt", where / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def _server_certificate(where: Path, ca: tuple[Path, Path], ips: list[str]) -> tuple[Path, Path]:
+    """The server's certificate, signed by `ca`, naming the addresses the
+    hosts reach it at (what sslmode=verify-full checks)."""
+    cert, key, csr = where / "server.crt", where / "server.key", where / "server.csr"
+    subprocess.run(
+        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=db.lab.test",
+         "-keyout", str(key), "-out", str(csr)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    ext = where / "san.ext"
+    ext.write_text("subjectAltName=" + ",".join(f"IP:{ip}" for ip in ips) + "\n")
+    subprocess.run(
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+         "-CAcreateserial", "-days", "2", "-extfile", str(ext), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
 
 
 def _make_home(user: pwd.struct_passwd, server_ips: list[str], password: str) -> Path:
@@ -221,6 +254,15 @@ def lab(install: Install) -> Iterator[Lab]:
 
         owner = pwd.getpwnam("nobody")
         os.chown(base, owner.pw_uid, owner.pw_gid)
+        tls = base / "tls"
+        tls.mkdir()
+        ca = make_ca(tls, "lab-ca")
+        server_cert, server_key = _server_certificate(tls, ca, [f"{s}.1" for s in SUBNETS])
+        os.chown(server_key, owner.pw_uid, owner.pw_gid)
+        server_key.chmod(0o600)
+        for h in hosts:
+            shutil.copyfile(ca[0], h.home / "ca.crt")
+            os.chown(h.home / "ca.crt", h.user.pw_uid, h.user.pw_gid)
         _run([str(PG_BIN / "initdb"), "-D", str(data), "-U", PG_SUPERUSER, "--auth-local=trust",
               "--auth-host=reject", "--encoding=UTF8", "--no-sync"])  # fmt: skip
         # The superuser only through the socket; the users only over TCP,
@@ -235,6 +277,7 @@ def lab(install: Install) -> Iterator[Lab]:
         options = (
             f"-c listen_addresses='{listen}' -c unix_socket_directories='{base}' "
             "-c password_encryption=scram-sha-256 "
+            f"-c ssl=on -c ssl_cert_file='{server_cert}' -c ssl_key_file='{server_key}' "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
         res = _netns_run(server_ns, _as_server_user(
@@ -244,7 +287,7 @@ def lab(install: Install) -> Iterator[Lab]:
             raise RuntimeError(f"pg_ctl start failed: {res.stdout}{res.stderr}\n"
                                f"{log.read_text(errors='replace')[-2000:]}")
         started = True
-        lab = Lab(base, hosts)  # type: ignore[arg-type]
+        lab = Lab(base, hosts, ca[0])  # type: ignore[arg-type]
         lab_admin_db(base)
         admin = [str(install.cli), "server"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOURNAL_")}

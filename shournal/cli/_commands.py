@@ -170,7 +170,8 @@ COMMANDS: dict[str, tuple[str, str, str | None, dict[str, bool] | None]] = {
     ),
     "server": (
         "shournal.cli.server:server_app",
-        "A lab store on PostgreSQL: init (schema, roles, policies), add-user.",
+        "A lab store on PostgreSQL: init (schema, roles, policies; upgrades), add-user, "
+        "import (move your journal in).",
         None,
         None,
     ),

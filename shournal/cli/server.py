@@ -126,3 +126,83 @@ def _check_names(*names: str) -> None:
             check_role_name(name)
         except BadRoleName as e:
             fail(str(e), EXIT_USAGE)
+
+
+@server_app.command(
+    "import",
+    help="Move a single-user journal (a SQLite file, or a postgresql:// URL) into the journal "
+    "you write now (your lab store): every command with its files, session, archived scripts, "
+    "note and tags, each once however often it is imported. Run it as the user whose commands "
+    "they are: the lab store makes every row its inserter's.",
+    short_help="Move your old journal into the lab store.",
+)
+def import_journal(
+    source: Annotated[
+        str,
+        typer.Argument(metavar="FILE_OR_URL", show_default=False,
+                       help="The journal to move in: its SQLite file, or its database URL."),
+    ],  # fmt: skip
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only say how many would be moved; store nothing."),
+    ] = False,
+    map_file: Annotated[
+        str | None,
+        typer.Option("--map", metavar="FILE", show_default=False,
+                     help="Write each command's old and new id (tab-separated) to FILE."),
+    ] = None,  # fmt: skip
+) -> None:
+    from shournal.config import load_config
+    from shournal.importers import redacted
+    from shournal.moving import Moved, move_in, opened_source, read_source, write_map
+    from shournal.redact import patterns_for
+    from shournal.terminal import printable
+
+    with errors_to_status():
+        from shournal.journal import Journal
+
+        with opened_source(source, _shown(source)) as old:
+            views, records = read_source(old, _shown(source))
+        # Secrets are kept no more than in what is recorded.
+        records = redacted(records, patterns_for(load_config(create=False).redact.patterns))
+        from shournal.errors import StoreMissing
+        from shournal.location import resolve_url
+
+        try:
+            # (a dry run creates no journal: with none, all would be new)
+            with Journal.open(create=not dry_run, read_only=dry_run) as journal:
+                if _same_journal(source, journal.location):
+                    fail(f"{printable(_shown(source))} is the journal you write: nothing to move",
+                         EXIT_USAGE)
+                moved = move_in(journal, views, records, dry_run=dry_run)
+                into = journal.location
+        except StoreMissing:
+            if not dry_run:
+                raise
+            moved = Moved(stored=len(records), mapping=[(v.id, None) for v in views])
+            into = _shown(resolve_url() or "the default journal")
+        if map_file is not None and not dry_run:
+            write_map(map_file, _shown(source), moved.mapping)
+    for line in moved.notes:
+        print(f"shournal: {line}", file=sys.stderr)
+    done = "would move" if dry_run else "moved"
+    n = moved.stored
+    print(f"{done} {n} command{'' if n == 1 else 's'}, skipped {moved.skipped} already stored, "
+          f"from {printable(_shown(source))} into {printable(into)}")
+
+
+def _shown(source: str) -> str:
+    from shournal.moving import is_url
+    from shournal.store.lab import mask
+
+    return mask(source) if is_url(source) else source
+
+
+def _same_journal(source: str, target: str) -> bool:
+    import os
+
+    from shournal.moving import is_url
+
+    if is_url(source):
+        return _shown(source) == target
+    return os.path.realpath(source) == os.path.realpath(target)

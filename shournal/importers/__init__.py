@@ -109,5 +109,10 @@ def redacted(records: list[CommandRecord], patterns: tuple[Pattern, ...]) -> lis
                     ev = replace(ev, content=content)
                     add_counts(counts, more)
             reads.append(ev)
-        out.append(replace(rec, text=text, reads=reads, redactions=counts) if counts else rec)
+        if counts:
+            # (added to what the source counted: a moved journal's commands)
+            total = dict(rec.redactions)
+            add_counts(total, counts)
+            rec = replace(rec, text=text, reads=reads, redactions=total)
+        out.append(rec)
     return out

@@ -52,6 +52,9 @@ class Problem:
     read_at: datetime | None  # that command's start
     # failed: its exit status (None: it never finished, ``incomplete``)
     exit_status: int | None = None
+    # whose the command is (a lab store holds colleagues' shared commands)
+    username: str | None = None
+    hostname: str | None = None
 
 
 @dataclass(slots=True)
@@ -95,6 +98,8 @@ def _problems(lin: Lineage) -> list[Problem]:
             node.path,
             None if latest is None else latest.id,
             None if latest is None else latest.start_time,
+            username=None if latest is None else latest.username,
+            hostname=None if latest is None else latest.hostname,
         )
         known = found.get(node.path)
         if known is None or _when(known) < _when(problem):
@@ -115,7 +120,8 @@ def _failed(lin: Lineage) -> list[Problem]:
             continue
         wrote = lin.written(cmd.id)
         path = wrote[0][0].path if wrote else os.fsencode(cmd.working_dir)
-        out.append(Problem("failed", path, cmd.id, cmd.start_time, status))
+        out.append(Problem("failed", path, cmd.id, cmd.start_time, status,
+                           cmd.username, cmd.hostname))  # fmt: skip
     return out
 
 
@@ -184,12 +190,14 @@ def _shown(path: bytes) -> str:
     return os.path.relpath(text, cwd) if text.startswith(cwd.rstrip("/") + "/") else text
 
 
-def status_line(status: TargetStatus) -> str:
+def status_line(status: TargetStatus, me: tuple[str, str] | None = None) -> str:
     """``PATH: up to date`` / ``PATH: stale: P changed after command N
     read it (TIME)`` / ``PATH: missing: P`` / ``PATH: failed: command N,
     which wrote P, exited with status S`` / ``PATH: unknown: written
     outside the journal``; more problems are counted.  P is relative to
-    the working directory when it lies under it."""
+    the working directory when it lies under it.  A command not the
+    reader's own here (``me``: (user, host), default the reader's) is
+    followed by ``(user@host)``."""
     from shournal.terminal import printable
 
     head = printable(status.path)
@@ -199,10 +207,17 @@ def status_line(status: TargetStatus) -> str:
         return f"{head}: unknown: written outside the journal"
     first = status.problems[0]
     where = printable(_shown(first.path))
+    command = f"command {first.command_id}"
+    if first.username is not None and first.hostname is not None:
+        from shournal.report.whose import not_own
+
+        who = not_own(first.username, first.hostname, me)
+        if who is not None:
+            command += f" ({who})"
     if first.kind == "missing":
         text = f"{head}: missing: {where}"
     elif first.kind == "failed":
-        text = f"{head}: failed: command {first.command_id}, which wrote {where}, "
+        text = f"{head}: failed: {command}, which wrote {where}, "
         if first.exit_status is None:
             text += "did not finish"
         else:
@@ -212,7 +227,7 @@ def status_line(status: TargetStatus) -> str:
             elif first.exit_status > 128:
                 text += f" (signal {first.exit_status - 128})"
     else:
-        text = f"{head}: stale: {where} changed after command {first.command_id} read it"
+        text = f"{head}: stale: {where} changed after {command} read it"
         if first.read_at is not None:
             text += f" ({_local(first.read_at)})"
     more = len(status.problems) - 1
@@ -233,6 +248,7 @@ def status_object(status: TargetStatus) -> dict[str, object]:
                 "command": p.command_id,
                 "readAt": None if p.read_at is None else p.read_at.isoformat(),
                 **({"exitStatus": p.exit_status} if p.kind == "failed" else {}),
+                **({} if p.username is None else {"user": p.username, "host": p.hostname}),
             }
             for p in status.problems
         ],

@@ -130,8 +130,13 @@ def render_lines(
     width: int | None = None,
     template: str | None = None,
     home: str | None = None,
+    me: tuple[str, str] | None = None,
 ) -> str:
-    """The history view: one line per command (``template``: --format)."""
+    """The history view: one line per command (``template``: --format);
+    ``user@host`` before the command line of one not the reader's own
+    here (shournal.report.whose; ``me``: (user, host), default the reader's)."""
+    from shournal.report.whose import not_own
+
     now = now or datetime.now().astimezone()
     home = home if home is not None else os.environ.get("HOME")
     rows = [fields(c, now, absolute=absolute, home=home) for c in commands]
@@ -160,6 +165,10 @@ def render_lines(
         text = row["command"]
         # tags before the command line (its end is what gets elided)
         tags = "".join(f"#{t} " for t in row["tags"].split())
+        # a colleague's command, or one of another host: whose and where
+        who = not_own(cmd.username, cmd.hostname, me)
+        if who is not None:
+            tags = f"{who} {tags}"
         if width is not None:
             room = width - len(head) - len(row["status"].rjust(w_st)) - len(mid) - len(tags)
             if room < 8:

@@ -202,9 +202,13 @@ def render_command(
     tz: tzinfo | None = None,
     color: bool = False,
     width: int | None = None,
+    local_user: str | None = None,
 ) -> list[str]:
     """The lines of one command.  ``width``: wrap every line but the header
-    (the command line is shown as typed) at this many columns."""
+    (the command line is shown as typed) at this many columns.  A command
+    of another host than ``local_hostname``, or of another user than
+    ``local_user`` (default: the reader, shournal.report.whose), says
+    where and whose it is."""
     head = _paint(f"cmd-id {cmd.id}", "header", color) + " "
     if cmd.return_value_known:
         status = f"$?={cmd.return_value}"
@@ -214,7 +218,11 @@ def render_command(
     # The command line is shown as typed (on its lines), never wrapped.
     text = printable(cmd.text, newlines=True)
     lines = [f"{head}{_time_range(cmd.start_time, cmd.end_time, tz)} $ {text}"]
-    body = _command_body(cmd, max_files, max_lines, local_hostname, tz)
+    if local_user is None:
+        from shournal.report.whose import reader
+
+        local_user = reader()[0]
+    body = _command_body(cmd, max_files, max_lines, local_hostname, tz, local_user)
     body = _wrap(body, width)
     if color:
         body = [_colorize(line) for line in body]
@@ -241,6 +249,7 @@ def _command_body(
     max_lines: int,
     local_hostname: str | None,
     tz: tzinfo | None,
+    local_user: str,
 ) -> list[str]:
     lines: list[str] = []
     lines.append(f"Working directory: {printable(cmd.working_dir)}")
@@ -255,6 +264,12 @@ def _command_body(
     if cmd.session_uuid is not None:
         lines.append(f"session-uuid {_b64(cmd.session_uuid)}")
     if cmd.hostname != (local_hostname if local_hostname is not None else _hostname()):
+        lines.append(f"Hostname: {printable(cmd.hostname)}")
+        if cmd.username != local_user:
+            lines.append(f"User: {printable(cmd.username)}")
+    elif cmd.username != local_user:
+        # a colleague's command (a lab store): whose, and where
+        lines.append(f"User: {printable(cmd.username)}")
         lines.append(f"Hostname: {printable(cmd.hostname)}")
     if cmd.derived_from is not None:
         lines.append(f"Derived from command {cmd.derived_from} (shournal rerun)")
@@ -282,12 +297,17 @@ def render_human(
     tz: tzinfo | None = None,
     color: bool = False,
     width: int | None = None,
+    local_user: str | None = None,
 ) -> str:
     """All commands, separated by blank lines.  ``tz`` None means local
     time; ``local_hostname`` None means this machine's name; ``color``
     adds ANSI colours (see :func:`use_color`); ``width`` wraps long lines."""
     if local_hostname is None:
         local_hostname = _hostname()
+    if local_user is None:
+        from shournal.report.whose import reader
+
+        local_user = reader()[0]
     blocks = [
         "\n".join(
             render_command(
@@ -298,6 +318,7 @@ def render_human(
                 tz=tz,
                 color=color,
                 width=width,
+                local_user=local_user,
             )
         )
         for cmd in commands

@@ -57,6 +57,10 @@ class Store(Database):
         (:meth:`Writer.add_imported`); (stored, skipped)."""
         return self.writer.add_imported(recs, dry_run=dry_run)
 
+    def imported_ids(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """The user's own commands by import key (:meth:`Writer.imported_ids`)."""
+        return self.writer.imported_ids(keys)
+
     def has_command(self, rec: CommandRecord) -> bool:
         """Whether the journal already holds `rec` (:meth:`Writer.has_command`)."""
         return self.writer.has_command(rec)

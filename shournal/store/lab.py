@@ -36,14 +36,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, ForeignKeyConstraint, UniqueConstraint, create_engine, text
+from sqlalchemy import (
+    Connection,
+    ForeignKeyConstraint,
+    UniqueConstraint,
+    create_engine,
+    event,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from shournal.errors import StoreError, StoreUnavailable
 from shournal.store import models as m
-from shournal.store.migrations import SCHEMA_VERSION
+from shournal.store.migrations import PG_SCHEMA_LOCK, SCHEMA_VERSION
+from shournal.store.migrations import upgrade as upgrade_journal
 
 OWNER_ROLE = "shournal_schema"
 USERS_ROLE = "shournal_users"
@@ -136,6 +144,16 @@ def schema_ddl() -> list[str]:
             continue
         t = quote(table.name)
         out.append(f"ALTER TABLE {t} ADD COLUMN owner name NOT NULL DEFAULT current_user")
+        keys = [c.name for c in table.primary_key.columns]
+        if keys != ["id"]:
+            # a key of references (a command's note, redaction counts, read
+            # events) is per owner: a colleague's command id would collide
+            # and tell that it has a note, or a secret of some kind
+            name = quote(f"pk_{table.name}")
+            out.append(
+                f"ALTER TABLE {t} DROP CONSTRAINT {name}, "
+                f"ADD CONSTRAINT {name} PRIMARY KEY (owner, {', '.join(quote(k) for k in keys)})"
+            )
         for uc in sorted(
             (c for c in table.constraints if isinstance(c, UniqueConstraint)), key=str
         ):
@@ -231,6 +249,9 @@ class Step:
     sql: list[str] = field(default_factory=list)
     # statements that carry a secret: run, never printed
     secret: bool = False
+    # statements already run while planning (an upgrade's: each migration
+    # reads the structure the one before left)
+    done: bool = False
 
 
 @dataclass
@@ -240,8 +261,8 @@ class Plan:
     # hashed by the client library)
     run_late: Callable[[Connection], None] | None = None
 
-    def add(self, what: str, *sql: str, secret: bool = False) -> None:
-        self.steps.append(Step(what, list(sql), secret))
+    def add(self, what: str, *sql: str, secret: bool = False, done: bool = False) -> None:
+        self.steps.append(Step(what, list(sql), secret, done))
 
 
 def admin_engine(url: str) -> Any:
@@ -335,11 +356,23 @@ def plan_init(conn: Connection, owner: str = OWNER_ROLE, users: str = USERS_ROLE
                 "a lab store needs an empty database"
             )
         stored = conn.execute(text("SELECT version FROM schema_version WHERE id = 1")).scalar()
-        if stored != SCHEMA_VERSION:
+        if stored is None or stored > SCHEMA_VERSION:
             raise LabError(
-                f"the lab store has schema version {stored}, this shournal writes "
-                f"{SCHEMA_VERSION}; upgrading a lab store is not supported yet"
+                f"the lab store has schema version {stored}, newer than this shournal's "
+                f"({SCHEMA_VERSION}); upgrade shournal"
             )
+        if stored < SCHEMA_VERSION:
+            sql = upgrade(conn, int(stored))
+            plan.add(
+                f"upgraded the lab store from schema version {stored} to {SCHEMA_VERSION} "
+                "(owner columns, per-owner uniqueness and foreign keys on what was added)",
+                *sql, done=True,
+            )
+            tables = _tables(conn)
+        rules = lab_rules(conn)
+        if rules:
+            plan.add("made keys, uniqueness and foreign keys per owner where they were not",
+                     *rules)
         present = tables
     names = ["schema_version", *data_tables(), SHARE_TABLE]
     flags = dict.fromkeys(names, (False, False))
@@ -473,26 +506,28 @@ def plan_add_user(
 
 
 def run_plan(conn: Connection, plan: Plan) -> None:
-    """Carry `plan` out in one transaction."""
-    with conn.begin():
-        for step in plan.steps:
-            if step.secret:
-                continue
-            for sql in step.sql:
-                conn.exec_driver_sql(sql)
-        if plan.run_late is not None:
-            plan.run_late(conn)
+    """Carry out what of `plan` was not done while planning, in the
+    transaction of `conn`."""
+    for step in plan.steps:
+        if step.secret or step.done:
+            continue
+        for sql in step.sql:
+            conn.exec_driver_sql(sql)
+    if plan.run_late is not None:
+        plan.run_late(conn)
 
 
 def execute(url: str, make: Callable[[Connection], Plan], dry_run: bool) -> Plan:
-    """Connect to `url`, plan with `make`, carry the plan out unless
-    `dry_run`; StoreUnavailable/LabError with one line on failure."""
+    """Connect to `url`, plan with `make` and carry the plan out in one
+    transaction, or roll it all back for `dry_run`; StoreUnavailable or
+    LabError with one line on failure."""
     engine = admin_engine(url)
     try:
-        with engine.connect() as conn:
+        with engine.connect() as conn, conn.begin() as transaction:
             plan = make(conn)
-            conn.rollback()
-            if not dry_run and plan.steps:
+            if dry_run or not plan.steps:
+                transaction.rollback()
+            else:
                 run_plan(conn, plan)
             return plan
     except sa_exc.OperationalError as e:
@@ -508,6 +543,164 @@ def describe(plan: Plan, dry_run: bool) -> Sequence[str]:
     if dry_run:
         return [f"{sql};" for step in plan.steps for sql in step.sql]
     return [step.what for step in plan.steps]
+
+
+# -- upgrading a lab store ---------------------------------------------------------------
+
+# Statements of an upgrade that only read (the migrations look at the
+# catalogue); they are run but not printed.  setval changes a sequence.
+_READ_ONLY = re.compile(r"\s*(SELECT|SHOW|WITH)\b(?![^;]*\bsetval\()", re.IGNORECASE)
+
+
+def upgrade(conn: Connection, version: int) -> list[str]:
+    """Lift the lab store in `conn`'s transaction from schema `version` to
+    :data:`SCHEMA_VERSION`: the journal's own migrations (as a user's
+    journal is upgraded), then the lab's rules on whatever they added
+    (:func:`lab_rules`).  Runs as the administrator, who owns what the
+    migrations create until init gives it to the owner role.  Returns the
+    statements run (what `--dry-run` prints)."""
+    ran: list[str] = []
+
+    def capture(_c: Any, _cursor: Any, statement: str, parameters: Any, *_a: Any) -> None:
+        if not _READ_ONLY.match(statement):
+            statement = " ".join(statement.split())
+            ran.append(statement + ("  -- with parameters" if parameters else ""))
+
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SCHEMA_LOCK})
+    event.listen(conn, "before_cursor_execute", capture)
+    try:
+        upgrade_journal(conn, version, "the lab store")
+        for sql in lab_rules(conn):
+            conn.exec_driver_sql(sql)
+    finally:
+        event.remove(conn, "before_cursor_execute", capture)
+    return ran
+
+
+def lab_rules(conn: Connection) -> list[str]:
+    """The statements that give the tables of `conn`'s schema what
+    :func:`schema_ddl` gives a new lab store, read from the catalogue: an
+    owner column (rows already there, which a migration moved, take the
+    owner of the row they refer to), every unique constraint and unique
+    index per owner, ``UNIQUE (owner, id)`` on referenced tables, and
+    every foreign key per owner.  Empty when all is in place."""
+    out: list[str] = []
+    tables = sorted(_tables(conn) - {"schema_version", SHARE_TABLE})
+    order = {name: i for i, name in enumerate(["schema_version", *data_tables()])}
+    tables.sort(key=lambda t: (order.get(t, len(order)), t))
+    fks = conn.execute(
+        text(
+            "SELECT c.conname, t.relname, r.relname, "
+            "array(SELECT a.attname FROM unnest(c.conkey) k "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k), "
+            "array(SELECT a.attname FROM unnest(c.confkey) k "
+            "JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k), "
+            "c.confdeltype "
+            "FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
+            "JOIN pg_class r ON r.oid = c.confrelid "
+            "WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace "
+            "ORDER BY 1"
+        )
+    ).all()
+    with_owner = {t for t in tables if _has_column(conn, t, "owner")}
+    for table in tables:
+        if table in with_owner:
+            continue
+        t = quote(table)
+        out.append(f"ALTER TABLE {t} ADD COLUMN owner name")
+        parent = next(
+            ((cols[0], ref, refcols[0]) for _n, tab, ref, cols, refcols, _d in fks
+             if tab == table and len(cols) == 1 and ref in with_owner),
+            None,
+        )  # fmt: skip
+        if parent is not None:
+            col, ref, refcol = parent
+            out.append(
+                f"UPDATE {t} SET owner = p.owner FROM {quote(ref)} p "
+                f"WHERE p.{quote(refcol)} = {t}.{quote(col)}"
+            )
+        # NOT NULL fails on a row that no owner could be found for: the
+        # upgrade is refused rather than a row given to the administrator.
+        out.append(
+            f"ALTER TABLE {t} ALTER COLUMN owner SET DEFAULT current_user, "
+            "ALTER COLUMN owner SET NOT NULL"
+        )
+        with_owner.add(table)
+    for table in tables:
+        t = quote(table)
+        for name, kind, columns in conn.execute(
+            text(
+                "SELECT c.conname, c.contype, array(SELECT a.attname FROM unnest(c.conkey) k "
+                "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k) "
+                "FROM pg_constraint c WHERE c.contype IN ('u', 'p') "
+                "AND c.conrelid = CAST(:t AS regclass) ORDER BY 1"
+            ),
+            {"t": t},
+        ):
+            if "owner" not in columns and list(columns) != ["id"]:
+                # (a primary key of ids from a shared sequence stays as it is)
+                q = quote(name)
+                cols = ", ".join(quote(c) for c in columns)
+                what = "UNIQUE" if kind == "u" else "PRIMARY KEY"
+                out.append(
+                    f"ALTER TABLE {t} DROP CONSTRAINT {q}, "
+                    f"ADD CONSTRAINT {q} {what} (owner, {cols})"
+                )
+        for name, definition, columns in conn.execute(
+            text(
+                "SELECT ci.relname, pg_get_indexdef(i.indexrelid), "
+                "array(SELECT a.attname FROM unnest(i.indkey) k "
+                "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k) "
+                "FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid "
+                "WHERE i.indrelid = CAST(:t AS regclass) AND i.indisunique AND NOT i.indisprimary "
+                "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) "
+                "ORDER BY 1"
+            ),
+            {"t": t},
+        ):
+            if "owner" not in columns:
+                head, sep, rest = definition.partition(" USING btree (")
+                if not sep:
+                    raise LabError(f"unique index {name} on {table}: not a B-tree index")
+                out.append(f"DROP INDEX {quote(name)}")
+                out.append(f"{head}{sep}owner, {rest}")
+    referenced = {ref for _n, _t, ref, _c, _r, _d in fks}
+    for table in tables:
+        if table in referenced:
+            uq = f"uq_{table}_owner_id"
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_constraint WHERE conname = :n "
+                     "AND conrelid = CAST(:t AS regclass)"),
+                {"n": uq, "t": quote(table)},
+            ).first()  # fmt: skip
+            if exists is None:
+                out.append(
+                    f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(uq)} UNIQUE (owner, id)"
+                )
+    on_delete = {"c": " ON DELETE CASCADE", "n": " ON DELETE SET NULL",
+                 "d": " ON DELETE SET DEFAULT", "r": " ON DELETE RESTRICT", "a": ""}  # fmt: skip
+    for name, table, ref, cols, refcols, deltype in fks:
+        if "owner" in cols:
+            continue
+        q = quote(name)
+        mine = ", ".join(quote(c) for c in cols)
+        theirs = ", ".join(quote(c) for c in refcols)
+        out.append(
+            f"ALTER TABLE {quote(table)} DROP CONSTRAINT {q}, ADD CONSTRAINT {q} "
+            f"FOREIGN KEY (owner, {mine}) REFERENCES {quote(ref)} (owner, {theirs})"
+            f"{on_delete[deltype]}"
+        )
+    return out
+
+
+def _has_column(conn: Connection, table: str, column: str) -> bool:
+    return bool(
+        conn.execute(
+            text("SELECT 1 FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) "
+                 "AND attname = :c AND NOT attisdropped"),
+            {"t": quote(table), "c": column},
+        ).first()
+    )  # fmt: skip
 
 
 def apply_sharing(store: Any, roles: Sequence[str]) -> list[str]:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Table, inspect, text
 
 from shournal.data import LOST_REASONS
+from shournal.errors import StoreCorrupt
 from shournal.store import models as m
 
 
@@ -295,3 +296,22 @@ MIGRATIONS: tuple[Migration, ...] = (
 # an older one (tests/system/test_migrations.py holds MIGRATIONS to
 # 2, 3, ... in order).
 SCHEMA_VERSION = MIGRATIONS[-1].version
+
+# Serialises schema creation and upgrades between processes on PostgreSQL
+# (an arbitrary constant that only shournal uses: "shournal" in ASCII).
+PG_SCHEMA_LOCK = 0x73686F75726E616C
+
+
+def upgrade(conn: Connection, version: int, where: str) -> None:
+    """Lift the journal in `conn`'s write transaction from schema
+    `version` to :data:`SCHEMA_VERSION`, one migration after another."""
+    if version < MIGRATIONS[0].version - 1:
+        raise StoreCorrupt(f"{where}: no upgrade path from schema version {version}")
+    for step in MIGRATIONS:
+        if step.version > version:
+            step.upgrade(conn)
+    conn.execute(
+        m.SchemaVersion.__table__.update()
+        .where(m.SchemaVersion.id == 1)
+        .values(version=SCHEMA_VERSION)
+    )

@@ -10,11 +10,8 @@ from sqlalchemy import Connection, inspect, select, text
 from shournal.errors import SchemaTooNew, StoreCorrupt, StoreMissing, StoreUnavailable
 from shournal.store import models as m
 from shournal.store.engine import Database
-from shournal.store.migrations import MIGRATIONS, SCHEMA_VERSION
-
-# Serialises schema creation between processes on PostgreSQL (an arbitrary
-# constant that only shournal uses: "shournal" in ASCII).
-_PG_SCHEMA_LOCK = 0x73686F75726E616C
+from shournal.store.lab import SHARE_TABLE
+from shournal.store.migrations import PG_SCHEMA_LOCK, SCHEMA_VERSION, upgrade
 
 
 def read_version(conn: Connection, where: str) -> int | None:
@@ -44,19 +41,13 @@ def _check_not_newer(version: int, where: str) -> None:
         )
 
 
-def upgrade(conn: Connection, version: int, where: str) -> None:
-    """Lift the journal in `conn`'s write transaction from schema
-    `version` to :data:`SCHEMA_VERSION`, one migration after another."""
-    if version < MIGRATIONS[0].version - 1:
-        raise StoreCorrupt(f"{where}: no upgrade path from schema version {version}")
-    for step in MIGRATIONS:
-        if step.version > version:
-            step.upgrade(conn)
-    conn.execute(
-        m.SchemaVersion.__table__.update()
-        .where(m.SchemaVersion.id == 1)
-        .values(version=SCHEMA_VERSION)
-    )
+def is_lab_store(db: Database) -> bool:
+    """Whether `db` is a lab store (shournal.store.lab), whose schema only
+    its administrator changes."""
+    if db.dialect_name != "postgresql":
+        return False
+    with db.reading() as conn:
+        return conn.execute(text("SELECT to_regclass(:t)"), {"t": SHARE_TABLE}).scalar() is not None
 
 
 def ensure_schema(db: Database) -> None:
@@ -75,6 +66,13 @@ def ensure_schema(db: Database) -> None:
         _check_not_newer(version, where)
         if version == SCHEMA_VERSION:
             return
+        if is_lab_store(db):
+            # Its users own none of the tables; the administrator upgrades it.
+            raise StoreUnavailable(
+                f"the lab store {where} has schema version {version}, older than this "
+                f"shournal's ({SCHEMA_VERSION}): ask its administrator to run "
+                "`shournal server init` to upgrade it"
+            )
         if db.read_only and not db.writable_again():
             raise StoreUnavailable(
                 f"the journal {where} has schema version {version}, older than "
@@ -86,7 +84,7 @@ def ensure_schema(db: Database) -> None:
     # there: another shell may have done the work meanwhile.
     with db.writing() as conn:
         if db.dialect_name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_SCHEMA_LOCK})
         version = read_version(conn, where)
         if version is None:
             m.Base.metadata.create_all(conn)

@@ -264,6 +264,21 @@ def redaction_counts(conn: Reads, where: str = "", params: dict[str, Any] | None
     return {kind: int(n) for kind, n in rows if n}
 
 
+def redactions_of(conn: Reads, ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """The stored redaction counts of these commands, by command and kind
+    (commands without one left out)."""
+    out: dict[int, dict[str, int]] = {}
+    for start in range(0, len(ids), 500):
+        marks, params = in_list("id", list(ids[start : start + 500]))
+        for cid, kind, n in conn.rows(
+            f"SELECT command_id, kind, count FROM redaction WHERE command_id IN ({marks})",
+            params,
+        ):
+            if n:
+                out.setdefault(int(cid), {})[str(kind)] = int(n)
+    return out
+
+
 def commands_redacted(conn: Reads) -> int:
     """How many commands have a redaction."""
     return int(conn.rows("SELECT count(DISTINCT command_id) FROM redaction")[0][0])

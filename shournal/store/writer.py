@@ -478,6 +478,25 @@ class Writer:
                 stored += 1
         return stored, len(recs) - stored
 
+    def imported_ids(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """The ids of the user's own commands stored with these import
+        keys (those not stored are left out)."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        found: dict[bytes, int] = {}
+        with self._db.reading() as conn:
+            self._db.only_own_rows(conn)
+            for start in range(0, len(keys), _IN_BATCH):
+                batch = list(keys[start : start + _IN_BATCH])
+                found.update(
+                    (bytes(k), int(i))
+                    for k, i in conn.execute(
+                        select(cmd.c.import_key, cmd.c.id).where(
+                            m.IMPORTED, cmd.c.import_key.in_(batch)
+                        )
+                    )
+                )
+        return found
+
     def _stored_keys(self, conn: Connection, keys: Sequence[bytes]) -> set[bytes]:
         """Those of the import keys ``keys`` that the journal holds."""
         cmd: Table = m.Command.__table__  # type: ignore[assignment]

@@ -5,6 +5,7 @@ a reader the owner shares with, can)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -53,17 +54,35 @@ def add_session(host: LabHost) -> None:
     ok(host.psql("UPDATE command SET session_id = (SELECT max(id) FROM shell_session)"))
 
 
+def add_the_rest(host: LabHost) -> None:
+    """What a recorded line has not: an apparatus manifest and a blob, a
+    note, a tag, a redaction count (as shournal writes them, as the host's
+    user)."""
+    for sql in (
+        "INSERT INTO apparatus (command_id, manifest) SELECT max(id), 'm'::bytea FROM command",
+        "INSERT INTO command_note (command_id, text) SELECT max(id), 'why' FROM command",
+        "INSERT INTO tag (name) VALUES ('paper')",
+        "INSERT INTO command_tag (command_id, tag_id) SELECT max(c.id), max(t.id) "
+        "FROM command c, tag t",
+        "INSERT INTO redaction (command_id, kind, count) SELECT max(id), 'aws', 1 FROM command",
+        "INSERT INTO apparatus_blob (digest, data) VALUES (decode(md5(current_user), 'hex'), "
+        "'Rd'::bytea)",
+    ):
+        ok(host.psql(sql))
+
+
 @pytest.fixture
 def recorded(lab_clean: Lab) -> Lab:
     """Both users have recorded a command (and a session, an archived
-    script, read and write events); nothing is shared."""
+    script, read and write events, an apparatus manifest, a note, a tag, a
+    redaction count): a row of each in every table; nothing is shared."""
     a, b = lab_clean.hosts
     record(a, "alice's")
     record(b, "bob's")
     for h in (a, b):
         add_session(h)
-    for table in ("command", "write_event", "read_event", "read_file", "content",
-                  "shell_session", "directory", "working_dir", "env"):  # fmt: skip
+        add_the_rest(h)
+    for table in data_tables():
         for h in (a, b):
             assert rows_of(lab_clean, table, h.name), (table, h.name)
     return lab_clean
@@ -110,12 +129,14 @@ def test_every_table_has_forced_rls_and_no_role_bypasses_it(lab: Lab) -> None:
     # primary key, whose ids are the server's)
     uniques = lab.admin(
         "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i "
-        "JOIN pg_class c ON c.oid = i.indrelid WHERE i.indisunique AND NOT i.indisprimary "
-        "AND c.relnamespace = 'public'::regnamespace"
+        "JOIN pg_class c ON c.oid = i.indrelid WHERE i.indisunique "
+        "AND c.relnamespace = 'public'::regnamespace AND c.relname <> 'schema_version'"
     )
     assert uniques
     for table, definition in uniques:
-        assert "(owner, " in definition, (table, definition)
+        # (a primary key of ids from the shared sequences tells nothing)
+        if not definition.endswith("USING btree (id)"):
+            assert "(owner, " in definition, (table, definition)
 
 
 def test_the_owner_column_is_filled_by_the_database(recorded: Lab) -> None:
@@ -133,102 +154,136 @@ def test_a_user_reads_only_his_own_rows(recorded: Lab) -> None:
     for table in data_tables():
         for me, other in ((a, b), (b, a)):
             seen = ok(me.psql(f"SELECT DISTINCT owner FROM {table}")).split()
-            # positive control: the other's rows are there (the admin sees them);
-            # the recorded lines have no apparatus, note, tag or redaction
-            if table not in ("apparatus", "apparatus_blob", "command_note", "tag",
-                             "command_tag", "redaction"):
-                assert rows_of(recorded, table, other.name), table
-                assert seen == [me.name], (table, me.name, seen)
-            else:
-                assert other.name not in seen
+            # positive control: the other's rows are there (the admin sees them)
+            assert rows_of(recorded, table, other.name), table
+            assert seen == [me.name], (table, me.name, seen)
 
 
+# A row of each table as its user would insert it: {o} and {v} add an
+# owner column and value, {<table>} is the id of a row of <table> it
+# refers to (by default the user's newest, OWN_REF).
 INSERTS = {
     "env": "(hostname, username{o}) VALUES ('h', 'u'{v})",
+    "hash_setting": "(chunk_size, max_reads{o}) VALUES (1, 1{v})",
     "working_dir": "(path{o}) VALUES ('/forged'{v})",
     "shell_session": "(uuid{o}) VALUES ('forged-session'::bytea{v})",
     "directory": "(path, path_hash{o}) VALUES ('/forged/'::bytea, 1{v})",
     "content": "(algorithm, digest, data{o}) VALUES ('x', 'forged'::bytea, 'd'::bytea{v})",
     "command": (
-        "(text, return_value, start_time, end_time, cwd_id, env_id, dropped_writes, "
-        "dropped_reads, lost_events{o}) SELECT 'forged', 0, now(), now(), "
-        "(SELECT min(id) FROM working_dir WHERE owner = current_user), "
-        "(SELECT min(id) FROM env WHERE owner = current_user), 0, 0, 0{v}"
+        "(text, return_value, start_time, end_time, cwd_id, env_id, session_id, "
+        "hash_setting_id, dropped_writes, dropped_reads, lost_events{o}) SELECT 'forged', 0, "
+        "now(), now(), {working_dir}, {env}, {shell_session}, {hash_setting}, 0, 0, 0{v}"
     ),
     "write_event": (
         "(command_id, directory_id, basename, size, mtime_ns, hash{o}) SELECT "
-        "(SELECT min(id) FROM command WHERE owner = current_user), "
-        "(SELECT min(id) FROM directory WHERE owner = current_user), "
-        "'f'::bytea, 1, 1, ''::bytea{v}"
+        "{command}, {directory}, 'f'::bytea, 1, 1, ''::bytea{v}"
     ),
     "read_file": (
-        "(directory_id, basename, size, mtime_ns, hash{o}) SELECT "
-        "(SELECT min(id) FROM directory WHERE owner = current_user), "
-        "'f'::bytea, 1, 1, ''::bytea{v}"
+        "(directory_id, basename, size, mtime_ns, hash, content_id{o}) SELECT "
+        "{directory}, 'f'::bytea, 1, 1, ''::bytea, {content}{v}"
     ),
-    "read_event": (
-        "(command_id, read_file_id{o}) SELECT "
-        "(SELECT max(id) FROM command WHERE owner = current_user), "
-        "(SELECT max(id) FROM read_file WHERE owner = current_user){v}"
-    ),
-    "apparatus": (
-        "(command_id, manifest{o}) SELECT "
-        "(SELECT min(id) FROM command WHERE owner = current_user), 'm'::bytea{v}"
-    ),
+    "read_event": "(command_id, read_file_id{o}) SELECT {command}, {read_file}{v}",
+    "apparatus": "(command_id, manifest{o}) SELECT {command}, 'm'::bytea{v}",
+    "command_note": "(command_id, text{o}) SELECT {command}, 'forged'{v}",
+    "tag": "(name{o}) VALUES ('forged'{v})",
+    "command_tag": "(command_id, tag_id{o}) SELECT {command}, {tag}{v}",
+    "redaction": "(command_id, kind, count{o}) SELECT {command}, 'forged', 1{v}",
     "apparatus_blob": "(digest, data{o}) VALUES ('forged'::bytea, 'Rd'::bytea{v})",
 }
+OWN_REF = "(SELECT max(id) FROM {t} WHERE owner = current_user)"
+# Rows whose newest row of their own a user refers to next (each row
+# above that refers to a command, a read file or a tag is keyed by it).
+FRESH_PARENTS = ("command", "read_file", "tag")
 
 
-@pytest.mark.parametrize("table", sorted(INSERTS))
+def foreign_keys() -> list[tuple[str, str, str]]:
+    """(table, column, referenced table) of every foreign key of the
+    models: each is attacked below."""
+    from shournal.store import models as m
+
+    return sorted(
+        (t.name, fk.parent.name, fk.column.table.name)
+        for t in m.Base.metadata.sorted_tables
+        for fk in t.foreign_keys
+    )
+
+
+def insert_sql(table: str, owner: str | None = None, **refs: str) -> str:
+    fills = {ref: refs.get(ref, OWN_REF.format(t=ref)) for _t, _c, ref in foreign_keys()}
+    o, v = ("", "") if owner is None else (", owner", f", '{owner}'")
+    return f"INSERT INTO {table} " + INSERTS[table].format(o=o, v=v, **fills)
+
+
+def fresh_parents(host: LabHost) -> None:
+    """A new command, read file and tag of the host's user: the newest, so
+    that a row referring to them is new too."""
+    for parent in FRESH_PARENTS:
+        ok(host.psql(insert_sql(parent).replace("'forged'", "'fresh-' || now()::text")))
+
+
+def test_every_table_with_an_owner_is_attacked() -> None:
+    """A table added to the models without its attacks fails here."""
+    assert sorted(INSERTS) == sorted(data_tables())
+    assert sorted(CHANGES) == sorted(data_tables())
+    assert {ref for _t, _c, ref in foreign_keys()} <= set(INSERTS)
+    for table, column, ref in foreign_keys():
+        assert column in INSERTS[table] and f"{{{ref}}}" in INSERTS[table], (table, column)
+
+
+@pytest.mark.parametrize("table", data_tables())
 def test_inserting_as_another_owner_is_refused(recorded: Lab, table: str) -> None:
     a, b = recorded.hosts
-    sql = f"INSERT INTO {table} " + INSERTS[table]
     before = len(rows_of(recorded, table, b.name))
-    refused(a.psql(sql.format(o=", owner", v=f", '{b.name}'")),
-            "violates row-level security policy")
+    refused(a.psql(insert_sql(table, b.name)), "violates row-level security policy")
     assert len(rows_of(recorded, table, b.name)) == before
     # positive controls: as himself (the default, or named), it is stored
+    fresh_parents(a)
     mine = len(rows_of(recorded, table, a.name))
-    if table == "read_event":  # a command of his own that read nothing yet
-        ok(a.psql("INSERT INTO read_file (directory_id, basename, size, mtime_ns, hash) "
-                  "SELECT min(id), 'g'::bytea, 1, 1, ''::bytea FROM directory"))
-        ok(a.psql(f"INSERT INTO command {INSERTS['command'].format(o='', v='')}"))
-    ok(a.psql(sql.format(o=", owner", v=f", '{a.name}'")))
+    ok(a.psql(insert_sql(table, a.name)))
     assert len(rows_of(recorded, table, a.name)) == mine + 1
 
 
-def test_rows_cannot_point_at_a_colleagues_rows(recorded: Lab) -> None:
-    """Per-owner foreign keys: an event of one's own on a colleague's
-    command (or directory) is refused, so nobody can hang rows on a
+@pytest.mark.parametrize("fk", foreign_keys(), ids="-".join)
+def test_rows_cannot_point_at_a_colleagues_rows(recorded: Lab, fk: tuple[str, str, str]) -> None:
+    """Per-owner foreign keys: a row of one's own that refers to a
+    colleague's row (an event on his command, a command in his working
+    directory, a tag of his) is refused, so nobody can hang rows on a
     colleague's nor block his deletions."""
     a, b = recorded.hosts
-    (theirs,) = recorded.admin("SELECT min(id) FROM command WHERE owner = %s", (b.name,))[0]
-    refused(a.psql(
-        "INSERT INTO write_event (command_id, directory_id, basename, size, mtime_ns, hash) "
-        f"SELECT {theirs}, (SELECT min(id) FROM directory), 'f'::bytea, 1, 1, ''::bytea"
-    ), "violates foreign key constraint")  # fmt: skip
-    refused(a.psql(f"INSERT INTO apparatus (command_id, manifest) VALUES ({theirs}, 'm')"),
-            "violates foreign key constraint")
+    table, _column, ref = fk
+    (theirs,) = recorded.admin(f"SELECT max(id) FROM {ref} WHERE owner = %s", (b.name,))[0]
+    fresh_parents(a)
+    refused(a.psql(insert_sql(table, **{ref: str(theirs)})), "violates foreign key constraint")
+    # positive control: the same row, referring to his own
+    ok(a.psql(insert_sql(table)))
 
 
-@pytest.mark.parametrize(
-    "table, change",
-    [
-        ("command", "text = 'forged'"),
-        ("write_event", "size = 0"),
-        ("read_event", "command_id = command_id"),
-        ("read_file", "size = 0"),
-        ("content", "data = 'forged'::bytea"),
-        ("shell_session", "uuid = 'forged'::bytea"),
-        ("directory", "path = '/forged/'::bytea"),
-        ("working_dir", "path = '/forged'"),
-        ("env", "hostname = 'forged'"),
-    ],
-)
+CHANGES = {
+    "command": "text = 'forged'",
+    "write_event": "size = 0",
+    "read_event": "command_id = command_id",
+    "read_file": "size = 0",
+    "content": "data = 'forged'::bytea",
+    "shell_session": "uuid = 'forged'::bytea",
+    "directory": "path = '/forged/'::bytea",
+    "working_dir": "path = '/forged'",
+    "env": "hostname = 'forged'",
+    "hash_setting": "max_reads = 99",
+    "apparatus": "manifest = 'forged'::bytea",
+    "command_note": "text = 'forged'",
+    "tag": "name = 'forged'",
+    "command_tag": "tag_id = tag_id",
+    "redaction": "count = 99",
+    "apparatus_blob": "data = 'Rforged'::bytea",
+}
+
+
+@pytest.mark.parametrize("table", data_tables())
 def test_updating_and_deleting_a_colleagues_rows_changes_nothing(
-    recorded: Lab, table: str, change: str
+    recorded: Lab, table: str
 ) -> None:
     a, b = recorded.hosts
+    change = CHANGES[table]
     before = rows_of(recorded, table, b.name)
     assert ok(a.psql(f"UPDATE {table} SET {change} WHERE owner = '{b.name}' RETURNING 1")) == ""
     assert ok(a.psql(f"DELETE FROM {table} WHERE owner = '{b.name}' RETURNING 1")) == ""
@@ -290,8 +345,7 @@ def test_inserting_a_colleagues_content_gives_no_signal(recorded: Lab) -> None:
 def test_shared_rows_are_readable_never_changeable(recorded: Lab) -> None:
     a, b = recorded.hosts
     ok(b.psql(f"INSERT INTO {SHARE_TABLE} (role) VALUES ('{SHARE_ROLE}')"))
-    for table in ("command", "write_event", "read_event", "read_file", "content",
-                  "shell_session", "directory", "working_dir", "env"):  # fmt: skip
+    for table in data_tables():
         seen = set(ok(a.psql(f"SELECT DISTINCT owner FROM {table}")).split())
         assert seen == {a.name, b.name}, table  # allowed now
         before = rows_of(recorded, table, b.name)
@@ -454,3 +508,121 @@ def test_recording_beside_a_colleagues_shared_rows(lab_clean: Lab) -> None:
     # her query finds both: her read of the script, and his
     out = ok(a.shournal("query", "--rfile", str(b.home / "work" / "job.sh")))
     assert "$ sh -c 'cat " in out and "$ sh job.sh" in out, out
+
+
+def test_a_journal_recorded_alone_moves_into_the_lab_as_its_users(lab_clean: Lab) -> None:
+    """Alice recorded into her own SQLite journal (through the setuid
+    helper); `server import` moves it into the lab store as her rows, with
+    the archived script, note and tag, each once; bob sees none of it."""
+    a, b = lab_clean.hosts
+    old = a.home / "old.sqlite"
+    alone = {"SHOURNAL_DB_URL": f"sqlite:///{old}"}
+    script = a.home / "work" / "job.sh"
+    script.write_text(SCRIPT)
+    os.chown(script, a.user.pw_uid, a.user.pw_gid)
+    ok(a.shournal("run", "--", "sh", "job.sh", **alone))
+    ok(a.shournal("note", "1", "made out.txt", **alone))
+    ok(a.shournal("tag", "1", "paper", **alone))
+    record(a, "already in the lab")  # the lab store's ids differ from the journal's
+    res = a.shournal("server", "import", str(old), "--map", str(a.home / "map.tsv"))
+    assert ok(res).startswith("moved 1 command, skipped 0 already stored, from "), res
+    (line,) = [ln for ln in (a.home / "map.tsv").read_text().splitlines() if ln[0] != "#"]
+    old_id, new_id = line.split("\t")
+    assert old_id == "1" and new_id != "1"
+    assert lab_clean.admin("SELECT owner, text FROM command WHERE id = %s", (int(new_id),)) == [
+        (a.name, "sh job.sh")]  # fmt: skip
+    shown = ok(a.shournal("query", "--command-id", new_id))
+    assert "Note: made out.txt" in shown and "Tags: paper" in shown, shown
+    assert "echo made by" in shown, shown  # the archived script came along
+    for table in ("command_note", "command_tag", "tag", "content"):
+        assert {r[0] for r in lab_clean.admin(f"SELECT owner FROM {table}")} == {a.name}, table
+    assert ok(b.psql(f"SELECT count(*) FROM command WHERE id = {int(new_id)}")) == "0"
+    again = ok(a.shournal("server", "import", str(old)))
+    assert again.startswith("moved 0 commands, skipped 1 already stored"), again
+
+
+def test_a_colleagues_commands_say_whose_they_are(recorded: Lab) -> None:
+    """Human output names user@host of the commands that are not the
+    reader's own (JSON always carries both); the reader's own stay as
+    they were."""
+    a, b = recorded.hosts
+    ok(b.psql(f"INSERT INTO {SHARE_TABLE} (role) VALUES ('{SHARE_ROLE}')"))
+    host = os.uname().nodename  # (the hosts' namespaces share the machine's name)
+    out = ok(a.shournal("query", "--command-text", "sh job.sh"))
+    blocks = {blk.split("\n")[1]: blk for blk in out.split("\n\n")}
+    mine, bobs = blocks[f"Working directory: {a.home}/work"], blocks[
+        f"Working directory: {b.home}/work"]  # fmt: skip
+    assert "User: " not in mine and "Hostname: " not in mine, mine
+    assert f"User: {b.name}\nHostname: {host}" in bobs, bobs
+    lines = ok(a.shournal("history", "--all")).splitlines()
+    ends = sorted(ln.split("  ")[-1] for ln in lines)
+    assert ends == sorted([f"{b.name}@{host} #paper sh job.sh", "#paper sh job.sh"]), lines
+    js = json.loads(ok(a.shournal("query", "--command-text", "sh job.sh",
+                                  "--output-format", "json")))  # fmt: skip
+    assert sorted((c["username"], c["hostname"]) for c in js) == sorted(
+        [(a.name, host), (b.name, host)])  # fmt: skip
+
+
+# -- users' usual credentials -----------------------------------------------------------
+
+
+def _service_file(host: LabHost, **services: str) -> None:
+    """~/.pg_service.conf with a service per keyword (its sslrootcert)."""
+    text = "".join(
+        f"[{name}]\nhost={host.server_ip}\ndbname=shournal_lab\nuser={host.name}\n"
+        f"sslmode=verify-full\nsslrootcert={root}\n"
+        for name, root in services.items()
+    )
+    path = host.home / ".pg_service.conf"
+    path.write_text(text)
+    os.chown(path, host.user.pw_uid, host.user.pw_gid)
+
+
+def test_a_service_name_with_verify_full_works_and_a_wrong_ca_is_refused(
+    lab_clean: Lab, tmp_path: Path
+) -> None:
+    """[store] url names a service of ~/.pg_service.conf whose server
+    certificate is checked (sslmode=verify-full against the lab's CA; the
+    certificate names the address the host reaches the server at); the
+    password comes from ~/.pgpass and is never shown; a wrong CA is one
+    line, status 3, and nothing stored."""
+    from fixtures_lab import make_ca
+
+    a, b = lab_clean.hosts
+    wrong_ca, _key = make_ca(tmp_path, "not-the-lab")
+    shutil.copyfile(wrong_ca, a.home / "wrong-ca.crt")
+    _service_file(a, lab=str(a.home / "ca.crt"), elsewhere=str(a.home / "wrong-ca.crt"))
+    password = (a.home / ".pgpass").read_text().split(":")[-1].strip()
+    write_config(a.home, '[store]\nurl = "postgresql:///?service=lab"\n', a.install)
+    try:
+        # (the URL of the config, not the lab fixture's)
+        env = {"SHOURNAL_DB_URL": ""}
+        ok(a.shournal("run", "--", "true", **env))
+        assert lab_clean.admin("SELECT owner, text FROM command") == [(a.name, "true")]
+        shown = ok(a.shournal("query", "--command-text", "true", **env))
+        assert "$ true" in shown
+        # (negative control: it is the config's service that is used)
+        write_config(a.home, '[store]\nurl = "postgresql:///?service=elsewhere"\n', a.install)
+        assert a.shournal("query", "--command-text", "true", **env).returncode == 3
+        # the lab's server speaks TLS to this user: psql through the same service
+        ssl = ok(a.run("psql", "-X", "-A", "-t", "service=lab", "-c",
+                       "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))  # fmt: skip
+        assert ssl == "t"
+        outputs = []
+        for argv in (("query", "--command-text", "true"), ("doctor",)):
+            res = a.shournal(*argv, SHOURNAL_DB_URL="postgresql:///?service=elsewhere")
+            outputs.append(res.stdout + res.stderr)
+            if argv[0] == "query":
+                assert res.returncode == 3, res
+                assert res.stdout == "" and len(res.stderr.splitlines()) == 1, res
+                assert "certificate verify failed" in res.stderr, res.stderr
+        run = a.shournal("run", "--", "echo", "not stored",
+                         SHOURNAL_DB_URL="postgresql:///?service=elsewhere")  # fmt: skip
+        outputs.append(run.stdout + run.stderr)
+        assert lab_clean.admin("SELECT count(*) FROM command") == [(1,)]
+        for text in outputs:
+            assert password not in text, text
+    finally:
+        shutil.rmtree(a.home / ".config")
+        (a.home / ".pg_service.conf").unlink()
+        (a.home / "wrong-ca.crt").unlink()

@@ -33,7 +33,8 @@ def test_every_command_has_help(name):
 
 @pytest.mark.parametrize(
     "name",
-    [*COMMANDS, "describe tool", "describe benchmark", "server init", "server add-user", ""],
+    [*COMMANDS, "describe tool", "describe benchmark", "server init", "server add-user",
+     "server import", ""],
 )
 def test_h_is_help_everywhere(name):
     """-h as --help: for the top level, every command and sub-command."""

@@ -145,7 +145,12 @@ def test_untrusted_notes_and_tags_are_printable_or_escaped() -> None:
     assert "Note: " in human and "      second" in human
     line = render_lines([cmd], template="{tags} {note}")
     assert "\x1b" not in line and "\x07" not in line and line.count("\n") == 1
-    assert render_lines([_view(tags=["fig3"])], width=200).split("  ")[-1] == "#fig3 make\n"
+    view = _view(tags=["fig3"])
+    own = (view.username, view.hostname)
+    assert render_lines([view], width=200, me=own).split("  ")[-1] == "#fig3 make\n"
+    # a colleague's: whose before the tags
+    other = render_lines([view], width=200, me=("bob", view.hostname))
+    assert other.split("  ")[-1] == f"{view.username}@{view.hostname} #fig3 make\n"
     obj = command_object(cmd)
     assert obj["note"] == HOSTILE + "\nsecond" and obj["tags"] == ["fig\u202e3"]
     assert "note" not in command_object(_view()) and "tags" not in command_object(_view())

@@ -18,6 +18,9 @@ from shournal.provenance.render import lineage_object, render_dot, render_human
 from shournal.provenance.status import check_status, status_line
 from shournal.store import Store
 
+# whose the commands of fixtures_lineage are: the reader's own
+ME = ("u", "h")
+
 
 def edges(lin):
     return {
@@ -197,9 +200,14 @@ def test_status_up_to_date_stale_missing(j):
     j.disk("params", b"q" * 40, 2)
     (st,) = check_status(reader, [target])
     assert st.state == "stale"
-    line = status_line(st)
+    line = status_line(st, ME)
     assert line.startswith(
         f"{target}: stale: {j.root / 'params'} changed after command {c_a} read it ("
+    )
+    # a colleague's command (a lab store) says whose it is
+    assert status_line(st, ("bob", ME[1])).startswith(
+        f"{target}: stale: {j.root / 'params'} changed after command {c_a} ({ME[0]}@{ME[1]}) "
+        "read it ("
     )
     (j.root / "raw").unlink()
     (st,) = check_status(reader, [target])
@@ -463,7 +471,7 @@ def test_status_names_an_interrupted_or_failed_step(j):
     target = str(j.disk("part.txt", part, 11))
     (st,) = check_status(j.reader(), [target])
     assert st.state == "failed"
-    assert status_line(st) == (
+    assert status_line(st, ME) == (
         f"{target}: failed: command {c_int}, which wrote {target}, exited with status 130 "
         "(interrupted)"
     )

@@ -54,6 +54,7 @@ def readme_command(**overrides: object) -> CommandView:
 def human(*commands: CommandView, **kw: object) -> str:
     kw.setdefault("tz", UTC)
     kw.setdefault("local_hostname", "myhost")
+    kw.setdefault("local_user", "user")
     return render_human(commands, **kw)  # type: ignore[arg-type]
 
 
@@ -69,6 +70,27 @@ def test_human_readme_example_exact() -> None:
         "          #!/usr/bin/env bash\n"
         "          echo hi | tee out.log\n"
     )
+
+
+def test_human_names_whose_a_command_is_when_not_the_readers() -> None:
+    def whose(**overrides: object) -> list[str]:
+        lines = human(readme_command(session_uuid=None, **overrides)).splitlines()
+        return [ln for ln in lines if ln.startswith(("User: ", "Hostname: "))]
+
+    assert whose() == []  # the reader's own, here
+    assert whose(hostname="elsewhere") == ["Hostname: elsewhere"]  # own, elsewhere
+    assert whose(username="bob") == ["User: bob", "Hostname: myhost"]  # a colleague's
+    assert whose(username="bob", hostname="ws2") == ["Hostname: ws2", "User: bob"]
+    assert whose(username="b\x1bob") == ["User: b\\x1bob", "Hostname: myhost"]
+
+
+def test_not_own_is_user_at_host_for_another_user_or_host() -> None:
+    from shournal.report.whose import not_own, reader
+
+    me = reader()
+    assert not_own(*me) is None
+    assert not_own("bob", me[1]) == f"bob@{me[1]}"
+    assert not_own(me[0], "ws2", me) == f"{me[0]}@ws2"
 
 
 def test_human_header_variants() -> None:
