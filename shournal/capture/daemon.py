@@ -67,15 +67,21 @@ from shournal.capture.spool import (
     take_inbox,
 )
 from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.capture.sync_state import SyncState, write_state
 from shournal.errors import journal_condition
 from shournal.record import CommandRecord
 
 # Commands stored per journal batch (the committed offset is written once
 # per batch).
 _BATCH = 64
-# Retry delays while the journal is unusable.
+# Retry delays while the journal is unusable: doubled after each failed
+# attempt, up to _RETRY_MAX for a journal file (a lock or a full disk
+# clears in seconds) and _RETRY_MAX_SERVER for a database server (an
+# outage lasts minutes, and every host of a lab retries against the one
+# server).  `shournal sync` asks for an attempt at once.
 _RETRY_FIRST = 0.5
 _RETRY_MAX = 10.0
+_RETRY_MAX_SERVER = 60.0
 # Storing waits until no command line has been handed over or finished for
 # _QUIET seconds (at most _DEFER_MAX after the oldest unstored one was
 # spooled): command lines arriving together (a script, a paste, a busy
@@ -130,6 +136,12 @@ class Daemon:
         self.last_activity = time.monotonic()
         self.stopping = False
         self.error: str | None = None  # the journal's current condition
+        self._error_since: float | None = None  # when it began (time.time())
+        self._last_push: float | None = None  # the last successful push (time.time())
+        self._failures = 0  # failed store attempts so far (sync waits for the next)
+        # The shells (session ids; None: a line without one) warned about
+        # the current condition: one warning per shell and per condition.
+        self._warned: set[bytes | None] = set()
         self.stored = 0
         self.lost = 0
         self.probes = 0  # connections that only asked whether we are up
@@ -367,6 +379,8 @@ class Daemon:
             )
             if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)
+                if self.error is not None:
+                    self._warn_waiting(rec)
         finally:
             with self.lock:
                 self._reading.discard(pid)
@@ -491,8 +505,8 @@ class Daemon:
             with self.lock:
                 if self.stopping:
                     break
-                self._store_wake.wait(delay)
-            delay = min(delay * 2, _RETRY_MAX)
+                self._store_wake.wait(delay)  # (a drain or sync wakes it at once)
+            delay = min(delay * 2, _RETRY_MAX_SERVER if self._to_server() else _RETRY_MAX)
         with self._storing:
             if self._journal is not None:
                 self._journal.close()
@@ -535,12 +549,32 @@ class Daemon:
                 # looks the commands up before storing them again.
                 pass
         with self.lock:
-            if self.error is not None:
+            recovered = self.error is not None
+            if recovered:
                 self.error = None
+                self._error_since = None
+                self._warned.clear()
             if self.spool.backlog() == 0:
                 self._spooled_at = None
+            self._last_push = time.time()
             self.lock.notify_all()
+        if recovered or self._to_server():
+            self._write_state()
         return True
+
+    def _to_server(self) -> bool:
+        """The journal is on a database server (not a file)."""
+        url = self._url
+        return bool(url) and not str(url).startswith("sqlite")
+
+    def _write_state(self) -> None:
+        """The push's state beside the spool (shournal.capture.sync_state),
+        for `shournal sync` and `shournal doctor`."""
+        with self.lock:
+            state = SyncState(self.error, self._error_since, 0, self._last_push)
+        state.backlog = self.spool_count()
+        with suppress(OSError):
+            write_state(self.spool.dir, state)
 
     def _url_limit(self) -> int | None:
         """Take the config's URL changes whose earlier lines are all stored
@@ -665,18 +699,39 @@ class Daemon:
     def _journal_failed(self, exc: BaseException, batch) -> None:
         condition = journal_condition(exc)
         with self.lock:
-            if condition == self.error:
-                return
-            self.error = condition
+            self._failures += 1
+            if condition != self.error:
+                self.error = condition
+                self._error_since = time.time()
+                self._warned.clear()
             self.lock.notify_all()
-        first = next((rec for _, rec in batch if rec is not None), None)
-        what = f": {listener.short_command(first.text)}" if first is not None else ""
+        self._write_state()
+        # Each shell whose commands wait is told once per condition, at its
+        # next prompt, naming its first waiting command; a shell whose
+        # lines come later is told when the first of them is spooled
+        # (_warn_waiting).
+        firsts: dict[bytes | None, CommandRecord] = {}
+        for _end, rec in batch:
+            if rec is not None:
+                firsts.setdefault(rec.session_uuid, rec)
+        for rec in firsts.values():
+            self._warn_waiting(rec)
+
+    def _warn_waiting(self, rec: CommandRecord) -> None:
+        """Tell the shell of `rec` that its commands wait in the spool, once
+        per condition of the journal."""
+        with self.lock:
+            condition = self.error
+            if condition is None or rec.session_uuid in self._warned:
+                return
+            self._warned.add(rec.session_uuid)
         n = self.spool_count()
-        # to the shell of the command it names (the others' commands wait
-        # in the spool as well; `shournal doctor` shows the backlog)
+        how = "pushed once it is usable (shournal sync)" if self._to_server() else (
+            "stored once it is usable")
         listener._warn(
-            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}",
-            first.session_uuid if first is not None else None,
+            f"{condition}; {n} command(s) kept in the spool, {how}: "
+            f"{listener.short_command(rec.text)}",
+            rec.session_uuid,
         )
 
     def spool_count(self) -> int:
