@@ -53,6 +53,7 @@ import sys
 import threading
 import time
 from contextlib import suppress
+from dataclasses import asdict
 from pathlib import Path
 
 from shournal import _paths
@@ -357,6 +358,10 @@ class Daemon:
         if mtype == protocol.MSG_DRAIN:
             left = self.drain(arg / 1000)
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0))
+        elif mtype == protocol.MSG_SYNC:
+            left = self.sync(arg / 1000)
+            text = json.dumps(asdict(self.sync_state(left))).encode()
+            conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0) + text)
         elif mtype == protocol.MSG_STATUS:
             text = json.dumps(self.status()).encode()
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_STATUS, os.getpid(), 0, 0) + text)
@@ -761,6 +766,32 @@ class Daemon:
         # a line whose recorder died is in the journal for the query too
         self._look_for_orphaned_starts(until=deadline)
         return 0
+
+    def sync(self, timeout: float) -> int:
+        """Push now (`shournal sync`): wait (bounded) until everything
+        spooled so far is stored, or an attempt made meanwhile failed; the
+        number of commands still waiting."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            target = self.spool.end
+            failures = self._failures
+            self._draining += 1
+            self._store_wake.notify()
+            try:
+                while (self.spool.committed < target and self.spool.end != 0
+                       and self._failures == failures):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.lock.wait(left)
+            finally:
+                self._draining -= 1
+        return self.spool_count()
+
+    def sync_state(self, backlog: int) -> SyncState:
+        with self.lock:
+            return SyncState(self.error, self._error_since, backlog, self._last_push,
+                             time.time(), os.getpid())
 
     def status(self) -> dict[str, object]:
         with self.lock:

@@ -23,6 +23,7 @@ from shournal.cli.rereso import describe_app, recombine
 from shournal.cli.restore import restore
 from shournal.cli.server import server_app
 from shournal.cli.stats import stats
+from shournal.cli.sync import sync
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -243,6 +244,15 @@ def search(
                   file=sys.stderr)
             raise typer.Exit(2)
     raise typer.Exit(run_search(query, mode, filter_))
+
+
+app.command(
+    "sync",
+    help="Push the commands waiting in the spool to the journal (a lab server) now; "
+    "print the backlog, the last error and the time of the last successful push. "
+    "Exit 0: nothing waits; 1: some still wait; 3: the server cannot be used.",
+    short_help="Push the spool to the journal now; print the backlog and last error.",
+)(sync)
 
 
 @app.command(
