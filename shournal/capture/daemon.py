@@ -59,10 +59,15 @@ from pathlib import Path
 from shournal import _paths
 from shournal.capture import listener, protocol
 from shournal.capture.spool import (
+    confirm_pushed,
     find_start,
+    foreign_backlog,
+    foreign_pending,
     forget_start,
     forget_started,
     orphaned_starts,
+    others_records,
+    records_dir_of,
     started_pids,
     starts_dir,
     take_inbox,
@@ -107,6 +112,9 @@ _CWD_MAX = 4096
 # wake every 2 s for an empty directory.
 _STARTS_CHECK = 2.0
 _STARTS_IDLE_CHECK = 60.0
+# How often the daemon looks for other hosts' commands in a shared
+# spool_dir (and at once when `shournal sync` asks).
+_SHARED_CHECK = 30.0
 
 
 class Daemon:
@@ -120,7 +128,13 @@ class Daemon:
         self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
         listener._write_setup_args(self.cfg)
-        self.spool = Spool()
+        # A shared spool_dir (spool.py): taken from the config at the
+        # start; a change takes effect with the next daemon.
+        self.host = socket.gethostname()
+        self.shared = self.cfg.store.spool_dir or None
+        self.spool = Spool(records_dir=records_dir_of(self.shared) if self.shared else None)
+        self._foreign_due = 0.0  # when to look at the other hosts' spools next
+        self._foreign_passes = 0  # looks at them done so far (sync waits for the next)
         mutex = threading.RLock()
         self.lock = threading.Condition(mutex)
         # What the store thread waits on: woken only when it has something
@@ -488,6 +502,8 @@ class Daemon:
                 while not self.stopping:
                     if self.spool.backlog() == 0:
                         due = self._starts_checked + self._starts_period - time.monotonic()
+                        if self.shared:
+                            due = min(due, self._foreign_due - time.monotonic())
                         if due <= 0:
                             break
                         self._store_wake.wait(due)
@@ -501,6 +517,8 @@ class Daemon:
                     break
             with self._storing:
                 if backlog == 0:
+                    if self.shared and time.monotonic() >= self._foreign_due:
+                        self._push_foreign()
                     self._recover_starts()
                     continue
                 ok = self._store_batch()
@@ -517,10 +535,66 @@ class Daemon:
                 self._journal.close()
                 self._journal = None
 
+    def _push_foreign(self) -> bool:
+        """Push the other hosts' records in the shared spool_dir, batch by
+        batch, each confirmed to its writer after the journal took it
+        (spool.py; the caller holds _storing).  False: the journal failed."""
+        assert self.shared is not None
+        pushed = False
+        try:
+            for path in others_records(self.shared, self.spool.records_dir):
+                while True:
+                    try:
+                        inode, batch = foreign_pending(path, self.host, _BATCH)
+                    except OSError:
+                        break
+                    if not batch:
+                        break
+                    try:
+                        if self._journal is None:
+                            self._journal = self._open_store()
+                        recs = [rec for _end, rec in batch if rec is not None]
+                        n = self._journal.add_commands(recs, skip_stored=True)
+                    except Exception as exc:  # noqa: BLE001 - retried at the next look
+                        self._drop_journal()
+                        # (no shell here to tell: their shells run elsewhere)
+                        self._journal_failed(exc, [])
+                        return False
+                    pushed = True
+                    with self.lock:
+                        self.stored += n
+                        self._last_push = time.time()
+                    try:
+                        confirm_pushed(path, self.host, inode, batch[-1][0])
+                    except OSError:
+                        break  # pushed again at the next look (and kept once)
+        finally:
+            with self.lock:
+                self._foreign_due = time.monotonic() + _SHARED_CHECK
+                self._foreign_passes += 1
+                self.lock.notify_all()
+        if pushed:
+            with self.lock:
+                recovered, self.error = self.error is not None, None
+                if recovered:
+                    self._error_since = None
+                    self._warned.clear()
+            self._write_state()
+        return True
+
     def _store_batch(self) -> bool:
         """Store the spool's next batch in the journal (the caller holds
         _storing); False: the journal failed (warned once per condition),
         the batch stays in the spool."""
+        if self.shared:
+            # what another host pushed for us (its confirmation)
+            with self._spool_lock, self.lock:
+                with suppress(OSError):
+                    self.spool.take_confirmed()
+                if self.spool.backlog() == 0:
+                    self._spooled_at = None
+                    self.lock.notify_all()
+                    return True
         with self.lock:
             backlog = self.spool.backlog()
             batch = self.spool.pending(_BATCH) if backlog else []
@@ -536,7 +610,9 @@ class Daemon:
                 self._journal = self._open_store()
             recs = [rec for _end, rec in batch if rec is not None]
             self.lost += len(batch) - len(recs)
-            self.stored += self._journal.add_commands(recs, skip_stored=self.verify)
+            # (with a shared spool_dir another host may have pushed them)
+            self.stored += self._journal.add_commands(
+                recs, skip_stored=self.verify or self.shared is not None)
             # what listeners without the daemon could not store
             if spool_inbox_count(self.spool.dir):
                 self.stored += take_inbox(self._journal, self.spool.dir)
@@ -742,7 +818,10 @@ class Daemon:
     def spool_count(self) -> int:
         from shournal.capture.spool import backlog_of
 
-        return backlog_of(self.spool.dir)[0]
+        n = backlog_of(self.spool.records_dir)[0]
+        if self.shared:
+            n += foreign_backlog(self.shared, self.spool.records_dir, self.host)
+        return n
 
     def drain(self, timeout: float) -> int:
         """Wait (bounded) until everything spooled so far is stored; the
@@ -775,10 +854,13 @@ class Daemon:
         with self.lock:
             target = self.spool.end
             failures = self._failures
+            passes = self._foreign_passes
+            self._foreign_due = 0.0
             self._draining += 1
             self._store_wake.notify()
             try:
-                while (self.spool.committed < target and self.spool.end != 0
+                while (((self.spool.committed < target and self.spool.end != 0)
+                        or (self.shared and self._foreign_passes == passes))
                        and self._failures == failures):
                     left = deadline - time.monotonic()
                     if left <= 0:

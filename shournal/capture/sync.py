@@ -19,7 +19,7 @@ import time
 
 from shournal import _paths
 from shournal.capture import protocol
-from shournal.capture.spool import backlog_of, spool_dir
+from shournal.capture.spool import backlog_of, foreign_backlog, records_dir_of, spool_dir
 from shournal.capture.sync_state import SyncState, read_state
 
 # How long a started daemon may take to answer (a cold Python start on a
@@ -63,6 +63,21 @@ def _ask(rundir: str, timeout: float) -> tuple[int, SyncState] | None:
     return left, state
 
 
+def _waiting() -> int:
+    """Commands waiting for a push, read without the daemon: in our spool
+    and, with a shared spool_dir, every host's there."""
+    import socket
+
+    from shournal.config import load_config
+
+    shared = load_config().store.spool_dir
+    own = records_dir_of(shared)
+    n = backlog_of(own)[0]
+    if shared:
+        n += foreign_backlog(shared, own, socket.gethostname())
+    return n
+
+
 def push_now(timeout: float) -> SyncState:
     """The push's state after asking the daemon to push (waiting at most
     `timeout` seconds for it).  Without a daemon and with nothing to push,
@@ -74,7 +89,7 @@ def push_now(timeout: float) -> SyncState:
     answer = _ask(rundir, timeout)
     if answer is not None:
         return answer[1]
-    waiting = backlog_of()[0]
+    waiting = _waiting()
     if not waiting:
         state = read_state(spool_dir()) or SyncState()
         state.backlog = 0
