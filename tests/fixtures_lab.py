@@ -57,6 +57,15 @@ class LabHost:
     user: pwd.struct_passwd
     home: Path
     install: Install
+    # A host name of its own (a UTS namespace): several "hosts" in one
+    # network namespace, such as a cluster's nodes sharing a spool_dir.
+    hostname: str = ""
+
+    def _uts(self) -> list[str]:
+        if not self.hostname:
+            return []
+        return ["unshare", "--uts", "sh", "-c",
+                'echo "$0" > /proc/sys/kernel/hostname && exec "$@"', self.hostname]
 
     @property
     def name(self) -> str:
@@ -84,7 +93,7 @@ class LabHost:
         """`argv` on this host as its user, the environment cleared."""
         return _netns_run(
             self.netns,
-            ["runuser", "-u", self.name, "--", "env", "-i",
+            [*self._uts(), "runuser", "-u", self.name, "--", "env", "-i",
              *[f"{k}={v}" for k, v in self.env(**env).items()], *argv],
             input=input, cwd=cwd or self.home / "work",
         )  # fmt: skip
@@ -123,7 +132,8 @@ class LabHost:
         from fixtures_shell import Shell
 
         return Shell("bash", self.install, self.home, extra_env=self.env(**env),
-                     user=self.user, wrap=["nsenter", f"--net={NETNS_DIR / self.netns}"])
+                     user=self.user,
+                     wrap=["nsenter", f"--net={NETNS_DIR / self.netns}", *self._uts()])
 
     def accepts(self) -> bool:
         """The server answers this host."""

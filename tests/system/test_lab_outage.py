@@ -8,10 +8,12 @@ client's timeouts); they are marked `slow` and run in `make test`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -258,3 +260,89 @@ def test_the_daemon_killed_mid_push_stores_each_command_once(outage: Lab) -> Non
     assert events >= n * 200, events
     for i in range(n):
         shutil.rmtree(a.home / "work" / f"k{i}", ignore_errors=True)
+
+
+def test_two_hosts_pushing_one_shared_spool_dir_at_once_store_each_command_once(
+    outage: Lab,
+) -> None:
+    """A compute node ("node1", its link cut) spools into a shared
+    spool_dir; two login hosts of the same user push it at the same time
+    (`shournal sync` on each); each command is stored once, and only the
+    node empties its own file, after their confirmations."""
+    from dataclasses import replace
+
+    from shournal.capture.spool import backlog_of
+
+    a, b = outage.hosts
+    shared = a.home / "shared-spool"
+    config = a.home / ".config" / "shournal" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[store]\nspool_dir = "{shared}"\n')
+    subprocess.run(["chown", "-R", f"{a.user.pw_uid}:{a.user.pw_gid}", str(a.home / ".config")],
+                   check=True)
+    node = replace(a, hostname="node1")
+    logins = [replace(b, user=a.user, home=a.home, hostname=f"login{i}") for i in (1, 2)]
+
+    def env_of(host: LabHost) -> dict[str, str]:
+        """Each host its own runtime and data folders (the home is shared)."""
+        run, data = a.home / f"run-{host.hostname}", a.home / f"data-{host.hostname}"
+        for d in (run, data):
+            d.mkdir(mode=0o700, exist_ok=True)
+            os.chown(d, a.user.pw_uid, a.user.pw_gid)
+        return {"XDG_RUNTIME_DIR": str(run), "XDG_DATA_HOME": str(data), **daemon_env(host)}
+
+    try:
+        node.set_link(False)
+        sh = node.shell(**env_of(node))
+        lines = [f"echo shared-{i}" for i in range(100)]
+        for line in lines:
+            sh.run(line)
+        node_spool = spool_of(a.home, SHOURNAL_DB_URL=node.url,
+                              XDG_DATA_HOME=str(a.home / "data-node1"))
+        wait_for(lambda: (s := read_state(node_spool)) is not None
+                 and s.cause == SERVER_UNREACHABLE, "a failed push", 90)
+        (records,) = (shared / "node1").glob("*/records")
+        assert backlog_of(records.parent)[0] == len(lines)
+        assert stored(outage, a) == Counter()
+
+        results: list[subprocess.CompletedProcess[str]] = []
+        pushers = [
+            threading.Thread(target=lambda h=h: results.append(
+                h.shournal("sync", **env_of(h))))
+            for h in logins
+        ]  # fmt: skip
+        for t in pushers:
+            t.start()
+        for t in pushers:
+            t.join()
+        assert [r.returncode for r in results] == [0, 0], results
+        texts = stored(outage, a)
+        assert all(texts[line] == 1 for line in lines), texts
+        assert [t for t, n in texts.items() if n != 1] == [], texts
+        # the node's file is still whole: only the node shortens it
+        assert backlog_of(records.parent)[0] == len(lines)
+        res = node.shournal("sync", "--timeout", "30", **env_of(node))
+        assert "backlog: 0 command(s)" in res.stdout, res
+        assert backlog_of(records.parent)[0] == 0
+        sh.exit()
+    finally:
+        config.unlink()
+        for h in (node, *logins):
+            for pid in _pids_in(a.home / f"run-{h.hostname}"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        for d in (shared, *[a.home / f"{k}-{h.hostname}" for h in (node, *logins)
+                            for k in ("run", "data")]):
+            shutil.rmtree(d, ignore_errors=True)
+    texts = stored(outage, a)
+    assert [t for t, n in texts.items() if n != 1] == [], texts
+
+
+def _pids_in(rundir: Path) -> list[int]:
+    pids = []
+    for lock in (rundir / "shournal").glob(protocol.DAEMON_LOCK % "*"):
+        try:
+            pids.append(int(lock.read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
