@@ -223,8 +223,8 @@ def test_the_server_stopped_during_a_20000_file_command_loses_nothing(outage: La
 
 
 def test_the_daemon_killed_mid_push_stores_each_command_once(outage: Lab) -> None:
-    """A backlog of command lines with 200 file events each is pushed in
-    batches; the daemon is killed after the first batch's commit, and the
+    """A backlog of command lines with 200 file events each is pushed; the
+    daemon is killed while a transaction of the push is writing, and the
     next one (started by `shournal sync`) pushes the rest, none twice."""
     a = outage.hosts[0]
     n = 130
@@ -241,12 +241,14 @@ def test_the_daemon_killed_mid_push_stores_each_command_once(outage: Lab) -> Non
     wait_for(a.accepts, "the server from the host again", 60)
     res = sync(a, "--timeout", "0")  # push now, without waiting for it
     assert res.returncode in (1, 3), res
-    wait_for(lambda: sum(stored(outage, a)[line] for line in lines) > 0,
-             "the first batch in the server", 90)
+    # a transaction of the push has written in the server: kill now
+    wait_for(lambda: outage.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE usename = %s "
+        "AND backend_xid IS NOT NULL", (a.name,))[0][0] > 0, "the push writing", 90)
     os.kill(pid, signal.SIGKILL)
-    at_kill = sum(stored(outage, a)[line] for line in lines)
-    assert 0 < at_kill < n, at_kill  # killed mid-push
     wait_for(lambda: not daemon_pids(a), "the daemon to die")
+    at_kill = sum(stored(outage, a)[line] for line in lines)
+    assert at_kill < n, at_kill  # killed mid-push
     deadline = time.monotonic() + 120
     while (res := sync(a)).returncode != 0 and time.monotonic() < deadline:
         pass  # (a push longer than sync's own timeout)
