@@ -639,8 +639,7 @@ class Daemon:
                 self._spooled_at = None
             self._last_push = time.time()
             self.lock.notify_all()
-        if recovered or self._to_server():
-            self._write_state()
+        self._write_state()
         return True
 
     def _to_server(self) -> bool:
@@ -650,7 +649,10 @@ class Daemon:
 
     def _write_state(self) -> None:
         """The push's state beside the spool (shournal.capture.sync_state),
-        for `shournal sync` and `shournal doctor`."""
+        for `shournal sync` and `shournal doctor` (a journal file has
+        none: its failures are the store check's)."""
+        if not self._to_server():
+            return
         with self.lock:
             state = SyncState(self.error, self._error_since, 0, self._last_push)
         state.backlog = self.spool_count()

@@ -303,8 +303,9 @@ def test_two_hosts_pushing_one_shared_spool_dir_at_once_store_each_command_once(
                               XDG_DATA_HOME=str(a.home / "data-node1"))
         wait_for(lambda: (s := read_state(node_spool)) is not None
                  and s.cause == SERVER_UNREACHABLE, "a failed push", 90)
+        wait_for(lambda: len(list((shared / "node1").glob("*/records"))) == 1, "the node's file")
         (records,) = (shared / "node1").glob("*/records")
-        assert backlog_of(records.parent)[0] == len(lines)
+        wait_for(lambda: backlog_of(records.parent)[0] == len(lines), "every line spooled", 60)
         assert stored(outage, a) == Counter()
 
         results: list[subprocess.CompletedProcess[str]] = []
