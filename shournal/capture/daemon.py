@@ -799,6 +799,12 @@ class Daemon:
                 firsts.setdefault(rec.session_uuid, rec)
         for rec in firsts.values():
             self._warn_waiting(rec)
+        if not firsts:  # (no command of a shell here: to any shell, once)
+            with self.lock:
+                if self.error is None or None in self._warned:
+                    return
+                self._warned.add(None)
+            listener._warn(f"{condition}; {self.spool_count()} command(s) kept in the spool")
 
     def _warn_waiting(self, rec: CommandRecord) -> None:
         """Tell the shell of `rec` that its commands wait in the spool, once
