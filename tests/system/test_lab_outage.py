@@ -145,16 +145,20 @@ def test_a_cut_link_while_200_lines_are_typed_loses_and_duplicates_nothing(outag
 
 
 def test_wrong_password_then_fixed_loses_nothing_and_warns_once(outage: Lab) -> None:
+    """Two shells of the user; each is told once."""
     a = outage.hosts[0]
     pgpass = a.home / ".pgpass"
     good = pgpass.read_text()
     password = good.split(":")[-1].strip()
     pgpass.write_text(good.replace(password, "not-the-password"))
-    sh = a.shell(**daemon_env(a))
-    lines = [f"echo pw-{i}" for i in range(5)]
-    out = ""
-    for line in lines:
-        out += sh.run(line)
+    sh, sh2 = a.shell(**daemon_env(a)), a.shell(**daemon_env(a))
+    lines = [f"echo pw-{i}" for i in range(6)]
+    out = out2 = ""
+    for i, line in enumerate(lines):
+        if i % 2:
+            out2 += sh2.run(line)
+        else:
+            out += sh.run(line)
     wait_for(lambda: (s := state(a)) is not None and s.cause == SERVER_CREDENTIALS,
              "the push refused", 60)
     refused = sync(a, "--timeout", "5")
@@ -162,21 +166,26 @@ def test_wrong_password_then_fixed_loses_nothing_and_warns_once(outage: Lab) -> 
     assert SERVER_CREDENTIALS in refused.stdout, refused.stdout
     for line in lines[:2]:
         out += sh.run(line + "-again")
+        out2 += sh2.run(line + "-again2")
     assert stored(outage, a) == Counter()
     pgpass.write_text(good)
     res = sync(a)
     assert res.returncode == 0, res
     out += sh.run("echo fixed")
+    out2 += sh2.run("echo fixed2")
     sh.exit()
+    sh2.exit()
     wait_for(lambda: stored(outage, a)["echo fixed"] == 1, "the last line", 60)
     texts = stored(outage, a)
     assert all(texts[line] == 1 for line in lines), texts
     assert [t for t, n in texts.items() if n != 1] == [], texts
-    shown = warnings(out)
-    assert len(shown) == 1 and SERVER_CREDENTIALS in shown[0], shown
+    # one warning in each shell
+    for text in (out, out2):
+        shown = warnings(text)
+        assert len(shown) == 1 and SERVER_CREDENTIALS in shown[0], shown
     # the password is in no warning, no state file, no output
     state_text = (spool(a) / STATE_FILE).read_text()
-    for text in (out, state_text, refused.stdout, refused.stderr, res.stdout, res.stderr,
+    for text in (out, out2, state_text, refused.stdout, refused.stderr, res.stdout, res.stderr,
                  a.shournal("doctor").stdout):
         assert password not in text
 
