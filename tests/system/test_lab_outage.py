@@ -174,7 +174,7 @@ def test_wrong_password_then_fixed_loses_nothing_and_warns_once(outage: Lab) -> 
     out += sh.run("echo fixed")
     out2 += sh2.run("echo fixed2")
     sh.exit()
-    sh2.exit()
+    sh2.exit(124)  # (two lines `exit 123` would be two commands of one text)
     wait_for(lambda: stored(outage, a)["echo fixed"] == 1, "the last line", 60)
     texts = stored(outage, a)
     assert all(texts[line] == 1 for line in lines), texts
