@@ -78,7 +78,8 @@ from shournal.errors import journal_condition
 from shournal.record import CommandRecord
 
 # Commands stored per journal batch (the committed offset is written once
-# per batch).
+# per batch), unless the journal takes more in one transaction
+# (Store.batch_size: PostgreSQL, where each transaction waits for the server).
 _BATCH = 64
 # Retry delays while the journal is unusable: doubled after each failed
 # attempt, up to _RETRY_MAX for a journal file (a lock or a full disk
@@ -545,7 +546,7 @@ class Daemon:
             for path in others_records(self.shared, self.spool.records_dir):
                 while True:
                     try:
-                        inode, batch = foreign_pending(path, self.host, _BATCH)
+                        inode, batch = foreign_pending(path, self.host, self._batch_size())
                     except OSError:
                         break
                     if not batch:
@@ -597,7 +598,7 @@ class Daemon:
                     return True
         with self.lock:
             backlog = self.spool.backlog()
-            batch = self.spool.pending(_BATCH) if backlog else []
+            batch = self.spool.pending(self._batch_size()) if backlog else []
             limit = self._url_limit()
             if limit is not None:  # the lines of the journal before the change first
                 batch = [(end, rec) for end, rec in batch if end <= limit]
@@ -671,6 +672,11 @@ class Daemon:
             self._drop_journal()
             self._url = url
         return None
+
+    def _batch_size(self) -> int:
+        """Commands per journal batch (the journal's once it is open)."""
+        size = self._journal.batch_size if self._journal is not None else None
+        return max(size or _BATCH, _BATCH)
 
     def _open_store(self):
         from shournal.location import resolve_url
