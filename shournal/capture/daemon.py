@@ -154,7 +154,13 @@ class Daemon:
         self.error: str | None = None  # the journal's current condition
         self._error_since: float | None = None  # when it began (time.time())
         self._last_push: float | None = None  # the last successful push (time.time())
-        self._failures = 0  # failed store attempts so far (sync waits for the next)
+        # Store attempts: the number of the last one started, of the last
+        # one failed; a sync waits for the outcome of one started after its
+        # request, which a pending sync (_sync_wanted) starts without the
+        # backoff's wait.
+        self._attempt = 0
+        self._failed_attempt = 0
+        self._sync_wanted = False
         # The shells (session ids; None: a line without one) warned about
         # the current condition: one warning per shell and per condition.
         self._warned: set[bytes | None] = set()
@@ -529,7 +535,8 @@ class Daemon:
             with self.lock:
                 if self.stopping:
                     break
-                self._store_wake.wait(delay)  # (a drain or sync wakes it at once)
+                if not self._sync_wanted:
+                    self._store_wake.wait(delay)  # (a drain or sync wakes it at once)
             delay = min(delay * 2, _RETRY_MAX_SERVER if self._to_server() else _RETRY_MAX)
         with self._storing:
             if self._journal is not None:
@@ -541,6 +548,7 @@ class Daemon:
         batch, each confirmed to its writer after the journal took it
         (spool.py; the caller holds _storing).  False: the journal failed."""
         assert self.shared is not None
+        self._attempt_starts()
         pushed = False
         try:
             for path in others_records(self.shared, self.spool.records_dir):
@@ -587,6 +595,7 @@ class Daemon:
         """Store the spool's next batch in the journal (the caller holds
         _storing); False: the journal failed (warned once per condition),
         the batch stays in the spool."""
+        self._attempt_starts()
         if self.shared:
             # what another host pushed for us (its confirmation)
             with self._spool_lock, self.lock:
@@ -642,6 +651,11 @@ class Daemon:
             self.lock.notify_all()
         self._write_state()
         return True
+
+    def _attempt_starts(self) -> None:
+        with self.lock:
+            self._attempt += 1
+            self._sync_wanted = False
 
     def _to_server(self) -> bool:
         """The journal is on a database server (not a file)."""
@@ -788,7 +802,7 @@ class Daemon:
     def _journal_failed(self, exc: BaseException, batch) -> None:
         condition = journal_condition(exc)
         with self.lock:
-            self._failures += 1
+            self._failed_attempt = self._attempt
             if condition != self.error:
                 self.error = condition
                 self._error_since = time.time()
@@ -867,15 +881,16 @@ class Daemon:
         deadline = time.monotonic() + timeout
         with self.lock:
             target = self.spool.end
-            failures = self._failures
+            first = self._attempt + 1  # (one under way may have begun before the request)
             passes = self._foreign_passes
             self._foreign_due = 0.0
+            self._sync_wanted = True
             self._draining += 1
             self._store_wake.notify()
             try:
                 while (((self.spool.committed < target and self.spool.end != 0)
                         or (self.shared and self._foreign_passes == passes))
-                       and self._failures == failures):
+                       and self._failed_attempt < first):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
