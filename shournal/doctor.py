@@ -287,7 +287,12 @@ def _sync_check() -> Check | None:
     state = read_state(spool.spool_dir())
     if state is None and (not url or url.startswith("sqlite")):
         return None
-    waiting, _ = spool.backlog_of()
+    from shournal.capture.sync import waiting_commands
+
+    try:
+        waiting = waiting_commands()
+    except Exception:  # noqa: BLE001 - the config check says it
+        waiting = spool.backlog_of()[0]
     detail = f"{waiting} command(s) waiting in the spool"
     last = when(state.last_push) if state is not None else "never (by a running daemon)"
     detail += f"; last successful push: {last}"

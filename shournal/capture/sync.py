@@ -63,7 +63,7 @@ def _ask(rundir: str, timeout: float) -> tuple[int, SyncState] | None:
     return left, state
 
 
-def _waiting() -> int:
+def waiting_commands() -> int:
     """Commands waiting for a push, read without the daemon: in our spool
     and, with a shared spool_dir, every host's there."""
     import socket
@@ -89,7 +89,7 @@ def push_now(timeout: float) -> SyncState:
     answer = _ask(rundir, timeout)
     if answer is not None:
         return answer[1]
-    waiting = _waiting()
+    waiting = waiting_commands()
     if not waiting:
         state = read_state(spool_dir()) or SyncState()
         state.backlog = 0
