@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures_lab import Lab, LabHost
+from fixtures_lab import DATABASE, Lab, LabHost
 from fixtures_shell import PROMPT, REPO, spool_of, wait_for
 
 from shournal.capture import protocol
@@ -358,3 +358,32 @@ def _pids_in(rundir: Path) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     return pids
+
+
+def test_a_read_only_server_keeps_the_commands_and_says_so(outage: Lab) -> None:
+    """The server takes the user's sessions read-only (as a hot standby
+    or a read-only maintenance window does): SQLSTATE 25006."""
+    from shournal.errors import SERVER_READ_ONLY
+
+    a = outage.hosts[0]
+    setting = f'ALTER ROLE "{a.name}" IN DATABASE {DATABASE}'
+    outage.admin(f"{setting} SET default_transaction_read_only = on")
+    try:
+        sh = a.shell(**daemon_env(a))
+        out = sh.run("echo read-only-0") + sh.run("echo read-only-1")
+        wait_for(lambda: (s := state(a)) is not None and s.cause == SERVER_READ_ONLY,
+                 "the push refused", 60)
+        res = sync(a, "--timeout", "5")
+        assert res.returncode == 3 and SERVER_READ_ONLY in res.stdout, res
+        assert stored(outage, a) == Counter()
+    finally:
+        outage.admin(f"{setting} RESET default_transaction_read_only")
+    res = sync(a)
+    assert res.returncode == 0, res
+    out += sh.run("echo writable")
+    sh.exit()
+    wait_for(lambda: stored(outage, a)["echo writable"] == 1, "the last line", 60)
+    texts = stored(outage, a)
+    assert texts["echo read-only-0"] == texts["echo read-only-1"] == 1, texts
+    shown = warnings(out)
+    assert len(shown) == 1 and SERVER_READ_ONLY in shown[0], shown
