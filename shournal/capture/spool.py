@@ -268,8 +268,15 @@ class Spool:
         offset = min(confirmed_offset(self.records_dir, self.inode), self.end)
         if offset <= self.committed:
             return False
-        self.commit(offset)
-        return True
+        # only at the end of a frame of ours (a confirmation is a file on
+        # shared storage: a wrong offset must not cut a record)
+        for _off, end, _payload in scan(self.fd, self.committed):
+            if end >= offset:
+                if end != offset:
+                    return False
+                self.commit(offset)
+                return True
+        return False
 
     def commit(self, offset: int) -> None:
         """Everything up to `offset` is in the journal."""

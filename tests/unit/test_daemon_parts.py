@@ -301,3 +301,17 @@ def test_a_kept_start_of_format_1_is_read_without_uuid(tmp_path: Path):
     )
     got = spool.take_started(4243, tmp_path)
     assert got is not None and got[0].text == b"echo old" and got[0].uuid == bytes(16)
+
+
+def test_a_confirmation_inside_a_record_commits_nothing(tmp_path: Path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    own = spool.shared_records_dir(str(shared), "node1", "k" * 16)
+    writer = spool.Spool(tmp_path / "local", records_dir=own)
+    writer.append([_rec(f"c{i}", i) for i in range(3)])
+    first_end = writer.pending(1)[0][0]
+    spool.confirm_pushed(own / "records", "login1", writer.inode, first_end - 1)
+    assert not writer.take_confirmed() and writer.committed == 0
+    spool.confirm_pushed(own / "records", "login1", writer.inode, first_end)
+    assert writer.take_confirmed() and writer.committed == first_end
+    writer.close()
