@@ -244,6 +244,8 @@ struct shournal_flush {
 #define SHOURNAL_MSG_DRAIN 11u
 #define SHOURNAL_MSG_DRAINED 12u
 #define SHOURNAL_MSG_STATUS 13u
+/* `shournal sync`: push now (answered with MSG_DRAINED and the push's state) */
+#define SHOURNAL_MSG_SYNC 14u
 /* FORWARD's arg: handed over by shournal-suid itself, whose environment
  * the daemon could not read and which the apparatus never uses (the shell
  * then execs shournal-forward: spawn_helper in preload/spawn.c), so

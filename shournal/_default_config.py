@@ -86,6 +86,10 @@ DEFAULT_CONFIG_TEXT = """\
 # A lab store on PostgreSQL (docs/lab.md): roles whose members may read (never
 # change) your commands, e.g. ["lab"]; [] shares nothing.
 # share_with = []
+# A folder on shared storage, for hosts that never reach a lab server (cluster
+# compute nodes): each host spools to <spool_dir>/<host>/ and any host of yours
+# that reaches the server pushes them all (docs/lab.md). Empty: the data directory.
+# spool_dir = ""
 
 [apparatus]
 # Largest file whose content a record with its apparatus archives.

@@ -132,6 +132,11 @@ class StoreConfig:
     # A lab store (docs/lab.md): the roles whose members may read this
     # user's rows; applied by the writer when it opens the store.
     share_with: tuple[str, ...] = ()
+    # A folder on shared storage (docs/lab.md "A shared spool_dir"): each
+    # host spools to its own `<spool_dir>/<host>/`, and any host that
+    # reaches the server pushes every host's commands.  Empty: the spool
+    # stays in the data directory.
+    spool_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +259,14 @@ def _str(value: object) -> str:
     if not isinstance(value, str):
         raise _Invalid(f"expected a string, got {_describe(value)}")
     return value
+
+
+def _absolute_path(value: object) -> str:
+    """A folder named by an absolute path ("~/" for the home), or empty."""
+    text = os.path.expanduser(_str(value))
+    if text and (not os.path.isabs(text) or "\0" in text):
+        raise _Invalid(f"expected an absolute path, got {value!r}")
+    return os.path.normpath(text) if text else ""
 
 
 def _str_list(value: object) -> list[str]:
@@ -470,7 +483,7 @@ _SCHEMA: dict[str, tuple[type, dict[str, Callable[[Any], Any]]]] = {
     "store": (
         StoreConfig,
         {"url": _str, "daemon_idle_seconds": _int(1),
-         "share_with": lambda v: tuple(_str_list(v))},
+         "share_with": lambda v: tuple(_str_list(v)), "spool_dir": _absolute_path},
     ),
     "apparatus": (
         ApparatusConfig,

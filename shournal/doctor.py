@@ -271,6 +271,41 @@ def _daemon_check() -> Check:
     return check
 
 
+def _sync_check() -> Check | None:
+    """The push to a lab server (`shournal sync`): the backlog, the last
+    error and the last successful push, as the store daemon left them
+    beside the spool (shournal.capture.sync_state).  None for a journal
+    file that never had a push state."""
+    from shournal.capture import spool
+    from shournal.capture.sync_state import read_state, when
+    from shournal.location import resolve_url
+
+    try:
+        url = resolve_url()
+    except Exception:  # noqa: BLE001 - the store check says it
+        url = None
+    state = read_state(spool.spool_dir())
+    if state is None and (not url or url.startswith("sqlite")):
+        return None
+    from shournal.capture.sync import waiting_commands
+
+    try:
+        waiting = waiting_commands()
+    except Exception:  # noqa: BLE001 - the config check says it
+        waiting = spool.backlog_of()[0]
+    detail = f"{waiting} command(s) waiting in the spool"
+    last = when(state.last_push) if state is not None else "never (by a running daemon)"
+    detail += f"; last successful push: {last}"
+    if state is not None and state.cause is not None:
+        return Check(
+            "lab sync", False,
+            f"{detail}; last error: {state.cause} (since {when(state.since)})",
+            "the commands are kept in the spool and pushed once the server is usable; "
+            "`shournal sync` pushes now", blocks=False,
+        )  # fmt: skip
+    return Check("lab sync", True, detail + "; last error: none")
+
+
 def _daemon_statuses() -> dict[str, dict]:
     """The status of every store daemon running in our runtime directory
     (one per journal), by journal key."""
@@ -405,6 +440,9 @@ def run_checks() -> list[Check]:
     checks.append(_redaction_check())
     checks.append(_runtime_check())
     checks.append(_daemon_check())
+    sync = _sync_check()
+    if sync is not None:
+        checks.append(sync)
     checks.append(_userns_check())
     checks.append(_bwrap_check())
     checks.append(_shell_check())

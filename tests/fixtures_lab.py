@@ -57,6 +57,15 @@ class LabHost:
     user: pwd.struct_passwd
     home: Path
     install: Install
+    # A host name of its own (a UTS namespace): several "hosts" in one
+    # network namespace, such as a cluster's nodes sharing a spool_dir.
+    hostname: str = ""
+
+    def _uts(self) -> list[str]:
+        if not self.hostname:
+            return []
+        return ["unshare", "--uts", "sh", "-c",
+                'echo "$0" > /proc/sys/kernel/hostname && exec "$@"', self.hostname]
 
     @property
     def name(self) -> str:
@@ -84,7 +93,7 @@ class LabHost:
         """`argv` on this host as its user, the environment cleared."""
         return _netns_run(
             self.netns,
-            ["runuser", "-u", self.name, "--", "env", "-i",
+            [*self._uts(), "runuser", "-u", self.name, "--", "env", "-i",
              *[f"{k}={v}" for k, v in self.env(**env).items()], *argv],
             input=input, cwd=cwd or self.home / "work",
         )  # fmt: skip
@@ -106,6 +115,26 @@ class LabHost:
             (idx,) = ns.link_lookup(ifname=self.link)
             return ns.get_links(idx)[0].get("IFLA_OPERSTATE") == "UP"
 
+    def set_link(self, up: bool) -> None:
+        """Cut (`up` false) or restore this host's link to the server: its
+        veth pair, both ends (the host sees its carrier go)."""
+        from pyroute2 import NetNS
+
+        with NetNS(self.server_netns) as ns:
+            (idx,) = ns.link_lookup(ifname=self.link)
+            ns.link("set", index=idx, state="up" if up else "down")
+        wait_for(lambda: self.link_up() == up, f"the link to {self.netns} {'up' if up else 'down'}")
+
+    def shell(self, **env: str) -> Any:
+        """A real interactive bash of this host's user on a pty, in this
+        host's network namespace, recording through the setuid helper and
+        the store daemon into the lab store."""
+        from fixtures_shell import Shell
+
+        return Shell("bash", self.install, self.home, extra_env=self.env(**env),
+                     user=self.user,
+                     wrap=["nsenter", f"--net={NETNS_DIR / self.netns}", *self._uts()])
+
     def accepts(self) -> bool:
         """The server answers this host."""
         res = _netns_run(
@@ -121,6 +150,27 @@ class Lab:
     # the certificate of the CA that signed the server's (TLS is on; the
     # users' ~/ca.crt is a copy)
     ca_cert: Path
+    server_netns: str = ""
+    data: Path | None = None  # the server's data directory
+    server_options: str = ""
+
+    def _pg_ctl(self, *argv: str) -> None:
+        assert self.data is not None
+        res = _netns_run(self.server_netns, _as_server_user(
+            [str(PG_BIN / "pg_ctl"), "-D", str(self.data), *argv]))  # fmt: skip
+        if res.returncode != 0:
+            raise RuntimeError(f"pg_ctl {argv} failed: {res.stdout}{res.stderr}")
+
+    def stop_server(self) -> None:
+        """A fast shutdown (sessions ended, as an administrator's restart)."""
+        self._pg_ctl("-m", "fast", "-w", "stop")
+
+    def start_server(self) -> None:
+        assert self.data is not None
+        self._pg_ctl("-l", str(self.data.parent / "server.log"), "-o", self.server_options,
+                     "-w", "start")
+        for h in self.hosts:
+            wait_for(h.accepts, f"the server accepting connections from {h.netns}", 60)
 
     @property
     def admin_url(self) -> str:
@@ -287,7 +337,7 @@ def lab(install: Install) -> Iterator[Lab]:
             raise RuntimeError(f"pg_ctl start failed: {res.stdout}{res.stderr}\n"
                                f"{log.read_text(errors='replace')[-2000:]}")
         started = True
-        lab = Lab(base, hosts, ca[0])  # type: ignore[arg-type]
+        lab = Lab(base, hosts, ca[0], server_ns, data, options)  # type: ignore[arg-type]
         lab_admin_db(base)
         admin = [str(install.cli), "server"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOURNAL_")}

@@ -317,10 +317,13 @@ class Shell:
 
     def __init__(self, kind: str, install: Install, home: Path, *, enable: bool = True,
                  extra_env: dict[str, str] | None = None, rc_extra: str = "",
-                 rc_after: str = "", chroot: Path | None = None) -> None:
+                 rc_after: str = "", chroot: Path | None = None,
+                 user: pwd.struct_passwd | None = None, wrap: list[str] | None = None) -> None:
         """`rc_after`: rc lines after shournal's.  `chroot`: run the shell
         inside that directory (which must show the home, the install and the
-        checkout at their paths)."""
+        checkout at their paths).  `user`: whose shell (default: the test
+        user); `wrap`: the command (as root) that runs the rest, such as
+        nsenter into a network namespace."""
         import pexpect
 
         self.kind = kind
@@ -347,8 +350,9 @@ class Shell:
             argv = ["zsh", "-i"]
         else:
             raise ValueError(kind)
-        os.chown(rc, install.user.pw_uid, install.user.pw_gid)
-        cmd = ["runuser", "-u", install.user.pw_name, "--", "env", "-i"]
+        user = user or install.user
+        os.chown(rc, user.pw_uid, user.pw_gid)
+        cmd = [*(wrap or []), "runuser", "-u", user.pw_name, "--", "env", "-i"]
         if chroot is not None:
             # chroot(1) changes to the new "/"
             cmd = ["/usr/sbin/chroot", str(chroot), *cmd, "-C", str(home / "work")]

@@ -53,20 +53,27 @@ import sys
 import threading
 import time
 from contextlib import suppress
+from dataclasses import asdict
 from pathlib import Path
 
 from shournal import _paths
 from shournal.capture import listener, protocol
 from shournal.capture.spool import (
+    confirm_pushed,
     find_start,
+    foreign_backlog,
+    foreign_pending,
     forget_start,
     forget_started,
     orphaned_starts,
+    others_records,
+    records_dir_of,
     started_pids,
     starts_dir,
     take_inbox,
 )
 from shournal.capture.spool import inbox_count as spool_inbox_count
+from shournal.capture.sync_state import SyncState, write_state
 from shournal.errors import journal_condition
 from shournal.record import CommandRecord
 
@@ -74,9 +81,14 @@ from shournal.record import CommandRecord
 # per batch), unless the journal takes more in one transaction
 # (Store.batch_size: PostgreSQL, where each transaction waits for the server).
 _BATCH = 64
-# Retry delays while the journal is unusable.
+# Retry delays while the journal is unusable: doubled after each failed
+# attempt, up to _RETRY_MAX for a journal file (a lock or a full disk
+# clears in seconds) and _RETRY_MAX_SERVER for a database server (an
+# outage lasts minutes, and every host of a lab retries against the one
+# server).  `shournal sync` asks for an attempt at once.
 _RETRY_FIRST = 0.5
 _RETRY_MAX = 10.0
+_RETRY_MAX_SERVER = 60.0
 # Storing waits until no command line has been handed over or finished for
 # _QUIET seconds (at most _DEFER_MAX after the oldest unstored one was
 # spooled): command lines arriving together (a script, a paste, a busy
@@ -101,6 +113,9 @@ _CWD_MAX = 4096
 # wake every 2 s for an empty directory.
 _STARTS_CHECK = 2.0
 _STARTS_IDLE_CHECK = 60.0
+# How often the daemon looks for other hosts' commands in a shared
+# spool_dir (and at once when `shournal sync` asks).
+_SHARED_CHECK = 30.0
 
 
 class Daemon:
@@ -114,7 +129,13 @@ class Daemon:
         self._cfg_path = _paths.config_file()  # our environment does not change
         self._cfg_stamp = self._config_stamp()
         listener._write_setup_args(self.cfg)
-        self.spool = Spool()
+        # A shared spool_dir (spool.py): taken from the config at the
+        # start; a change takes effect with the next daemon.
+        self.host = socket.gethostname()
+        self.shared = self.cfg.store.spool_dir or None
+        self.spool = Spool(records_dir=records_dir_of(self.shared) if self.shared else None)
+        self._foreign_due = 0.0  # when to look at the other hosts' spools next
+        self._foreign_passes = 0  # looks at them done so far (sync waits for the next)
         mutex = threading.RLock()
         self.lock = threading.Condition(mutex)
         # What the store thread waits on: woken only when it has something
@@ -131,6 +152,18 @@ class Daemon:
         self.last_activity = time.monotonic()
         self.stopping = False
         self.error: str | None = None  # the journal's current condition
+        self._error_since: float | None = None  # when it began (time.time())
+        self._last_push: float | None = None  # the last successful push (time.time())
+        # Store attempts: the number of the last one started, of the last
+        # one failed; a sync waits for the outcome of one started after its
+        # request, which a pending sync (_sync_wanted) starts without the
+        # backoff's wait.
+        self._attempt = 0
+        self._failed_attempt = 0
+        self._sync_wanted = False
+        # The shells (session ids; None: a line without one) warned about
+        # the current condition: one warning per shell and per condition.
+        self._warned: set[bytes | None] = set()
         self.stored = 0
         self.lost = 0
         self.probes = 0  # connections that only asked whether we are up
@@ -346,6 +379,10 @@ class Daemon:
         if mtype == protocol.MSG_DRAIN:
             left = self.drain(arg / 1000)
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0))
+        elif mtype == protocol.MSG_SYNC:
+            left = self.sync(arg / 1000)
+            text = json.dumps(asdict(self.sync_state(left))).encode()
+            conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0) + text)
         elif mtype == protocol.MSG_STATUS:
             text = json.dumps(self.status()).encode()
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_STATUS, os.getpid(), 0, 0) + text)
@@ -368,6 +405,8 @@ class Daemon:
             )
             if rec is not None and self.spool_record(rec):
                 forget_start(pid, rec.session_uuid, rec.start_ns, self.spool.dir)
+                if self.error is not None:
+                    self._warn_waiting(rec)
         finally:
             with self.lock:
                 self._reading.discard(pid)
@@ -470,6 +509,8 @@ class Daemon:
                 while not self.stopping:
                     if self.spool.backlog() == 0:
                         due = self._starts_checked + self._starts_period - time.monotonic()
+                        if self.shared:
+                            due = min(due, self._foreign_due - time.monotonic())
                         if due <= 0:
                             break
                         self._store_wake.wait(due)
@@ -483,6 +524,8 @@ class Daemon:
                     break
             with self._storing:
                 if backlog == 0:
+                    if self.shared and time.monotonic() >= self._foreign_due:
+                        self._push_foreign()
                     self._recover_starts()
                     continue
                 ok = self._store_batch()
@@ -492,17 +535,76 @@ class Daemon:
             with self.lock:
                 if self.stopping:
                     break
-                self._store_wake.wait(delay)
-            delay = min(delay * 2, _RETRY_MAX)
+                if not self._sync_wanted:
+                    self._store_wake.wait(delay)  # (a drain or sync wakes it at once)
+            delay = min(delay * 2, _RETRY_MAX_SERVER if self._to_server() else _RETRY_MAX)
         with self._storing:
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
 
+    def _push_foreign(self) -> bool:
+        """Push the other hosts' records in the shared spool_dir, batch by
+        batch, each confirmed to its writer after the journal took it
+        (spool.py; the caller holds _storing).  False: the journal failed."""
+        assert self.shared is not None
+        self._attempt_starts()
+        pushed = False
+        try:
+            for path in others_records(self.shared, self.spool.records_dir):
+                while True:
+                    try:
+                        inode, batch = foreign_pending(path, self.host, self._batch_size())
+                    except OSError:
+                        break
+                    if not batch:
+                        break
+                    try:
+                        if self._journal is None:
+                            self._journal = self._open_store()
+                        recs = [rec for _end, rec in batch if rec is not None]
+                        n = self._journal.add_commands(recs, skip_stored=True)
+                    except Exception as exc:  # noqa: BLE001 - retried at the next look
+                        self._drop_journal()
+                        # (no shell here to tell: their shells run elsewhere)
+                        self._journal_failed(exc, [])
+                        return False
+                    pushed = True
+                    with self.lock:
+                        self.stored += n
+                        self._last_push = time.time()
+                    try:
+                        confirm_pushed(path, self.host, inode, batch[-1][0])
+                    except OSError:
+                        break  # pushed again at the next look (and kept once)
+        finally:
+            with self.lock:
+                self._foreign_due = time.monotonic() + _SHARED_CHECK
+                self._foreign_passes += 1
+                self.lock.notify_all()
+        if pushed:
+            with self.lock:
+                recovered, self.error = self.error is not None, None
+                if recovered:
+                    self._error_since = None
+                    self._warned.clear()
+            self._write_state()
+        return True
+
     def _store_batch(self) -> bool:
         """Store the spool's next batch in the journal (the caller holds
         _storing); False: the journal failed (warned once per condition),
         the batch stays in the spool."""
+        self._attempt_starts()
+        if self.shared:
+            # what another host pushed for us (its confirmation)
+            with self._spool_lock, self.lock:
+                with suppress(OSError):
+                    self.spool.take_confirmed()
+                if self.spool.backlog() == 0:
+                    self._spooled_at = None
+                    self.lock.notify_all()
+                    return True
         with self.lock:
             backlog = self.spool.backlog()
             batch = self.spool.pending(self._batch_size()) if backlog else []
@@ -518,7 +620,9 @@ class Daemon:
                 self._journal = self._open_store()
             recs = [rec for _end, rec in batch if rec is not None]
             self.lost += len(batch) - len(recs)
-            self.stored += self._journal.add_commands(recs, skip_stored=self.verify)
+            # (with a shared spool_dir another host may have pushed them)
+            self.stored += self._journal.add_commands(
+                recs, skip_stored=self.verify or self.shared is not None)
             # what listeners without the daemon could not store
             if spool_inbox_count(self.spool.dir):
                 self.stored += take_inbox(self._journal, self.spool.dir)
@@ -536,12 +640,39 @@ class Daemon:
                 # looks the commands up before storing them again.
                 pass
         with self.lock:
-            if self.error is not None:
+            recovered = self.error is not None
+            if recovered:
                 self.error = None
+                self._error_since = None
+                self._warned.clear()
             if self.spool.backlog() == 0:
                 self._spooled_at = None
+            self._last_push = time.time()
             self.lock.notify_all()
+        self._write_state()
         return True
+
+    def _attempt_starts(self) -> None:
+        with self.lock:
+            self._attempt += 1
+            self._sync_wanted = False
+
+    def _to_server(self) -> bool:
+        """The journal is on a database server (not a file)."""
+        url = self._url
+        return bool(url) and not str(url).startswith("sqlite")
+
+    def _write_state(self) -> None:
+        """The push's state beside the spool (shournal.capture.sync_state),
+        for `shournal sync` and `shournal doctor` (a journal file has
+        none: its failures are the store check's)."""
+        if not self._to_server():
+            return
+        with self.lock:
+            state = SyncState(self.error, self._error_since, 0, self._last_push)
+        state.backlog = self.spool_count()
+        with suppress(OSError):
+            write_state(self.spool.dir, state)
 
     def _url_limit(self) -> int | None:
         """Take the config's URL changes whose earlier lines are all stored
@@ -671,24 +802,54 @@ class Daemon:
     def _journal_failed(self, exc: BaseException, batch) -> None:
         condition = journal_condition(exc)
         with self.lock:
-            if condition == self.error:
-                return
-            self.error = condition
+            self._failed_attempt = self._attempt
+            if condition != self.error:
+                self.error = condition
+                self._error_since = time.time()
+                self._warned.clear()
             self.lock.notify_all()
-        first = next((rec for _, rec in batch if rec is not None), None)
-        what = f": {listener.short_command(first.text)}" if first is not None else ""
+        self._write_state()
+        # Each shell whose commands wait is told once per condition, at its
+        # next prompt, naming its first waiting command; a shell whose
+        # lines come later is told when the first of them is spooled
+        # (_warn_waiting).
+        firsts: dict[bytes | None, CommandRecord] = {}
+        for _end, rec in batch:
+            if rec is not None:
+                firsts.setdefault(rec.session_uuid, rec)
+        for rec in firsts.values():
+            self._warn_waiting(rec)
+        if not firsts:  # (no command of a shell here: to any shell, once)
+            with self.lock:
+                if self.error is None or None in self._warned:
+                    return
+                self._warned.add(None)
+            listener._warn(f"{condition}; {self.spool_count()} command(s) kept in the spool")
+
+    def _warn_waiting(self, rec: CommandRecord) -> None:
+        """Tell the shell of `rec` that its commands wait in the spool, once
+        per condition of the journal."""
+        with self.lock:
+            condition = self.error
+            if condition is None or rec.session_uuid in self._warned:
+                return
+            self._warned.add(rec.session_uuid)
         n = self.spool_count()
-        # to the shell of the command it names (the others' commands wait
-        # in the spool as well; `shournal doctor` shows the backlog)
+        how = "pushed once it is usable (shournal sync)" if self._to_server() else (
+            "stored once it is usable")
         listener._warn(
-            f"{condition}; {n} command(s) kept in the spool, stored once it is usable{what}",
-            first.session_uuid if first is not None else None,
+            f"{condition}; {n} command(s) kept in the spool, {how}: "
+            f"{listener.short_command(rec.text)}",
+            rec.session_uuid,
         )
 
     def spool_count(self) -> int:
         from shournal.capture.spool import backlog_of
 
-        return backlog_of(self.spool.dir)[0]
+        n = backlog_of(self.spool.records_dir)[0]
+        if self.shared:
+            n += foreign_backlog(self.shared, self.spool.records_dir, self.host)
+        return n
 
     def drain(self, timeout: float) -> int:
         """Wait (bounded) until everything spooled so far is stored; the
@@ -712,6 +873,36 @@ class Daemon:
         # a line whose recorder died is in the journal for the query too
         self._look_for_orphaned_starts(until=deadline)
         return 0
+
+    def sync(self, timeout: float) -> int:
+        """Push now (`shournal sync`): wait (bounded) until everything
+        spooled so far is stored, or an attempt made meanwhile failed; the
+        number of commands still waiting."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            target = self.spool.end
+            first = self._attempt + 1  # (one under way may have begun before the request)
+            passes = self._foreign_passes
+            self._foreign_due = 0.0
+            self._sync_wanted = True
+            self._draining += 1
+            self._store_wake.notify()
+            try:
+                while (((self.spool.committed < target and self.spool.end != 0)
+                        or (self.shared and self._foreign_passes == passes))
+                       and self._failed_attempt < first):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.lock.wait(left)
+            finally:
+                self._draining -= 1
+        return self.spool_count()
+
+    def sync_state(self, backlog: int) -> SyncState:
+        with self.lock:
+            return SyncState(self.error, self._error_since, backlog, self._last_push,
+                             time.time(), os.getpid())
 
     def status(self) -> dict[str, object]:
         with self.lock:

@@ -125,6 +125,7 @@ MSG_SPOOLED = 10
 MSG_DRAIN = 11
 MSG_DRAINED = 12
 MSG_STATUS = 13
+MSG_SYNC = 14  # push now: answered with MSG_DRAINED and the push's state (JSON)
 FORWARD_BY_HELPER = 1  # FORWARD's arg: see shournal_protocol.h
 DAEMON_MSG = Layout(
     "shournal_daemon_msg", ("type", "I"), ("pid", "i"), ("arg", "I"), ("reserved", "I")

@@ -189,11 +189,17 @@ class Spool:
     """The spool of one journal key; only its daemon (holding its lock)
     opens it for writing.  Not thread-safe: the daemon serialises."""
 
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, records_dir: Path | None = None) -> None:
+        """`records_dir`: where the records file and its committed offset
+        are (a host's folder in a shared spool_dir: shared_records_dir),
+        if not in `directory`."""
         self.dir = directory or spool_dir()
         _open_dir(self.dir)
-        self.path = self.dir / "records"
-        self.committed_path = self.dir / "committed"
+        self.records_dir = records_dir or self.dir
+        if records_dir is not None:
+            _open_shared_dir(records_dir)
+        self.path = self.records_dir / "records"
+        self.committed_path = self.records_dir / "committed"
         self.torn_bytes = 0  # cut off at opening (a crash's torn tail)
         self._open()
 
@@ -253,6 +259,25 @@ class Spool:
         """Bytes spooled but not yet in the journal."""
         return self.end - self.committed
 
+    def take_confirmed(self) -> bool:
+        """Commit what another host pushed from our records file in a
+        shared spool_dir (its `pushed.<host>` confirmation); True if that
+        moved the committed offset."""
+        if self.records_dir == self.dir:
+            return False
+        offset = min(confirmed_offset(self.records_dir, self.inode), self.end)
+        if offset <= self.committed:
+            return False
+        # only at the end of a frame of ours (a confirmation is a file on
+        # shared storage: a wrong offset must not cut a record)
+        for _off, end, _payload in scan(self.fd, self.committed):
+            if end >= offset:
+                if end != offset:
+                    return False
+                self.commit(offset)
+                return True
+        return False
+
     def commit(self, offset: int) -> None:
         """Everything up to `offset` is in the journal."""
         self.committed = offset
@@ -279,7 +304,7 @@ class Spool:
         inode before the file takes the name (a freed inode number is soon
         reused: the old "<inode> <offset>" could match the new file); a
         crash in between replays the old file, each command looked up."""
-        tmp = self.dir / ".records.new"
+        tmp = self.records_dir / ".records.new"
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         fd = os.open(
@@ -297,7 +322,9 @@ class Spool:
 
 def backlog_of(directory: Path | None = None) -> tuple[int, int]:
     """(commands, bytes) spooled but not yet in the journal, read without
-    the daemon (for `shournal doctor`); (0, 0) without a spool."""
+    the daemon (for `shournal doctor`); (0, 0) without a spool.  With a
+    shared spool_dir: `directory` is the host's folder there
+    (shared_records_dir)."""
     directory = directory or spool_dir()
     try:
         fd = os.open(directory / "records", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -749,3 +776,137 @@ def recover_starts(store, username: str, hostname: str, admit, warn,
                          "(event relay ended early)")
             os.unlink(path)
     return stored
+
+
+# -- a shared spool_dir ----------------------------------------------------------
+#
+# `[store] spool_dir` names a folder on shared storage (docs/lab.md): each
+# host appends to `<spool_dir>/<host>/<journal key>/records` (the rest of
+# the spool -- starts, inbox -- stays local: it serves the host's own
+# processes).  Any host that reaches the server pushes the other hosts'
+# records too, reading them, never writing them: after the server
+# confirmed a batch it leaves `pushed.<its host>` ("<inode> <offset>
+# <crc>", as `committed`) beside the file, and only the writing host moves
+# its own committed offset (and so empties the file) up to what such a
+# confirmation names.  File locks on network file systems are not
+# trusted: two hosts may push the same frames at once, and the command's
+# UUID (ON CONFLICT DO NOTHING) keeps one.
+
+PUSHED = "pushed."
+
+
+def shared_records_dir(shared: str, host: str, key: str) -> Path:
+    return Path(shared) / _safe_name(host) / key
+
+
+def _safe_name(host: str) -> str:
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in host).lstrip(".")
+    return name or "_"
+
+
+def _open_shared_dir(directory: Path) -> None:
+    """`<spool_dir>/<host>/<key>`: spool_dir must be the user's own folder,
+    not writable by group or others (it is on shared storage: another
+    user's folder could hold anything)."""
+    root = directory.parent.parent
+    try:
+        _paths.check_own_directory(root, follow_links=True, forbidden_mode=0o022)
+    except FileNotFoundError:
+        _paths.make_private_dir(root)
+    except _paths.UnsafeDirectory as exc:
+        raise SpoolError(f"[store] spool_dir: {exc}") from None
+    _paths.make_private_dir(directory)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise SpoolError(f"{directory} is not a directory of yours")
+
+
+def others_records(shared: str, own: Path) -> list[Path]:
+    """The other hosts' records files in the spool_dir `shared` (regular
+    files of ours only)."""
+    out: list[Path] = []
+    try:
+        hosts = sorted(os.listdir(shared))
+    except OSError:
+        return out
+    for host in hosts:
+        try:
+            keys = sorted(os.listdir(Path(shared) / host))
+        except OSError:
+            continue
+        for key in keys:
+            path = Path(shared) / host / key / "records"
+            if path.parent == own:
+                continue
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                out.append(path)
+    return out
+
+
+def _pushed_marks(directory: Path) -> list[Path]:
+    try:
+        return [directory / n for n in os.listdir(directory) if n.startswith(PUSHED)]
+    except OSError:
+        return []
+
+
+def confirmed_offset(directory: Path, inode: int) -> int:
+    """The furthest offset into the records file `inode` that another host
+    confirmed the server holds (0: none)."""
+    return max((_read_committed(p, inode) for p in _pushed_marks(directory)), default=0)
+
+
+def foreign_pending(path: Path, me: str, limit: int) -> tuple[int, list[tuple[int, CommandRecord]]]:
+    """(inode, up to `limit` records of another host's records file `path`
+    that neither its host committed nor we confirmed); undecodable ones
+    come as None (skipped, confirmed with the rest)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        start = max(_read_committed(path.parent / "committed", st.st_ino),
+                    _read_committed(path.parent / f"{PUSHED}{_safe_name(me)}", st.st_ino),
+                    confirmed_offset(path.parent, st.st_ino))
+        out: list[tuple[int, CommandRecord]] = []
+        for _off, end, payload in scan(fd, min(start, st.st_size)):
+            try:
+                rec = _decode(payload)
+            except (ValueError, TypeError, EOFError, IndexError):
+                rec = None
+            out.append((end, rec))  # type: ignore[arg-type]
+            if len(out) >= limit:
+                break
+        return st.st_ino, out
+    finally:
+        os.close(fd)
+
+
+def confirm_pushed(path: Path, me: str, inode: int, offset: int) -> None:
+    """Tell the writing host of `path` that the server holds its records
+    up to `offset` (it commits them: Spool.take_confirmed)."""
+    _write_file(path.parent, f"{PUSHED}{_safe_name(me)}", _committed_line(inode, offset),
+                durable=False)
+
+
+def foreign_backlog(shared: str, own: Path, me: str) -> int:
+    """Commands in the other hosts' records files not pushed yet."""
+    n = 0
+    for path in others_records(shared, own):
+        try:
+            n += len(foreign_pending(path, me, 1 << 30)[1])
+        except OSError:
+            continue
+    return n
+
+
+def records_dir_of(shared: str) -> Path:
+    """Where this host's records file of our journal is: in the spool, or
+    in the shared spool_dir `shared` (the config's; empty: none)."""
+    import socket
+
+    if not shared:
+        return spool_dir()
+    return shared_records_dir(shared, socket.gethostname(), _paths.journal_key())

@@ -155,6 +155,14 @@ COMMANDS: dict[str, tuple[str, str, str | None, dict[str, bool] | None]] = {
         "Search commands and their files interactively (Ctrl-R).",
         None,
     ),
+    "sync": (
+        "shournal.cli.sync:sync",
+        "Push the commands waiting in the spool to the journal (a lab server) now; "
+        "print the backlog, the last error and the time of the last successful push. "
+        "Exit 0: nothing waits; 1: some still wait; 3: the server cannot be used.",
+        "Push the spool to the journal now; print the backlog and last error.",
+        None,
+    ),
     "doctor": (
         "shournal.cli._app:doctor",
         "Check everything recording needs and print the fix for each failure.",

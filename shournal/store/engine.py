@@ -310,6 +310,8 @@ class Database:
             kw["creator"] = lambda: connect_read_only(database, check_same_thread=False)
         else:
             self._read_only = False
+        if self.dialect_name == "postgresql":
+            kw["connect_args"] = _server_timeouts(parsed)
         try:
             self.engine: Engine = create_engine(parsed, **kw)
         except (sa_exc.SQLAlchemyError, ImportError) as e:
@@ -444,3 +446,27 @@ class Database:
         self.close()
 
     # -- schema -------------------------------------------------------------
+
+
+# A server that stops answering (its link cut, its host gone) must fail a
+# push within seconds, not after the kernel's TCP retries (minutes to a
+# quarter of an hour): the spool keeps the commands and the store daemon
+# tries again.  Each applies unless the URL or the environment sets it.
+SERVER_CONNECT_TIMEOUT_SECONDS = 10
+SERVER_TCP_USER_TIMEOUT_MS = 20_000
+SERVER_KEEPALIVES_IDLE_SECONDS = 10
+
+
+def _server_timeouts(parsed) -> dict[str, Any]:
+    query = parsed.query
+    args: dict[str, Any] = {}
+    if "connect_timeout" not in query and "PGCONNECT_TIMEOUT" not in os.environ:
+        args["connect_timeout"] = SERVER_CONNECT_TIMEOUT_SECONDS
+    if "tcp_user_timeout" not in query:
+        args["tcp_user_timeout"] = SERVER_TCP_USER_TIMEOUT_MS
+    if "keepalives_idle" not in query:
+        args["keepalives"] = 1
+        args["keepalives_idle"] = SERVER_KEEPALIVES_IDLE_SECONDS
+        args["keepalives_interval"] = 5
+        args["keepalives_count"] = 3
+    return args

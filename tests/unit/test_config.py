@@ -616,3 +616,10 @@ def test_bad_redact_patterns_are_one_line_errors(body: str, needle: str, line: i
     err = error(f"[redact]\n{body}\n")
     assert needle in str(err), str(err)
     assert str(err).startswith(f"config.toml:{line}: [redact] patterns: "), str(err)
+
+
+def test_spool_dir_is_an_absolute_path_or_empty() -> None:
+    assert parse("[store]\nspool_dir = '/nfs/me/spool/'\n").store.spool_dir == "/nfs/me/spool"
+    assert parse("[store]\nspool_dir = ''\n").store.spool_dir == ""
+    assert parse("[store]\nspool_dir = '~/s'\n").store.spool_dir.endswith("/s")
+    assert "absolute path" in str(error("[store]\nspool_dir = 'relative/spool'\n"))

@@ -232,6 +232,41 @@ def test_a_spooled_record_is_encoded_as_its_astuple(tmp_path: Path):
     assert spool._decode(spool._encode(rec)) == rec
 
 
+def test_a_shared_spool_is_pushed_by_others_and_shortened_only_by_its_writer(tmp_path: Path):
+    """spool_dir: the writer appends to <shared>/<host>/<key>/records; another
+    host reads what is not committed nor confirmed, confirms a batch
+    (pushed.<host>), and only the writer commits up to that."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    own = spool.shared_records_dir(str(shared), "node1", "k" * 16)
+    writer = spool.Spool(tmp_path / "local", records_dir=own)
+    writer.append([_rec(f"c{i}", i) for i in range(5)])
+    assert spool.foreign_backlog(str(shared), shared / "login1" / ("k" * 16), "login1") == 5
+    (path,) = spool.others_records(str(shared), shared / "login1" / ("k" * 16))
+    inode, batch = spool.foreign_pending(path, "login1", 3)
+    assert [rec.text for _end, rec in batch] == ["c0", "c1", "c2"]
+    assert spool.backlog_of(own)[0] == 5
+    spool.confirm_pushed(path, "login1", inode, batch[-1][0])
+    # the pusher goes on after what it confirmed; so does any other host
+    assert [r.text for _e, r in spool.foreign_pending(path, "login1", 10)[1]] == ["c3", "c4"]
+    assert [r.text for _e, r in spool.foreign_pending(path, "login2", 10)[1]] == ["c3", "c4"]
+    assert spool.backlog_of(own)[0] == 5  # the file is the writer's
+    assert writer.take_confirmed()
+    assert spool.backlog_of(own)[0] == 2 and not writer.take_confirmed()
+    # the writer's own spool is not another host's
+    assert spool.others_records(str(shared), own) == []
+    writer.close()
+
+
+def test_a_shared_spool_dir_open_to_others_is_refused(tmp_path: Path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(spool.SpoolError, match="spool_dir"):
+        spool.Spool(tmp_path / "local",
+                    records_dir=spool.shared_records_dir(str(shared), "h", "k" * 16))
+
+
 def test_a_spool_frame_of_format_1_is_read_without_uuid(tmp_path: Path):
     """A spool an older shournal wrote (format 1: no uuid, the record's
     last field) is stored after an upgrade, each record with uuid None; a
@@ -266,3 +301,17 @@ def test_a_kept_start_of_format_1_is_read_without_uuid(tmp_path: Path):
     )
     got = spool.take_started(4243, tmp_path)
     assert got is not None and got[0].text == b"echo old" and got[0].uuid == bytes(16)
+
+
+def test_a_confirmation_inside_a_record_commits_nothing(tmp_path: Path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    own = spool.shared_records_dir(str(shared), "node1", "k" * 16)
+    writer = spool.Spool(tmp_path / "local", records_dir=own)
+    writer.append([_rec(f"c{i}", i) for i in range(3)])
+    first_end = writer.pending(1)[0][0]
+    spool.confirm_pushed(own / "records", "login1", writer.inode, first_end - 1)
+    assert not writer.take_confirmed() and writer.committed == 0
+    spool.confirm_pushed(own / "records", "login1", writer.inode, first_end)
+    assert writer.take_confirmed() and writer.committed == first_end
+    writer.close()
