@@ -45,6 +45,9 @@ class LabServer:
     def url(self, user: str) -> str:
         return f"postgresql+psycopg://{user}@/{DATABASE}?host={self.socket_dir}"
 
+    def postmaster(self) -> int:
+        return int((self.socket_dir / "data" / "postmaster.pid").read_text().split()[0])
+
     @property
     def admin_url(self) -> str:
         return self.url(SUPERUSER)
