@@ -19,8 +19,10 @@ sharing branch is evaluated for every row):
   files per command loaded, as `shournal query` does);
 * ``build_lineage`` of the chain's last output, a fresh reader each time;
 
-median and p95 over --reps of each.  Targets (issue 29, as on SQLite):
---wfile <= 50 ms, a 50-step lineage <= 200 ms.  Sizes: the sum of
+median and p95 over --reps of each; then, once, the statements of one of
+each run again under EXPLAIN ANALYZE: their number and the server's
+planning and execution time (the rest is the client and the round trips).
+Targets (issue 29, as on SQLite): --wfile <= 50 ms, a 50-step lineage <= 200 ms.  Sizes: the sum of
 pg_total_relation_size (heap, TOAST, indexes) over the tables, per event;
 the SQLite file of the same journal per event beside it.  The server runs
 with PostgreSQL's default memory settings (shared_buffers 128 MB), without
@@ -120,6 +122,41 @@ def time_lineage(journal: Journal, target: Path, depth: int) -> tuple[float, flo
     return wall, cpu
 
 
+def server_side(journal: Journal, target: Path, depth: int, probe: dict) -> dict[str, Any]:
+    """The SQL of one lineage walk and one --wfile, each statement run
+    again under EXPLAIN ANALYZE: how many, and the server's planning and
+    execution time in total (the rest of the wall time is the client's
+    CPU and the round trips)."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, Any]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+        seen.append((statement, parameters))
+
+    out: dict[str, Any] = {}
+    for what, run in (("lineage", lambda: time_lineage(journal, target, depth)),
+                      ("wfile", lambda: time_wfile(journal, probe))):  # fmt: skip
+        seen.clear()
+        event.listen(journal._store.engine, "before_cursor_execute", capture)
+        run()
+        event.remove(journal._store.engine, "before_cursor_execute", capture)
+        selects = [(q, a) for q, a in seen if q.lstrip().upper().startswith("SELECT")]
+        planning = execution = 0.0
+        with journal._store.engine.connect() as conn:
+            for sql, params in selects:
+                for (line,) in conn.exec_driver_sql("EXPLAIN (ANALYZE) " + sql, params):
+                    if line.startswith(("Planning Time", "Execution Time")):
+                        ms = float(line.split()[2])
+                        if line.startswith("Planning"):
+                            planning += ms
+                        else:
+                            execution += ms
+        out[what] = {"statements": len(seen), "selects": len(selects),
+                     "planning_ms": planning, "execution_ms": execution}  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     journal_gen.journal_args(p)
@@ -175,12 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                 wall, cpu = time_lineage(journal, target, args.depth)
                 lineage[who].append(wall)
                 lineage_cpu[who].append(cpu)
+        server_time = {who: server_side(journal, target, args.depth, probes[0])
+                       for who, journal in readers.items()}  # fmt: skip
         for journal in readers.values():
             journal.close()
         shutil.rmtree(work, ignore_errors=True)
         out["readers"] = {
             who: {"wfile_s": summary(wfile[who]) | {"misses": misses[who]},
-                  "lineage_s": summary(lineage[who]), "lineage_cpu_s": summary(lineage_cpu[who])}
+                  "lineage_s": summary(lineage[who]), "lineage_cpu_s": summary(lineage_cpu[who]),
+                  "server": server_time[who]}
             for who in readers
         }  # fmt: skip
     out["loadavg_end"] = os.getloadavg()
