@@ -81,6 +81,11 @@ struct shournal_command {
     int64_t start_ns; /* CLOCK_REALTIME when the namespace was ready */
     int64_t end_ns;   /* CLOCK_REALTIME when the shell saw the prompt */
     uint8_t session[16];
+    /* the command line's own, 16 random bytes drawn when it started: the
+     * same in its START, its COMMAND and its start file, so that storing
+     * the line twice (from its start and its end, or a push sent again)
+     * stores it once; all zeros: none (getrandom failed) */
+    uint8_t uuid[16];
 };
 
 /* shell -> holder over the sync socket (below), once the command line has
@@ -114,7 +119,7 @@ struct shournal_command {
  * of /proc/<pid>/stat, so a reused pid is not taken for them; 0: unknown)
  * is stored from it as incomplete by the store daemon or a listener. */
 #define SHOURNAL_STARTS_DIR "starts"
-#define SHOURNAL_START_FORMAT 1u
+#define SHOURNAL_START_FORMAT 2u /* 1: without uuid (still read) */
 
 struct shournal_start_file {
     uint32_t format; /* SHOURNAL_START_FORMAT */
@@ -125,6 +130,7 @@ struct shournal_start_file {
     uint64_t listener_starttime;
     int64_t start_ns; /* as in COMMAND */
     uint8_t session[16];
+    uint8_t uuid[16]; /* as in COMMAND */
 };
 
 /* The relay, holder <-> listener over the socket on SHOURNAL_FD_EVENTS.

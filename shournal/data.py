@@ -61,6 +61,7 @@ __all__ = [
     "WrittenVersion",
     "lost_reason_parts",
     "ns_to_datetime",
+    "uuid_text",
 ]
 
 # The original stores INT32_MAX when the exit status is unknown.
@@ -74,6 +75,13 @@ def ns_to_datetime(ns: int) -> datetime:
 
     seconds, rest = divmod(ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+
+
+def uuid_text(raw: bytes) -> str:
+    """A command's UUID (16 raw bytes) as text, 8-4-4-4-12 hex digits (as
+    str(uuid.UUID(bytes=raw)), without importing uuid on the query's path)."""
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 # Ids, sizes, counts and limits are 64-bit signed integers in the journal
@@ -335,7 +343,9 @@ class CommandView(_Value):
     the end (it exec'd a program, was hung up or died); the exit status is
     unknown.  ``imported_from``: brought in by `shournal import` from that
     kind of history ("bash", "zsh", "atuin", "shournal", "hishtory"); None
-    for a recorded command.  ``write_count``/``read_count`` are the stored totals, larger
+    for a recorded command.  ``uuid``: the 16 random bytes the command line
+    got where it started (None: stored before commands had one, or
+    imported).  ``write_count``/``read_count`` are the stored totals, larger
     than len(writes)/len(reads) when max_files cut the lists short.
     ``note`` and ``tags``: what the user added (`shournal note`, `shournal
     tag`); untrusted text like the command line (made printable, or
@@ -350,7 +360,7 @@ class CommandView(_Value):
         "hostname", "session_uuid", "hash_chunk_size", "hash_max_reads", "dropped_writes",
         "dropped_reads", "lost_events", "derived_from", "lost_reasons", "incomplete",
         "imported_from", "writes", "reads", "write_count", "read_count", "note", "tags",
-        "match",
+        "match", "uuid",
     )  # fmt: skip
 
     def __init__(
@@ -380,6 +390,7 @@ class CommandView(_Value):
         note: str | None = None,
         tags: list[str] | None = None,
         match: str | None = None,
+        uuid: bytes | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -406,6 +417,7 @@ class CommandView(_Value):
         self.note = note
         self.tags: list[str] = [] if tags is None else tags
         self.match = match
+        self.uuid = uuid
 
     @property
     def return_value_known(self) -> bool:

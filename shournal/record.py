@@ -69,3 +69,8 @@ class CommandRecord:
     # the text, the archived scripts and the apparatus's environment and
     # argv: kind -> count, kinds with a count only.
     redactions: dict[str, int] = field(default_factory=dict)
+    # 16 random bytes drawn where the command line started (the preload
+    # library, `shournal run`): the same in the finished record and in one
+    # recovered from its start, so that storing it again stores nothing
+    # (docs/lab.md).  None: recorded before commands had one, or imported.
+    uuid: bytes | None = None

@@ -10,6 +10,7 @@ pid_t g_holder = -1, g_listener = -1;
 int g_forked; /* the shell forked while the line ran: see do_cleanup in line.c */
 int64_t g_start_ns;
 uint8_t g_session[16];
+uint8_t g_uuid[16]; /* the running command line's (see struct shournal_command) */
 char g_seq[32];
 char g_suid[PATH_MAX] = SHOURNAL_SUID_PATH;
 char g_listener_path[PATH_MAX] = SHOURNAL_LISTENER_PATH;

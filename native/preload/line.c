@@ -87,6 +87,25 @@ static void throttle_listeners(void)
         nanosleep(&ts, NULL);
 }
 
+/* The command line's UUID: random (version 4).  Without one (getrandom
+ * failed) it is still recorded, and a second store of it is recognised by
+ * its start time, text, session and directory instead. */
+static void draw_uuid(void)
+{
+    ssize_t n;
+
+    do
+        n = getrandom(g_uuid, sizeof g_uuid, 0);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof g_uuid) {
+        warn_once("command lines get no UUID: getrandom: %s", n < 0 ? strerror(errno) : "short read");
+        memset(g_uuid, 0, sizeof g_uuid);
+        return;
+    }
+    g_uuid[6] = (uint8_t)(0x40 | (g_uuid[6] & 0x0f));
+    g_uuid[8] = (uint8_t)(0x80 | (g_uuid[8] & 0x3f));
+}
+
 void do_prepare(void)
 {
     struct shournal_setup_done done;
@@ -118,6 +137,7 @@ void do_prepare(void)
     g_holder = done.holder_pid;
     g_listener = done.listener_pid;
     g_start_ns = now_ns();
+    draw_uuid();
     g_forked = 0;
     g_state = ST_WITHIN;
     g_last_warning[0] = '\0';
@@ -248,6 +268,7 @@ void do_cleanup(const char *text, int retval)
     m.start_ns = g_start_ns;
     m.end_ns = now_ns();
     memcpy(m.session, g_session, sizeof m.session);
+    memcpy(m.uuid, g_uuid, sizeof m.uuid);
     if (text && len > SHOURNAL_MAX_COMMAND_LEN) {
         rc = send_command_fd(&m, text, len);
         if (rc != 0 && errno != EPIPE && errno != ECONNRESET && errno != ECONNREFUSED) {

@@ -98,6 +98,7 @@ extern pid_t g_holder, g_listener;
 extern int g_forked;
 extern int64_t g_start_ns;
 extern uint8_t g_session[16];
+extern uint8_t g_uuid[16];
 extern char g_seq[32];
 extern char g_suid[PATH_MAX];
 extern char g_listener_path[PATH_MAX];

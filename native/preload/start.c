@@ -165,6 +165,7 @@ static void write_start_file(const char *text)
     sf.listener_starttime = proc_starttime(g_listener);
     sf.start_ns = g_start_ns;
     memcpy(sf.session, g_session, sizeof sf.session);
+    memcpy(sf.uuid, g_uuid, sizeof sf.uuid);
     memcpy(&frame[0], "SHSP", 4);
     frame[1] = (uint32_t)(sizeof sf + cwdlen + textlen);
     frame[2] = crc32_update(0, &frame[1], 4);
@@ -280,6 +281,7 @@ void send_start(const char *text)
     m.return_value = SHOURNAL_RETURN_VALUE_UNKNOWN;
     m.start_ns = g_start_ns;
     memcpy(m.session, g_session, sizeof m.session);
+    memcpy(m.uuid, g_uuid, sizeof m.uuid);
     iov[0].iov_base = &m;
     iov[0].iov_len = sizeof m;
     iov[1].iov_base = (void *)text;

@@ -71,7 +71,8 @@ from shournal.errors import journal_condition
 from shournal.record import CommandRecord
 
 # Commands stored per journal batch (the committed offset is written once
-# per batch).
+# per batch), unless the journal takes more in one transaction
+# (Store.batch_size: PostgreSQL, where each transaction waits for the server).
 _BATCH = 64
 # Retry delays while the journal is unusable.
 _RETRY_FIRST = 0.5
@@ -504,7 +505,7 @@ class Daemon:
         the batch stays in the spool."""
         with self.lock:
             backlog = self.spool.backlog()
-            batch = self.spool.pending(_BATCH) if backlog else []
+            batch = self.spool.pending(self._batch_size()) if backlog else []
             limit = self._url_limit()
             if limit is not None:  # the lines of the journal before the change first
                 batch = [(end, rec) for end, rec in batch if end <= limit]
@@ -554,6 +555,11 @@ class Daemon:
             self._drop_journal()
             self._url = url
         return None
+
+    def _batch_size(self) -> int:
+        """Commands per journal batch (the journal's once it is open)."""
+        size = self._journal.batch_size if self._journal is not None else None
+        return max(size or _BATCH, _BATCH)
 
     def _open_store(self):
         from shournal.location import resolve_url

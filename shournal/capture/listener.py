@@ -429,6 +429,7 @@ def build_record(cwd: str, cmd: protocol.CommandMessage, collector: Collector) -
         username=_username(os.getuid()),
         hostname=socket.gethostname(),
         session_uuid=cmd.session if any(cmd.session) else None,
+        uuid=cmd.record_uuid(),
         hash_chunk_size=hashed[0] if hashed else None,
         hash_max_reads=hashed[1] if hashed else None,
         writes=list(collector.writes.values()),
@@ -629,6 +630,7 @@ def collect(
                 start.session,
                 start.text,
                 incomplete=True,
+                uuid=start.uuid,
             )
             cwd = start.cwd
             if collector.relay_unreported:

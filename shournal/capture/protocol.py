@@ -91,7 +91,7 @@ SETUP_FAIL = Layout("shournal_setup_fail", ("type", "I"), ("reserved", "I"))
 COMMAND = Layout(
     "shournal_command",
     ("type", "I"), ("return_value", "i"), ("start_ns", "q"), ("end_ns", "q"),
-    ("session", "16s"),
+    ("session", "16s"), ("uuid", "16s"),
 )  # fmt: skip
 # `lost` is the sum of the holder's reasons that follow it
 EVENTS = Layout(
@@ -131,13 +131,15 @@ DAEMON_MSG = Layout(
 )
 # A command line's start on disk (shournal.capture.spool: start files)
 STARTS_DIR = "starts"
-START_FORMAT = 1
+START_FORMAT = 2
 START_FILE = Layout(
     "shournal_start_file",
     ("format", "I"), ("holder_pid", "i"), ("listener_pid", "i"), ("cwd_len", "I"),
     ("holder_starttime", "Q"), ("listener_starttime", "Q"), ("start_ns", "q"),
-    ("session", "16s"),
+    ("session", "16s"), ("uuid", "16s"),
 )  # fmt: skip
+# Format 1 (an older preload library's, still read): without the uuid.
+START_FILE_1 = struct.Struct("=" + "".join(f for _n, f in START_FILE.fields[:-1]))
 LAYOUTS = (
     SETUP_DONE, SETUP_FAIL, COMMAND, EVENTS, RECORD, FLUSH, GO, DAEMON_MSG, START_FILE,
 )  # fmt: skip
@@ -170,6 +172,13 @@ class CommandMessage:
     incomplete: bool = False
     # The shell forked nothing while the line ran (COMMAND_SHELL_ONLY).
     shell_only: bool = False
+    # The command line's UUID (shournal.record.CommandRecord.uuid); all
+    # zeros: none.
+    uuid: bytes = bytes(16)
+
+    def record_uuid(self) -> bytes | None:
+        """The UUID as a CommandRecord carries it."""
+        return self.uuid if any(self.uuid) else None
 
 
 def recv_setup(sock: socket.socket) -> SetupDone:
@@ -193,7 +202,7 @@ def recv_setup(sock: socket.socket) -> SetupDone:
 
 def send_command(sock: socket.socket, msg: CommandMessage) -> None:
     """COMMAND, or COMMAND_FD with the text in a memfd when it is longer."""
-    head = (msg.return_value, msg.start_ns, msg.end_ns, msg.session)
+    head = (msg.return_value, msg.start_ns, msg.end_ns, msg.session, msg.uuid)
     if len(msg.text) <= MAX_COMMAND_LEN:
         sock.send(COMMAND.pack(MSG_COMMAND, *head) + msg.text)
         return
@@ -239,13 +248,13 @@ def start_message(payload: bytes) -> CommandMessage | None:
     bytes; None if it is not one."""
     if len(payload) < COMMAND.size:
         return None
-    mtype, ret, start, _end, session = COMMAND.unpack_from(payload)
+    mtype, ret, start, _end, session, uuid = COMMAND.unpack_from(payload)
     if mtype != MSG_START:
         return None
     text = payload[COMMAND.size :].rstrip(b"\0")  # padding: the text has no NUL
     if len(text) > MAX_START_TEXT:
         text = text[:MAX_START_TEXT] + cut_mark(MAX_START_TEXT).encode()
-    return CommandMessage(ret, start, 0, session, text, incomplete=True)
+    return CommandMessage(ret, start, 0, session, text, incomplete=True, uuid=uuid)
 
 
 def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
@@ -257,7 +266,7 @@ def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
     try:
         if len(data) < COMMAND.size:
             return data, None
-        mtype, ret, start, end, session = COMMAND.unpack_from(data)
+        mtype, ret, start, end, session, uuid = COMMAND.unpack_from(data)
         shell_only = bool(mtype & COMMAND_SHELL_ONLY)
         mtype &= ~COMMAND_SHELL_ONLY
         if mtype == MSG_COMMAND:
@@ -266,7 +275,9 @@ def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
             text = _text_from_fd(fds[0])
         else:
             return data, None
-        return data, CommandMessage(ret, start, end, session, text, shell_only=shell_only)
+        return data, CommandMessage(
+            ret, start, end, session, text, shell_only=shell_only, uuid=uuid
+        )
     finally:
         for fd in fds:
             os.close(fd)

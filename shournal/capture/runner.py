@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 from shournal import _paths
 from shournal.capture import protocol
@@ -161,7 +162,9 @@ def run_observed(argv: list[str], *, apparatus: bool = False,
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGQUIT, old_quit)
-    msg = protocol.CommandMessage(status, start_ns, time.time_ns(), bytes(16), text.encode())
+    msg = protocol.CommandMessage(
+        status, start_ns, time.time_ns(), bytes(16), text.encode(), uuid=uuid.uuid4().bytes
+    )
     try:
         protocol.send_command(parent, msg)
     except OSError:

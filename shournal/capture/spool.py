@@ -12,7 +12,10 @@ so that a record torn by a crash (power loss between write and fsync, or
 a full disk) is recognised: the first frame that does not check out ends
 the spool, it and everything after it are cut off (and counted); nothing
 before it is touched.  The payload is marshal of plain values (str, bytes,
-int, None, tuples), never pickle: loading it runs no code.
+int, None, tuples), never pickle: loading it runs no code: the format
+number (_FORMAT), then the CommandRecord's fields in their order, its
+events as tuples.  Format 2 added the record's last field, `uuid`; a frame
+of format 1 (written by an older shournal) is read with uuid None.
 
 What the journal already holds is remembered in `<spool>/committed`
 ("<inode of records> <offset> <crc32 of those, hex>", padded to
@@ -51,7 +54,10 @@ FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
 # A payload larger than this is not a record of ours (a torn length).
 MAX_PAYLOAD = 1 << 30
 ROTATE_BYTES = 4 << 20
-_FORMAT = 1  # first value of every payload
+_FORMAT = 2  # first value of every payload
+# How many of the record's fields each format has (the newer, the more:
+# fields are only ever added at the end, with a default).
+_FORMAT_FIELDS = {1: len(fields(CommandRecord)) - 1, 2: len(fields(CommandRecord))}
 
 
 class SpoolError(Exception):
@@ -87,9 +93,11 @@ def _events(values: object) -> list[FileEvent]:
 
 def _decode(payload: bytes) -> CommandRecord:
     value = marshal.loads(payload)
-    if not isinstance(value, tuple) or not value or value[0] != _FORMAT:
+    if not isinstance(value, tuple) or not value or value[0] not in _FORMAT_FIELDS:
         raise ValueError("unknown spool record format")
     values = list(value[1:])
+    if len(values) != _FORMAT_FIELDS[value[0]]:
+        raise ValueError("spool record of the wrong length")
     values[_WRITES] = _events(values[_WRITES])
     values[_READS] = _events(values[_READS])
     return CommandRecord(*values)
@@ -398,7 +406,8 @@ def keep_started(
     base = directory or spool_dir()
     started = _started_dir(base)
     payload = marshal.dumps(
-        (_FORMAT, cmd.return_value, cmd.start_ns, cmd.end_ns, cmd.session, cmd.text, cwd)
+        (_FORMAT, cmd.return_value, cmd.start_ns, cmd.end_ns, cmd.session, cmd.text, cwd,
+         cmd.uuid)
     )
     data = _frame_payload(payload)
     _started_here.add(pid)
@@ -442,10 +451,11 @@ def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessag
     finally:
         os.close(fd)
     try:
-        fmt, ret, start, end, session, text, cwd = marshal.loads(frames[0])
-        if fmt != _FORMAT:
+        fmt, ret, start, end, session, text, cwd, *rest = marshal.loads(frames[0])
+        if fmt not in _FORMAT_FIELDS or len(rest) != fmt - 1:  # format 2 added the UUID
             return None
-        return CommandMessage(ret, start, end, session, text), cwd
+        uuid = rest[0] if rest else bytes(16)
+        return CommandMessage(ret, start, end, session, text, uuid=uuid), cwd
     except (ValueError, TypeError, EOFError, IndexError):
         return None
 
@@ -568,24 +578,39 @@ class StartFile:
     session: bytes
     cwd: str
     text: bytes
+    uuid: bytes = bytes(16)  # all zeros: none (format 1, or getrandom failed)
 
 
 def _parse_start(fd: int) -> StartFile | None:
-    from shournal.capture.protocol import MAX_COMMAND_TEXT, START_FILE, START_FORMAT, cut_mark
+    from shournal.capture.protocol import (
+        MAX_COMMAND_TEXT,
+        START_FILE,
+        START_FILE_1,
+        START_FORMAT,
+        cut_mark,
+    )
 
     frames = [payload for _o, _e, payload in scan(fd, 0)]
-    if len(frames) != 1 or len(frames[0]) < START_FILE.size:
+    if len(frames) != 1 or len(frames[0]) < 4:
         return None
     payload = frames[0]
-    fmt, hpid, lpid, cwd_len, hstart, lstart, start_ns, session = START_FILE.unpack_from(payload)
-    if fmt != START_FORMAT or START_FILE.size + cwd_len > len(payload):
+    (fmt,) = struct.unpack_from("=I", payload)
+    # format 1: an older preload library's, without the uuid
+    layout = START_FILE if fmt == START_FORMAT else START_FILE_1 if fmt == 1 else None
+    if layout is None or len(payload) < layout.size:
         return None
-    cwd = payload[START_FILE.size : START_FILE.size + cwd_len]
-    text = payload[START_FILE.size + cwd_len :]
+    _fmt, hpid, lpid, cwd_len, hstart, lstart, start_ns, session, *uuid = layout.unpack_from(
+        payload
+    )
+    if layout.size + cwd_len > len(payload):
+        return None
+    cwd = payload[layout.size : layout.size + cwd_len]
+    text = payload[layout.size + cwd_len :]
     if len(text) > MAX_COMMAND_TEXT:
         text = text[:MAX_COMMAND_TEXT] + cut_mark(MAX_COMMAND_TEXT).encode()
     return StartFile(
-        hpid, hstart, lpid, lstart, start_ns, session, os.fsdecode(cwd) or "/", text
+        hpid, hstart, lpid, lstart, start_ns, session, os.fsdecode(cwd) or "/", text,
+        uuid[0] if uuid else bytes(16),
     )
 
 
@@ -708,6 +733,7 @@ def recover_starts(store, username: str, hostname: str, admit, warn,
                     username=username,
                     hostname=hostname,
                     session_uuid=start.session if any(start.session) else None,
+                    uuid=start.uuid if any(start.uuid) else None,
                     hash_chunk_size=None,
                     hash_max_reads=None,
                     lost_events=1,

@@ -1,8 +1,8 @@
 """JSON output: one array of command objects (``json``), or one object per
 line (``jsonl``), with the original's field
 names (plus droppedWriteEvents, droppedReadEvents, lostEvents, mtimeNs;
-and derivedFrom, incomplete, note, tags and importedFrom when a command has
-them; ``"match": "exact"|"content"`` for a query by a file, ``--wfile``/
+and uuid, derivedFrom, incomplete, note, tags and importedFrom when a
+command has them; ``"match": "exact"|"content"`` for a query by a file, ``--wfile``/
 ``--rfile``: ``content`` when no recorded version has the file's mtime).
 
 Paths are decoded with os.fsdecode and written with ensure_ascii, so
@@ -16,7 +16,7 @@ import json
 import os
 from datetime import UTC, datetime
 
-from shournal.data import CommandView, FileEventView
+from shournal.data import CommandView, FileEventView, uuid_text
 from shournal.report.shournal_json import command_fields, event_object
 
 # Not typing.TYPE_CHECKING: `shournal query` renders through here, and
@@ -45,6 +45,8 @@ def _event(ev: FileEventView, is_read: bool) -> dict[str, Any]:
 
 def command_object(cmd: CommandView) -> dict[str, Any]:
     obj = _command_fields(cmd)
+    if cmd.uuid is not None:  # only then: the original's format otherwise
+        obj["uuid"] = uuid_text(cmd.uuid)
     if cmd.derived_from is not None:  # only then: the original's format otherwise
         obj["derivedFrom"] = cmd.derived_from
     if cmd.incomplete:  # likewise

@@ -61,7 +61,7 @@ BUSY_SECONDS = 15
 # (which upgrades an older one, or says it is too new).
 # tests/unit/test_cli_fast_path.py fails when the migrations' SCHEMA_VERSION
 # moves on without this being raised.
-READS_SCHEMA = 10
+READS_SCHEMA = 11
 
 # SQLite refuses a LIKE or GLOB pattern longer than this (in bytes,
 # SQLITE_MAX_LIKE_PATTERN_LENGTH) with "pattern too complex".

@@ -43,6 +43,13 @@ class Store(Database):
         the number stored."""
         return self.writer.add_commands(recs, skip_stored)
 
+    @property
+    def batch_size(self) -> int | None:
+        """How many commands one add_commands transaction takes at most
+        (:data:`shournal.store.writer.PG_BATCH` on PostgreSQL); None: as
+        many as it is given."""
+        return self.writer.batch_size
+
     def add_imported(
         self, recs: Sequence[CommandRecord], *, dry_run: bool = False
     ) -> tuple[int, int]:

@@ -253,6 +253,16 @@ def redaction(conn: Connection) -> None:
     )
 
 
+def command_uuid(conn: Connection) -> None:
+    """Schema 11: command.uuid (NULL in older rows: they were stored before
+    commands carried one), with its unique index."""
+    columns = {c["name"] for c in inspect(conn).get_columns("command")}
+    if "uuid" not in columns:
+        blob = "BLOB" if conn.dialect.name == "sqlite" else "BYTEA"
+        conn.execute(text(f"ALTER TABLE command ADD COLUMN uuid {blob}"))
+    _command_indexes(conn)
+
+
 class Migration(NamedTuple):
     version: int  # the schema version it lifts a journal to (from the one before)
     upgrade: Callable[[Connection], None]
@@ -268,6 +278,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, notes_and_tags),
     Migration(9, imported),
     Migration(10, redaction),
+    Migration(11, command_uuid),
 )
 
 # The version of a journal this shournal creates, and to which it upgrades

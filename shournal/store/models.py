@@ -181,6 +181,10 @@ class Command(Base):
             sqlite_where=IMPORTED,
             postgresql_where=IMPORTED,
         ),
+        # One row per recorded command line (CommandRecord.uuid): storing
+        # it again inserts nothing (shournal.store.writer).  NULLs (older
+        # and imported commands) never conflict.
+        Index("ix_command_uuid", "uuid", unique=True),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -206,6 +210,9 @@ class Command(Base):
     # shournal.record.CommandRecord.imported_from and import_key
     imported_from: Mapped[str | None] = mapped_column(SafeText, nullable=True, default=None)
     import_key: Mapped[bytes | None] = mapped_column(Blob, nullable=True, default=None)
+    # shournal.record.CommandRecord.uuid: 16 bytes (the writer checks), NULL
+    # for commands of journals older than schema 11 and imported ones
+    uuid: Mapped[bytes | None] = mapped_column(Blob, nullable=True, default=None)
 
 
 class WorkingDir(Base):

@@ -130,6 +130,7 @@ COMMAND_COLUMNS: tuple[tuple[str, str], ...] = (
     ("command", "incomplete"),
     ("command_note", "text"),
     ("command", "imported_from"),
+    ("command", "uuid"),
 )
 
 # The tables COMMAND_COLUMNS joins to command: (table, its column, the
@@ -180,6 +181,7 @@ def command_view(conn: Reads, r: Sequence[Any]) -> CommandView:
         incomplete=bool(r[15 + len(LOST_REASONS)]),
         note=r[16 + len(LOST_REASONS)],
         imported_from=r[17 + len(LOST_REASONS)],
+        uuid=None if r[18 + len(LOST_REASONS)] is None else bytes(r[18 + len(LOST_REASONS)]),
     )
 
 

@@ -2,6 +2,12 @@
 the find-or-insert of the rows they share (hosts, directories, sessions,
 read file versions, archived contents), and has_command.
 
+A command with a UUID (CommandRecord.uuid) is inserted with ON CONFLICT DO
+NOTHING: when the journal holds it already (a batch sent again after its
+COMMIT's reply was lost, two hosts pushing one shared spool), nothing of it
+is stored again.  One without (imported, or recorded by an older shournal)
+is looked up by has_command instead.
+
 Deleting is :mod:`shournal.store.gc`.
 """
 
@@ -36,6 +42,14 @@ _PG_FIND_OR_INSERT_LOCK = (
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
+
+# The most command lines stored in one PostgreSQL transaction (one COMMIT,
+# and its wait for the server, per batch); SQLite's batches are the
+# caller's (shournal.capture.daemon).
+PG_BATCH = 500
+
+# The precompiled INSERT of a command with a UUID (see _insert_command).
+_COMMAND_IF_NEW = "command-if-new"
 
 
 _DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
@@ -74,6 +88,11 @@ class Writer:
         # to the server each anyway)
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
+
+    @property
+    def batch_size(self) -> int | None:
+        """See Store.batch_size."""
+        return None if self.dialect_name == "sqlite" else PG_BATCH
 
     def insert_ignore(self, table: Table) -> Insert:
         """An INSERT that leaves a row whose key exists as it is."""
@@ -155,34 +174,34 @@ class Writer:
 
     def add_command(self, rec: CommandRecord) -> int:
         """Store one finished command line and all its file events in one
-        transaction; return the new command id."""
+        transaction; return its command id (the stored one's, when a command
+        with its UUID is in the journal already: then nothing is stored)."""
         prepared = self._prepare(rec)
         with self._db.writing() as conn:
-            return self._insert(conn, rec, prepared)
+            self._lock_find_or_insert(conn)
+            command_id = self._insert(conn, rec, prepared)
+            return command_id if command_id is not None else self._id_of_uuid(conn, rec)
 
     def add_commands(self, recs: Sequence[CommandRecord], skip_stored: bool = False) -> int:
-        """Store several command lines (the store daemon's batches); with
-        `skip_stored`, those has_command finds are left out.  The number
-        stored.  SQLite: in one transaction, all or none (one connection,
-        BEGIN and COMMIT for all: ~0.2 of a short command's ~0.7 ms); on
-        PostgreSQL each in its own, as add_command, whose key order keeps
-        concurrent writers free of deadlocks only within one command."""
-        if self.dialect_name != "sqlite":
-            stored = 0
-            for rec in recs:
-                if not (skip_stored and self.has_command(rec)):
-                    self.add_command(rec)
-                    stored += 1
-            return stored
-        prepared = [self._prepare(rec) for rec in recs]
+        """Store several command lines (the store daemon's batches); the
+        number stored.  A command whose UUID the journal holds is left out;
+        with `skip_stored`, so is one without a UUID that has_command finds.
+        In one transaction, all or none (SQLite: one connection, BEGIN and
+        COMMIT for all, ~0.2 of a short command's ~0.7 ms); on PostgreSQL in
+        transactions of at most PG_BATCH commands each."""
+        size = self.batch_size or len(recs)
         stored = 0
-        with self._db.writing() as conn:
-            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
-            for rec, prep in zip(recs, prepared, strict=True):
-                if skip_stored and self._holds(conn, rec):
-                    continue
-                self._insert(conn, rec, prep, known)
-                stored += 1
+        for start in range(0, len(recs), max(size, 1)):
+            part = recs[start : start + size]
+            prepared = [self._prepare(rec) for rec in part]
+            with self._db.writing() as conn:
+                self._lock_find_or_insert(conn)
+                known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
+                for rec, prep in zip(part, prepared, strict=True):
+                    if skip_stored and rec.uuid is None and self._holds(conn, rec):
+                        continue
+                    if self._insert(conn, rec, prep, known) is not None:
+                        stored += 1
         return stored
 
     def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
@@ -231,9 +250,11 @@ class Writer:
         rec: CommandRecord,
         prepared: tuple[Any, ...],
         known: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = None,
-    ) -> int:
+    ) -> int | None:
         """The inserts of one command line (prepared by _prepare) in `conn`'s
-        transaction; its new id (`known`: see _dimension_ids)."""
+        transaction; its new id, None if the journal holds its UUID already
+        (then nothing was inserted: its events are not stored twice).
+        `known`: see _dimension_ids."""
         (write_split, reads, read_keys, read_split, dir_paths, digests, content_rows,
          wanted) = prepared
         ids = self._dimension_ids(conn, wanted, known)
@@ -256,18 +277,11 @@ class Writer:
             "incomplete": rec.incomplete,
             "imported_from": rec.imported_from,
             "import_key": rec.import_key,
+            "uuid": rec.uuid,
         }
-        command_table: Table = m.Command.__table__  # type: ignore[assignment]
-        if self._precompile:
-            cursor = self._driver_run(conn, command_table, command_table.insert, row)
-            command_id = int(cursor.lastrowid)
-        else:
-            result = conn.execute(command_table.insert(), row)
-            command_id = int(result.inserted_primary_key[0])
-        # Content first: its insert may wait for another writer's
-        # uncommitted row of the same digest, which must never happen
-        # while holding the find-or-insert lock that the other writer
-        # may be waiting for (the directories may take it).
+        command_id = self._insert_command(conn, row)
+        if command_id is None:
+            return None
         content_ids = self._ids_for(
             conn,
             m.Content.__table__,  # type: ignore[arg-type]
@@ -325,11 +339,42 @@ class Writer:
             )
         return command_id
 
+    def _insert_command(self, conn: Connection, row: dict[str, Any]) -> int | None:
+        """Insert the command row `row`; its id, or None when it has a UUID
+        the journal holds already.  ON CONFLICT without a target: the same
+        statement meets the unique index on (uuid) of a journal and on
+        (owner, uuid) of a lab store (shournal.store.lab); a recorded
+        command conflicts on nothing else (import_key is NULL, ids are the
+        database's)."""
+        table: Table = m.Command.__table__  # type: ignore[assignment]
+        if row["uuid"] is None:
+            if self._precompile:
+                return int(self._driver_run(conn, table, table.insert, row).lastrowid)
+            return int(conn.execute(table.insert(), row).inserted_primary_key[0])
+        if self._precompile:
+            cursor = self._driver_run(
+                conn, _COMMAND_IF_NEW, lambda: self.insert_ignore(table), row
+            )
+            # (lastrowid is left as it was when nothing was inserted)
+            return int(cursor.lastrowid) if cursor.rowcount == 1 else None
+        found = conn.execute(self.insert_ignore(table).returning(table.c.id), row).first()
+        return None if found is None else int(found[0])
+
+    def _id_of_uuid(self, conn: Connection, rec: CommandRecord) -> int:
+        """The id of the stored command with `rec`'s UUID (among the
+        writer's own rows in a lab store)."""
+        cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        return int(conn.execute(select(cmd.c.id).where(cmd.c.uuid == rec.uuid)).scalar_one())
+
     def _lock_find_or_insert(self, conn: Connection) -> None:
         """Exclude other writers from the find-or-insert of directories and
         read files until this transaction ends.  SQLite's write transaction
         (BEGIN IMMEDIATE) already does; PostgreSQL takes an advisory
-        transaction lock (taking it again is harmless)."""
+        transaction lock (taking it again is harmless).  The writer takes it
+        first thing in each of its transactions: one that holds it never
+        waits for the uncommitted rows of another that waits for it (the
+        same new working directory, session, content or UUID, met in
+        another order by a batch's later command)."""
         if self.dialect_name == "postgresql":
             conn.exec_driver_sql(_PG_FIND_OR_INSERT_LOCK)
 
@@ -416,6 +461,7 @@ class Writer:
         prepared = {i: self._prepare(recs[i]) for i in new}
         stored = 0
         with self._db.writing() as conn:
+            self._lock_find_or_insert(conn)
             present = self._stored_keys(conn, [keys[i] for i in new])
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
             for i in new:
@@ -441,10 +487,11 @@ class Writer:
         return found
 
     def has_command(self, rec: CommandRecord) -> bool:
-        """Whether the journal already holds `rec` (same start time, text,
-        session and working directory): the store daemon asks before it
-        stores a spooled command whose earlier attempt may have committed
-        (shournal.capture.spool), so that each is stored exactly once."""
+        """Whether the journal already holds `rec`: one with its UUID, or
+        without one, with the same start time, text, session and working
+        directory.  Asked before storing a command whose earlier attempt
+        may have committed (shournal.capture.spool), so that each is
+        stored exactly once."""
         with self._db.reading() as conn:
             self._db.only_own_rows(conn)
             return self._holds(conn, rec)
@@ -452,6 +499,9 @@ class Writer:
     def _holds(self, conn: Connection, rec: CommandRecord) -> bool:
         """has_command in `conn`'s transaction."""
         cmd: Table = m.Command.__table__  # type: ignore[assignment]
+        if rec.uuid is not None:
+            query = select(cmd.c.id).where(cmd.c.uuid == rec.uuid)
+            return conn.execute(query.limit(1)).first() is not None
         cwd: Table = m.WorkingDir.__table__  # type: ignore[assignment]
         sess: Table = m.ShellSession.__table__  # type: ignore[assignment]
         query = (
@@ -542,6 +592,8 @@ def _validate(rec: CommandRecord) -> None:
     """Reject records that would fail half-way through the transaction."""
     if rec.session_uuid is not None and len(rec.session_uuid) != 16:
         raise ValueError("session_uuid must be 16 raw bytes")
+    if rec.uuid is not None and len(rec.uuid) != 16:
+        raise ValueError("uuid must be 16 raw bytes")
     for ev in (*rec.writes, *rec.reads):
         if ev.hash is not None and not 0 <= ev.hash < 2**64:
             raise ValueError(f"hash {ev.hash} is not an unsigned 64-bit value")

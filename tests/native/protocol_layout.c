@@ -104,6 +104,7 @@ int main(void)
     MEMBER(shournal_command, start_ns);
     MEMBER(shournal_command, end_ns);
     ARRAY(shournal_command, session);
+    ARRAY(shournal_command, uuid);
 
     SIZEOF(shournal_events);
     MEMBER(shournal_events, type);
@@ -151,5 +152,6 @@ int main(void)
     MEMBER(shournal_start_file, listener_starttime);
     MEMBER(shournal_start_file, start_ns);
     ARRAY(shournal_start_file, session);
+    ARRAY(shournal_start_file, uuid);
     return 0;
 }

@@ -298,7 +298,10 @@ def test_recorder_and_daemon_killed_while_a_line_runs_store_it_once(
         outs.append(sh.run("true"))
         sh.exit()
         found = _stored(user_home, listener)
-        _assert_recovered(_only(found, line), user_home)
+        recovered = _only(found, line)
+        _assert_recovered(recovered, user_home)
+        # the UUID the shell drew when the line started, as its end would have
+        assert recovered.uuid is not None and recovered.uuid == start.uuid
         _only(found, "echo after > after")
         assert _start_files(user_home) == []
         warned = warnings_in("".join(outs))
@@ -336,6 +339,44 @@ def test_start_is_on_disk_before_the_line_runs_and_gone_once_stored(
         assert start.holder_pid > 0 and start.holder_starttime > 0
         assert start.listener_starttime > 0
         assert abs(start.start_ns - int(cmd.start_time.timestamp() * 1e9)) < 1e6
+    finally:
+        kill_daemon(user_home)
+
+
+@pytest.mark.parametrize("listener", LISTENERS)
+@pytest.mark.parametrize("kind", ["bash", "zsh"])
+def test_a_line_has_one_uuid_from_its_start_to_its_end_and_is_stored_once(
+    kind, listener, install, user_home
+):
+    """A recorded line carries a random UUID (version 4), drawn when it
+    started: its start on disk has the one its finished record has.  That
+    start brought back after the line was stored (as a recorder killed
+    between storing and removing it would leave it) is recovered as the
+    same command: nothing is stored twice."""
+    sh = Shell(kind, install, user_home, extra_env=listener_env(install, listener))
+    try:
+        copy = user_home / "work" / "copy"
+        line = f"cp -r {_starts(user_home)} {copy}"
+        sh.run(line)
+        sh.run("echo second")
+        cmd = _only(_stored(user_home, listener), line)
+        second = _only(_stored(user_home, listener), "echo second")
+        assert cmd.uuid is not None and len(cmd.uuid) == 16 and cmd.uuid[6] >> 4 == 4
+        assert second.uuid is not None and second.uuid != cmd.uuid
+        (name,) = [p.name for p in copy.iterdir()]
+        start = sp.read_start(copy / name)
+        assert start is not None and start.uuid == cmd.uuid
+        wait_for(lambda: _start_files(user_home) == [], "the starts to be removed")
+        os.rename(copy / name, _starts(user_home) / name)  # its recorder is long gone
+        sh.run("echo third")  # the next listener (or the daemon's drain) recovers it
+        if listener == "daemon":
+            sh.run("shournal query --history 1 >/dev/null")
+        wait_for(lambda: _start_files(user_home) == [], "the start to be taken")
+        sh.exit()
+        found = _stored(user_home, listener)
+        assert [c.uuid for c in found if c.text == line] == [cmd.uuid]
+        assert None not in {c.uuid for c in found}
+        assert len({c.uuid for c in found}) == len(found), [c.text for c in found]
     finally:
         kill_daemon(user_home)
 

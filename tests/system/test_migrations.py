@@ -289,6 +289,17 @@ def test_10_redaction(journal_at: Any) -> None:
     assert _rows(db, "SELECT count(*) FROM redaction") == [(0,)]
 
 
+def test_11_command_uuid(journal_at: Any) -> None:
+    db, structure = _migrated(journal_at, 11)
+    # stored before commands carried a UUID: NULL, which never conflicts
+    assert _rows(db, "SELECT id, uuid FROM command ORDER BY id") == [(1, None), (2, None)]
+    assert "ix_command_uuid" in structure["command"][1]
+    with db.writing() as conn:
+        _x(conn, "UPDATE command SET uuid = :u WHERE id = 1", u=b"\x05" * 16)
+    with pytest.raises(Exception, match="(?i)unique"), db.writing() as conn:
+        _x(conn, "UPDATE command SET uuid = :u WHERE id = 2", u=b"\x05" * 16)
+
+
 @pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_opening_upgrades_to_exactly_a_new_journal(
     journal_at: Any, db_url: str, version: int

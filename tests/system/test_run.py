@@ -49,6 +49,8 @@ def test_run_records_and_waits_for_background_descendants(install, user_home):
     assert cmd.text == f"sh -c '{script}'"
     assert cmd.return_value == 7
     assert sorted(e.path.rsplit(b"/", 1)[1] for e in cmd.writes) == [b"c_out", b"p_out"]
+    # its own UUID, as a shell's command line has
+    assert cmd.uuid is not None and len(cmd.uuid) == 16
 
 
 def test_run_an_in_place_edit_records_the_version_it_read(install, user_home):

@@ -616,6 +616,7 @@ def test_indexes(tmp_path: Path) -> None:
             "ix_command_session_id": ["session_id"],
             "ix_command_import_key": ["import_key"],  # partial: imported commands only
             "ix_command_cwd_id": ["cwd_id"],
+            "ix_command_uuid": ["uuid"],  # unique: a command stored twice is stored once
         }
 
 
@@ -842,7 +843,7 @@ def test_upgrade_to_split_events(db_url: str, tmp_path: Path, old_version: int) 
             assert {"write_event", "read_file", "read_event"} <= tables
             with s.reading() as conn:
                 version = conn.execute(select(m.SchemaVersion.version)).scalar_one()
-            assert version == SCHEMA_VERSION == 10
+            assert version == SCHEMA_VERSION == 11
             # lost events by reason: added, and nothing recorded for old rows
             columns = {c["name"] for c in _columns(s, "command")}
             assert {f"lost_{r}" for r in LOST_REASONS} <= columns

@@ -208,7 +208,7 @@ def _messages(rng: random.Random) -> list[bytes]:
     if pick == 4:
         return [go + rng.randbytes(rng.randrange(1, MAX_BLOB))]  # GO with a tail
     if pick == 5:
-        return [protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 0, 0, bytes(16)) + b"ls"]
+        return [protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 0, 0, bytes(16), bytes(16)) + b"ls"]
     if pick == 6:
         return [struct.pack("=I", rng.getrandbits(32)) + rng.randbytes(rng.randrange(60))]
     return [go, go, rng.randbytes(rng.randrange(16))]

@@ -183,7 +183,9 @@ def _line(monkeypatch, tmp_path: Path, stays_open: float) -> tuple[list, object]
     holder.start()
     cfg = load_config(path=None, create=False, defaults_only=True)
     kept: list = []
-    ctl_peer.send(protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16)) + b"true")
+    ctl_peer.send(
+        protocol.COMMAND.pack(protocol.MSG_COMMAND, 0, 1, 2, bytes(16), bytes(16)) + b"true"
+    )
     closer = threading.Timer(stays_open, ctl_peer.close)
     closer.start()
     t0 = time.monotonic()
@@ -228,3 +230,39 @@ def test_a_spooled_record_is_encoded_as_its_astuple(tmp_path: Path):
     # (compared as values: marshal's bytes depend on objects' reference counts)
     assert marshal.loads(spool._encode(rec)) == (spool._FORMAT, *astuple(rec))
     assert spool._decode(spool._encode(rec)) == rec
+
+
+def test_a_spool_frame_of_format_1_is_read_without_uuid(tmp_path: Path):
+    """A spool an older shournal wrote (format 1: no uuid, the record's
+    last field) is stored after an upgrade, each record with uuid None; a
+    payload of the wrong length for its format is not a record."""
+    import marshal
+    from dataclasses import astuple
+
+    rec = _rec("make", 5)
+    rec.uuid = bytes(range(16))
+    assert spool._decode(spool._encode(rec)).uuid == bytes(range(16))
+    old = marshal.dumps((1, *astuple(rec)[:-1]))
+    s = spool.Spool(tmp_path)
+    os.write(s.fd, spool._frame_payload(old))
+    s.end = os.fstat(s.fd).st_size
+    ((_end, got),) = s.pending(10)
+    s.close()
+    assert got.uuid is None and got.text == "make" and got.writes == rec.writes
+    for wrong in ((1, *astuple(rec)), (2, *astuple(rec)[:-1]), (3, *astuple(rec))):
+        with pytest.raises(ValueError):
+            spool._decode(marshal.dumps(wrong))
+
+
+def test_a_kept_start_of_format_1_is_read_without_uuid(tmp_path: Path):
+    import marshal
+
+    cmd = CommandMessage(0, 1, 2, b"\1" * 16, b"echo hi", uuid=b"\3" * 16)
+    spool.keep_started(4243, cmd, "/work", tmp_path)
+    got = spool.take_started(4243, tmp_path)
+    assert got is not None and got[0].uuid == b"\3" * 16
+    (tmp_path / spool.STARTED / "4243").write_bytes(
+        spool._frame_payload(marshal.dumps((1, 0, 1, 2, b"\1" * 16, b"echo old", "/w")))
+    )
+    got = spool.take_started(4243, tmp_path)
+    assert got is not None and got[0].text == b"echo old" and got[0].uuid == bytes(16)

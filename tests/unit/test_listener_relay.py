@@ -181,7 +181,9 @@ def test_kept_fds_are_bounded(pair, collector, monkeypatch):
 
 def start(text: bytes) -> bytes:
     """A START as the holder relays it: the shell's message, padded to 8."""
-    body = protocol.COMMAND.pack(protocol.MSG_START, 2**31 - 1, 10**18, 0, b"s" * 16) + text
+    body = protocol.COMMAND.pack(
+        protocol.MSG_START, 2**31 - 1, 10**18, 0, b"s" * 16, b"u" * 16
+    ) + text
     return events([], forwarded=0, mtype=protocol.MSG_START) + body + b"\0" * (-len(body) % 8)
 
 
@@ -193,6 +195,7 @@ def test_start_is_kept_for_a_line_whose_end_never_comes(pair, collector):
     got = collector.start
     assert got is not None and got.incomplete
     assert (got.text, got.start_ns, got.session) == (b"echo one > f; exec bash", 10**18, b"s" * 16)
+    assert got.uuid == b"u" * 16  # the finished record's, made where the line started
     assert got.return_value == 2**31 - 1
     assert relay.missing(collector) == 0  # a START is no record
 

@@ -17,6 +17,7 @@ from shournal.data import RETURN_VALUE_UNKNOWN
 from shournal.record import CommandRecord
 
 SESSION = bytes(range(16))
+UUID = bytes(range(16, 32))
 
 
 def _starttime(pid: int) -> int:
@@ -30,13 +31,14 @@ def _dead_pid() -> int:
 
 
 def write_start(base: Path, text: bytes, start_ns: int, *, holder: tuple[int, int],
-                listener: tuple[int, int], cwd: bytes = b"/work") -> Path:
+                listener: tuple[int, int], cwd: bytes = b"/work", fmt: int = 2) -> Path:
     """A start file as write_start_file in native/preload/start.c
-    makes it."""
-    payload = protocol.START_FILE.pack(
-        protocol.START_FORMAT, holder[0], listener[0], len(cwd), holder[1], listener[1],
-        start_ns, SESSION,
-    ) + cwd + text  # fmt: skip
+    makes it (`fmt` 1: as an older one did, without the UUID)."""
+    head = (fmt, holder[0], listener[0], len(cwd), holder[1], listener[1], start_ns, SESSION)
+    if fmt == protocol.START_FORMAT:
+        payload = protocol.START_FILE.pack(*head, UUID) + cwd + text
+    else:
+        payload = protocol.START_FILE_1.pack(*head) + cwd + text
     head = struct.pack("=I", len(payload))
     crc = zlib.crc32(payload, zlib.crc32(head))
     d = sp.starts_dir(base)
@@ -76,6 +78,7 @@ def test_read_back(tmp_path):
     assert start is not None
     assert (start.text, start.cwd, start.start_ns, start.session) == (
         "echo ü".encode(), "/work", 123, SESSION)
+    assert start.uuid == UUID
     assert sp.find_start(os.getpid(), tmp_path) == (path, start)
     # torn (a power loss before the kernel wrote it back)
     path.write_bytes(path.read_bytes()[:-1])
@@ -97,11 +100,23 @@ def test_stored_once_when_the_recorder_is_gone(tmp_path):
     assert rec.incomplete and rec.return_value == RETURN_VALUE_UNKNOWN
     assert rec.lost_reasons == {"relay": 1} and rec.lost_events == 1
     assert (rec.working_dir, rec.session_uuid, rec.start_ns) == ("/work", SESSION, 100)
+    assert rec.uuid == UUID  # the one the finished record would have carried
     assert len(warned) == 2 and warned[0].endswith(": sleep 30"), warned
     assert running.exists()
     assert not gone.exists() and not ignored.exists() and not was_reused.exists()
     assert _recover(store, tmp_path, warned) == 0
     assert len(store.recs) == 2
+
+
+def test_a_start_of_an_older_preload_library_is_read_without_uuid(tmp_path):
+    dead = (_dead_pid(), 0)
+    path = write_start(tmp_path, b"make", 7, holder=dead, listener=dead, fmt=1)
+    start = sp.read_start(path)
+    assert start is not None and (start.text, start.cwd, start.start_ns) == (b"make", "/work", 7)
+    assert start.uuid == bytes(16)
+    store = FakeStore()
+    assert _recover(store, tmp_path, []) == 1
+    assert store.recs[0].uuid is None and store.recs[0].text == "make"
 
 
 def test_not_stored_twice_nor_before_the_spool_is_drained(tmp_path):

@@ -10,7 +10,7 @@ kept as written: an old schema never changes.  Made so far:
 
     1 08c8489   2 b62c00f   3 6365f29   4 d6bb1f3   5 43fe8d1   6 44c2c64
     7 5a8099f (the models and migrations.py of the split store)
-    8 74a72c4 (notes and tags)   9 0473485 (imports)
+    8 74a72c4 (notes and tags)   9 0473485 (imports)   10 245ee57 (redactions)
 """
 
 from __future__ import annotations
