@@ -87,6 +87,7 @@ def records(host: int, first: int, n: int, events: int) -> list[Any]:
             start_ns=t, end_ns=t + SECOND // 2, working_dir=home, username=f"u{host}",
             hostname=f"host{host}", session_uuid=host.to_bytes(2, "big") * 8,
             hash_chunk_size=256, hash_max_reads=3, reads=rs, writes=ws,
+            uuid=rng.randbytes(16),  # as the preload library draws one per line
         ))  # fmt: skip
     return out
 
