@@ -10,6 +10,10 @@ test user `shournal-test` on a pty (pexpect), in three set-ups:
   daemon    shournal with shournal-forward and the store daemon
   null      shournal with bench/null_listener.c as the listener (stores
             nothing): the C part alone -- shell hooks, helper, holder
+  lab       daemon, its journal a lab store on PostgreSQL (`SHOURNAL_DB_URL`;
+            bench/lab_pg.py: a private server, the test user added as with
+            `shournal server add-user`, durable defaults); the server's own
+            CPU (its postgres processes, /proc ticks) is shown beside
 
 CPU: this process is made a child subreaper, so every process of a run
 (shell, helper, holder, listener or forwarder, the detached daemon) stays
@@ -41,6 +45,8 @@ run's figure varies by +-10% (CPU) and more (paste) on a 2-vCPU VM.
 
     sudo .venv/bin/python bench/cpu_per_command.py --lines 20 --paste 20
     sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --modes plain,daemon --rounds 5
+    sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --paste 0 --gap 0.3 \
+        --modes plain,daemon,lab --rounds 3
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import pexpect
@@ -91,6 +97,8 @@ def build(root: Path, repo: Path = REPO) -> dict[str, Path]:
 
 
 RUNTIME_DIR = "tmpfs"  # --runtime-dir
+LAB_URL = ""  # the lab store of mode lab (started by main)
+LAB_SERVER = 0  # its postmaster's pid
 
 
 def make_home(uid: int, gid: int) -> Path:
@@ -121,7 +129,9 @@ def env_for(mode: str, home: Path, paths: dict[str, Path]) -> dict[str, str]:
         # the checkout's package, whichever one the venv was installed from
         "PYTHONPATH": str(paths["repo"]),
     }
-    listener = {"daemon": paths["forward"], "null": paths["null"]}
+    listener = {"daemon": paths["forward"], "lab": paths["forward"], "null": paths["null"]}
+    if mode == "lab":
+        env["SHOURNAL_DB_URL"] = LAB_URL
     env["SHOURNAL_LISTENER"] = str(listener.get(mode, venv / "shournal-listener"))
     return env
 
@@ -167,26 +177,39 @@ def wait_recorded(home: Path) -> None:
             break
         time.sleep(0.05)
     sys.path.insert(0, str(REPO))
-    from shournal._paths import journal_key
     from shournal.capture.spool import backlog_of
 
-    spool = home / ".local" / "share" / "shournal" / "spool" / journal_key({"HOME": str(home)})
-
-    while backlog_of(spool)[0] and time.monotonic() < deadline:
+    spools = [home / ".local" / "share" / "shournal" / "spool" / key for key in keys(home)]
+    while any(backlog_of(s)[0] for s in spools) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def daemon_pid(home: Path) -> int | None:
-    try:
-        sys.path.insert(0, str(REPO))
-        from shournal._paths import journal_key
+def keys(home: Path) -> list[str]:
+    """The journal keys of this home's daemons: the default journal's, the lab store's."""
+    sys.path.insert(0, str(REPO))
+    from shournal._paths import journal_key
 
-        lock = f"daemon.{journal_key({'HOME': str(home)})}.lock"
-        pid = int((home / "run" / "shournal" / lock).read_text().split()[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid
+    envs = [{"HOME": str(home)}] + ([{"HOME": str(home), "SHOURNAL_DB_URL": LAB_URL}]
+                                   if LAB_URL else [])  # fmt: skip
+    return [journal_key(env) for env in envs]
+
+
+def daemon_pid(home: Path) -> int | None:
+    for key in keys(home):
+        try:
+            pid = int((home / "run" / "shournal" / f"daemon.{key}.lock").read_text().split()[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError, IndexError):
+            continue
+        return pid
+    return None
+
+
+def server_cpu(postmaster: int) -> float:
+    """CPU seconds of the lab store's server: its postmaster (with the
+    backends that ended, in its cutime) and its live children."""
+    procs = all_stats()
+    return sum(cpu for pid, (ppid, cpu) in procs.items() if postmaster in (pid, ppid))
 
 
 def stop_daemon(home: Path) -> None:
@@ -322,6 +345,7 @@ def run_lines(
     cpu0, d0 = tree_cpu(daemon)
     if meter:
         cpu0 = meter.seconds()
+    server0 = server_cpu(LAB_SERVER) if mode == "lab" else 0.0
     shell, s0 = shell_cpu(child)
     for _ in range(n):
         child.sendline("true")
@@ -332,6 +356,10 @@ def run_lines(
     cpu1, d1 = tree_cpu(daemon)
     if meter:
         cpu1 = meter.seconds()
+    if mode == "lab":
+        server = (server_cpu(LAB_SERVER) - server0) / n
+        print(f"lab       server CPU per line {server * 1000:.2f} ms "
+              "(its postgres processes, 10 ms ticks)", flush=True)
     shell_again, s1 = shell_cpu(child)
     assert shell_again == shell
     finish(child, home)
@@ -398,7 +426,7 @@ def main() -> int:
                          "run (exact; the default where one can be made) or the process "
                          "tree's /proc and rusage times (10 ms ticks)")
     args = ap.parse_args()
-    global RUNTIME_DIR, GAP, METER
+    global RUNTIME_DIR, GAP, METER, LAB_URL, LAB_SERVER
     RUNTIME_DIR = args.runtime_dir
     GAP = args.gap
     METER = args.meter
@@ -407,17 +435,25 @@ def main() -> int:
     if os.geteuid() != 0:
         print("run as root (a setuid copy of the helper is made)", file=sys.stderr)
         return 2
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        print("prctl(PR_SET_CHILD_SUBREAPER) failed", file=sys.stderr)
-        return 1
     import pwd
 
     pw = pwd.getpwnam(USER)
     root = Path(tempfile.mkdtemp(prefix="shournal-bench-cpu-", dir="/var/tmp"))
     root.chmod(0o755)
     modes = args.modes.split(",")
+    stack = ExitStack()
     try:
+        if any(m.partition("@")[0] == "lab" for m in modes):
+            import lab_pg
+
+            # Before we become the subreaper: the server's daemonised
+            # postmaster must not be a process of our tree.
+            server = stack.enter_context(lab_pg.lab_server([USER], durable=True))
+            LAB_URL, LAB_SERVER = server.url(USER), server.postmaster()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            print("prctl(PR_SET_CHILD_SUBREAPER) failed", file=sys.stderr)
+            return 1
         trees = {REPO: build(root / "0")}
         for mode in modes:
             repo = Path(mode.partition("@")[2] or REPO).resolve()
@@ -454,7 +490,11 @@ def main() -> int:
                 print(f"{mode:9s} added, median of {args.rounds} rounds: CPU per line "
                       f"{statistics.median(cpu):.2f} ms ({min(cpu):.2f}-{max(cpu):.2f}), "
                       f"paste {statistics.median(pst):.1f} ms ({min(pst):.1f}-{max(pst):.1f})")
+        if LAB_URL:
+            print(f"lab store: {server.admin('SELECT count(*) FROM command')[0][0]} commands "
+                  "stored", flush=True)
     finally:
+        stack.close()
         shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, select, text
+from sqlalchemy import Connection, Table, bindparam, select
 from sqlalchemy.sql.dml import Insert
 
 from shournal.data import LOST_REASONS, ns_to_datetime
@@ -28,11 +28,19 @@ from shournal.store import models as m
 from shournal.store.archive import Archive
 from shournal.store.blobs import keeps_blobs, upload
 from shournal.store.engine import Database
+from shournal.store.lab import SHARE_TABLE
 from shournal.store.precompiled import Precompiled
 
 # Serialises the find-or-insert of directories and read files on
-# PostgreSQL (an arbitrary constant that only shournal uses: "shournaR").
-_PG_FIND_OR_INSERT_LOCK = 0x73686F75726E6152
+# PostgreSQL (an arbitrary constant that only shournal uses: "shou"), per
+# owner in a lab store: there each owner's rows are unique and seen by its
+# writer apart from everyone else's (shournal.store.lab), so one owner's
+# writers need not wait for another's -- nor learn from the wait that a
+# colleague is writing.  Elsewhere every writer takes the same lock.
+_PG_FIND_OR_INSERT_LOCK = (
+    f"SELECT pg_advisory_xact_lock(1936224117, CASE WHEN to_regclass('{SHARE_TABLE}') IS NULL "
+    "THEN 0 ELSE hashtext(current_user::text) END)"
+)
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
@@ -382,7 +390,7 @@ class Writer:
         same new working directory, session, content or UUID, met in
         another order by a batch's later command)."""
         if self.dialect_name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_FIND_OR_INSERT_LOCK})
+            conn.exec_driver_sql(_PG_FIND_OR_INSERT_LOCK)
 
     def _directory_ids(self, conn: Connection, paths: list[bytes]) -> dict[bytes, int]:
         """Find or insert the directories ``paths`` (distinct, sorted: new
