@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 # How long a keystroke may look for matches before the screen is drawn;
 # the rest comes between keystrokes.
-KEY_SECONDS = 0.012
+KEY_SECONDS = 0.006
 # Matches kept per search (more as the list is scrolled down).
 PAGE = 200
 

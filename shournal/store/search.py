@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 # How long one step of a search (one window, one SQL statement) should take.
-STEP_SECONDS = 0.008
+STEP_SECONDS = 0.004
 # The first window when nothing is known of the pace yet: command text is
 # matched at a few million rows a second, a file's name costs a join per
 # event (tens of events a command).  Small enough that a first step stays
