@@ -316,6 +316,14 @@ def test_two_hosts_pushing_one_shared_spool_dir_at_once_store_each_command_once(
         (records,) = (shared / "node1").glob("*/records")
         wait_for(lambda: backlog_of(records.parent)[0] == len(lines), "every line spooled", 60)
         assert stored(outage, a) == Counter()
+        # the node's daemon stopped: it would (rightly) shorten its file as
+        # soon as it sees the login hosts' confirmations; with it gone, any
+        # shortening below would be the login hosts' (which must never write it)
+        daemons = _pids_in(a.home / "run-node1")
+        assert daemons, "the node's daemon runs"
+        for pid in daemons:
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not any(_alive(p) for p in daemons), "the node's daemon gone")
 
         results: list[subprocess.CompletedProcess[str]] = []
         pushers = [
@@ -348,6 +356,14 @@ def test_two_hosts_pushing_one_shared_spool_dir_at_once_store_each_command_once(
             shutil.rmtree(d, ignore_errors=True)
     texts = stored(outage, a)
     assert [t for t, n in texts.items() if n != 1] == [], texts
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
 
 
 def _pids_in(rundir: Path) -> list[int]:
