@@ -49,6 +49,7 @@ __all__ = [
     "session_first_ids",
     "tag_counts",
     "written_versions",
+    "written_versions_many",
 ]
 
 # Which side of a command's file activity (queries and criteria).
@@ -664,6 +665,59 @@ def same_mtime_writers(conn: Reads, size: int, mtime_ns: int, hashes: Iterable[i
     return [r[0] for r in rows]
 
 
+_VERSION_COLUMNS = (
+    "write_event.id AS write_id, write_event.command_id AS command_id, command.start_time, "
+    "command.end_time AS end_time, directory.path, write_event.basename, write_event.size, "
+    "write_event.mtime_ns, write_event.hash, hash_setting.chunk_size, hash_setting.max_reads "
+    "FROM write_event JOIN command ON command.id = write_event.command_id "
+    "JOIN directory ON directory.id = write_event.directory_id "
+    "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id"
+)
+
+# Contents asked for in one statement (a UNION ALL of their lookups): few
+# enough for SQLite's compound-select limit (500) and its parameters.
+_VERSIONS_BATCH = 64
+
+
+def _version_match(
+    prefix: str, size: int, mtime_ns: int, hashes: Iterable[int]
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE condition of one content's writes (see
+    :func:`written_versions`), its parameters named ``prefix``..."""
+    params: dict[str, Any] = {f"{prefix}m": mtime_ns}
+    if size == 0:
+        # Empty files have no hash: the partial index of hashless writes
+        # (its condition spelled literally so that both engines use it).
+        return ("length(write_event.hash) = 0 AND write_event.size = 0 "
+                f"AND write_event.mtime_ns = :{prefix}m"), params  # fmt: skip
+    # Any of the hashes (b"" among them: stored with hashing off, then
+    # only with the same mtime); the (hash, size) index.
+    wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
+    marks, in_params = in_list(f"{prefix}h", [*wanted, b""])
+    params.update(in_params)
+    params[f"{prefix}s"] = size
+    match = (f"write_event.hash IN ({marks}) AND write_event.size = :{prefix}s AND "
+             f"(length(write_event.hash) > 0 OR write_event.mtime_ns = :{prefix}m)")  # fmt: skip
+    return match, params
+
+
+def _version(conn: Reads, r: Sequence[Any]) -> WrittenVersion:
+    from shournal.data import WrittenVersion
+
+    return WrittenVersion(
+        write_id=r[0],
+        command_id=r[1],
+        start_time=conn.time(r[2]),
+        end_time=conn.time(r[3]),
+        path=bytes(r[4]) + bytes(r[5]),
+        size=r[6],
+        mtime_ns=r[7],
+        hash=hash_from_bytes(bytes(r[8])),
+        hash_chunk_size=r[9],
+        hash_max_reads=r[10],
+    )
+
+
 def written_versions(
     conn: Reads, size: int, mtime_ns: int, hashes: Iterable[int]
 ) -> list[WrittenVersion]:
@@ -672,44 +726,33 @@ def written_versions(
     this size and ``mtime_ns``; newest end first.  One index lookup: the
     write events' ``(hash, size)`` index, empty files the partial index of
     hashless writes on ``mtime_ns``; the command by primary key."""
-    params: dict[str, Any] = {"mtime": mtime_ns}
-    if size == 0:
-        # Empty files have no hash: the partial index of hashless writes
-        # (its condition spelled literally so that both engines use it).
-        match = ("length(write_event.hash) = 0 AND write_event.size = 0 "
-                 "AND write_event.mtime_ns = :mtime")  # fmt: skip
-    else:
-        # Any of the hashes (b"" among them: stored with hashing off, then
-        # only with the same mtime); the (hash, size) index.
-        wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
-        marks, in_params = in_list("h", [*wanted, b""])
-        params.update(in_params, size=size)
-        match = (f"write_event.hash IN ({marks}) AND write_event.size = :size "
-                 "AND (length(write_event.hash) > 0 OR write_event.mtime_ns = :mtime)")  # fmt: skip
-    from shournal.data import WrittenVersion
+    return written_versions_many(conn, [(size, mtime_ns, hashes)])[0]
 
-    rows = conn.rows(
-        "SELECT write_event.id, write_event.command_id, command.start_time, command.end_time, "
-        "directory.path, write_event.basename, write_event.size, write_event.mtime_ns, "
-        "write_event.hash, hash_setting.chunk_size, hash_setting.max_reads FROM write_event "
-        "JOIN command ON command.id = write_event.command_id "
-        "JOIN directory ON directory.id = write_event.directory_id "
-        "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id "
-        f"WHERE {match} ORDER BY command.end_time DESC, command.id DESC, write_event.id DESC",
-        params,
-    )
-    return [
-        WrittenVersion(
-            write_id=r[0],
-            command_id=r[1],
-            start_time=conn.time(r[2]),
-            end_time=conn.time(r[3]),
-            path=bytes(r[4]) + bytes(r[5]),
-            size=r[6],
-            mtime_ns=r[7],
-            hash=hash_from_bytes(bytes(r[8])),
-            hash_chunk_size=r[9],
-            hash_max_reads=r[10],
+
+def written_versions_many(
+    conn: Reads, contents: Sequence[tuple[int, int, Iterable[int]]]
+) -> list[list[WrittenVersion]]:
+    """:func:`written_versions` of each (size, mtime_ns, hashes), in that
+    order, in one statement per up to 64 distinct contents: a UNION ALL
+    of the single lookups, each its own index lookup (a lineage level in
+    one round trip, whatever its number of files)."""
+    keys = [(size, mtime, tuple(sorted(set(hashes)))) for size, mtime, hashes in contents]
+    distinct = list(dict.fromkeys(keys))
+    found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
+    for start in range(0, len(distinct), _VERSIONS_BATCH):
+        batch = distinct[start : start + _VERSIONS_BATCH]
+        parts: list[str] = []
+        params: dict[str, Any] = {}
+        for i, (size, mtime, hashes) in enumerate(batch):
+            match, p = _version_match(f"q{i}", size, mtime, hashes)
+            params.update(p)
+            # The index as a literal: a typed column on both engines.
+            parts.append(f"SELECT {i} AS q, {_VERSION_COLUMNS} WHERE {match}")
+        rows = conn.rows(
+            " UNION ALL ".join(parts)
+            + " ORDER BY q, end_time DESC, command_id DESC, write_id DESC",
+            params,
         )
-        for r in rows
-    ]
+        for r in rows:
+            found[batch[r[0]]].append(_version(conn, r[1:]))
+    return [found[k] for k in keys]
