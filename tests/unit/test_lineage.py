@@ -303,7 +303,7 @@ def test_a_lineage_level_loads_its_commands_in_one_batch(j):
     lookups = [s for s in seen if "write_event.id" in s and "hash_setting" in s]
     assert len(lookups) == 3
     loads = [s for s in seen if s.lstrip().startswith("SELECT") and s not in lookups]
-    assert len(loads) <= 2 * 5, loads
+    assert len(loads) <= 2 * 2, loads
 
 
 def _fan_in_statements(j, n: int) -> list[str]:
@@ -335,7 +335,7 @@ def test_a_lineage_level_costs_the_same_statements_whatever_its_files(j):
     few = _fan_in_statements(j, 3)
     many = _fan_in_statements(j, 40)
     assert len(many) == len(few), (len(few), len(many))
-    assert len(many) <= 3 + 2 * 4, many
+    assert len(many) <= 3 + 2 * 2, many
 
 
 def test_the_content_lookup_and_the_command_load_use_indexes(j):
