@@ -212,7 +212,8 @@ class Journal:
 
     @contextmanager
     def snapshot(self) -> Iterator[Journal]:
-        """Inside, :meth:`commands`, :meth:`written_versions` and
+        """Inside, :meth:`commands`, :meth:`written_versions` (and
+        :meth:`written_versions_many`) and
         :meth:`hash_settings` read one consistent state of the journal over
         one connection (a walk over many lookups neither sees a half-stored
         command nor pays a transaction per lookup).  Nested: the outer one
@@ -356,6 +357,19 @@ class Journal:
 
         with self._reading() as conn:
             return written_versions(conn, size, mtime_ns, hashes)
+
+    def written_versions_many(
+        self, contents: Sequence[tuple[int, int, Iterable[int]]]
+    ) -> list[list[WrittenVersion]]:
+        """:meth:`written_versions` of each (size, mtime_ns, hashes), in
+        that order: one statement for up to 64 contents (a lineage level in
+        one round trip), each content still one index lookup."""
+        from shournal.store.reader import written_versions_many
+
+        if not contents:
+            return []
+        with self._reading() as conn:
+            return written_versions_many(conn, contents)
 
     def hash_settings(self) -> list[tuple[int, int]]:
         """Every (chunk size, max reads) the journal has hashed with (read

@@ -266,19 +266,23 @@ class _Walk:
 
     def run(self) -> Lineage:
         # One level at a time: the writers of every file version of the
-        # level (an index lookup each), then all their commands in one
-        # batch, then their reads make the next level.  Commands are
-        # visited in the order their versions were queued, so file node ids
-        # are those of a walk one version at a time.
+        # level (one statement: an index lookup each), then all their
+        # commands in one batch, then their reads make the next level.
+        # Commands are visited in the order their versions were queued, so
+        # file node ids are those of a walk one version at a time.
         while self.queue:
-            level = list(self.queue)
+            level = []
+            for item in self.queue:
+                if self.max_depth is not None and item[4] > self.max_depth:
+                    item[0].truncated = True
+                else:
+                    level.append(item)
             self.queue.clear()
+            found = self.reader.writers_of_many(
+                [(node.size, node.mtime_ns, hashes) for node, hashes, *_ in level]
+            )
             chosen_writers: list[tuple[int, int]] = []  # (command id, depth)
-            for node, hashes, start, reader_id, depth in level:
-                if self.max_depth is not None and depth > self.max_depth:
-                    node.truncated = True
-                    continue
-                candidates = self.reader.writers_of(node.size, node.mtime_ns, hashes)
+            for (node, _, start, reader_id, depth), candidates in zip(level, found, strict=True):
                 chosen, others = choose_writer(candidates, node.mtime_ns, start, reader_id)
                 if chosen is None:
                     node.leaf = True

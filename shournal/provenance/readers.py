@@ -7,7 +7,8 @@ the journal:
 * :meth:`JournalReader.writers_of`: the commands that wrote a given
   content (size + partial hash, with or without the mtime), with the
   written file version (:meth:`shournal.Journal.written_versions`, one
-  index lookup);
+  index lookup), and :meth:`JournalReader.writers_of_many` for a whole
+  level of the lineage in one statement;
 * :meth:`JournalReader.commands`: commands with all the files they read
   and wrote (the :class:`~shournal.data.CommandView` that ``query``
   renders), a whole level of the lineage in one batch
@@ -62,6 +63,14 @@ class JournalReader:
         :meth:`shournal.Journal.written_versions`); the caller picks among
         them.  Newest end first."""
         return self.journal.written_versions(size, mtime_ns, hashes)
+
+    def writers_of_many(
+        self, contents: list[tuple[int, int, Iterable[int]]]
+    ) -> list[list[WrittenVersion]]:
+        """:meth:`writers_of` of each (size, mtime_ns, hashes), in that
+        order; a whole level of the lineage in one statement
+        (:meth:`shournal.Journal.written_versions_many`)."""
+        return self.journal.written_versions_many(contents)
 
     def commands(self, command_ids: Iterable[int]) -> dict[int, CommandView]:
         """The commands with their read and written files (missing ids left

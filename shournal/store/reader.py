@@ -10,7 +10,6 @@ journal, SQLAlchemy for PostgreSQL (the engines' few differences:
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 
 from shournal.data import (
     LOST_REASONS,
@@ -49,6 +48,7 @@ __all__ = [
     "session_first_ids",
     "tag_counts",
     "written_versions",
+    "written_versions_many",
 ]
 
 # Which side of a command's file activity (queries and criteria).
@@ -552,11 +552,6 @@ def _attach_events(conn: Reads, commands: list[CommandView], max_files: int | No
     for start in range(0, len(ids), _IN_BATCH):
         batch = ids[start : start + _IN_BATCH]
         marks, params = in_list("id", batch)
-        attach_tags(by_id, conn.rows(
-            "SELECT command_tag.command_id, tag.name FROM command_tag "
-            f"JOIN tag ON tag.id = command_tag.tag_id WHERE command_tag.command_id IN ({marks})",
-            params,
-        ))  # fmt: skip
         if max_files is not None:
             # Cut lists: the totals need counting.
             for table, attr in (("write_event", "write_count"), ("read_event", "read_count")):
@@ -566,38 +561,50 @@ def _attach_events(conn: Reads, commands: list[CommandView], max_files: int | No
                     params,
                 ):
                     setattr(by_id[cmd_id], attr, count)
-            if max_files == 0:
-                continue
             params["max_files"] = max_files
-        for writes in (True, False):
-            events: dict[int, list[FileEventView]] = defaultdict(list)
-            for r in conn.rows(_events_sql(writes, marks, max_files is not None), params):
-                events[r[1]].append(
-                    FileEventView(
-                        id=r[0],
-                        path=bytes(r[2]) + bytes(r[3]),
-                        size=r[4],
-                        mtime_ns=r[5],
-                        hash=hash_from_bytes(bytes(r[6])),
-                        mode=mode_of(r[7]),
-                        content_id=r[8],
-                        content_preview=None if r[9] is None else bytes(r[9]),
-                        content_size=r[10],
-                    )
+        # The read files, the written ones and the tags in one statement (a
+        # lineage level in few round trips); the typed branch first, so
+        # that PostgreSQL types the NULL columns of the others.
+        parts = [] if max_files == 0 else [
+            _events_sql(False, marks, max_files is not None),
+            _events_sql(True, marks, max_files is not None),
+        ]  # fmt: skip
+        parts.append(
+            "SELECT 0 AS kind, NULL AS id, command_tag.command_id AS command_id, NULL, NULL, "
+            "NULL, NULL, NULL, NULL, NULL, NULL, NULL, tag.name FROM command_tag "
+            f"JOIN tag ON tag.id = command_tag.tag_id WHERE command_tag.command_id IN ({marks})"
+        )
+        rows = conn.rows(" UNION ALL ".join(parts) + " ORDER BY kind, command_id, id", params)
+        tags: list[tuple[int, str]] = []
+        events: dict[bool, dict[int, list[FileEventView]]] = {True: {}, False: {}}
+        for r in rows:
+            if r[0] == 0:
+                tags.append((r[2], r[12]))
+                continue
+            events[r[0] == 1].setdefault(r[2], []).append(
+                FileEventView(
+                    id=r[1],
+                    path=bytes(r[3]) + bytes(r[4]),
+                    size=r[5],
+                    mtime_ns=r[6],
+                    hash=hash_from_bytes(bytes(r[7])),
+                    mode=mode_of(r[8]),
+                    content_id=r[9],
+                    content_preview=None if r[10] is None else bytes(r[10]),
+                    content_size=r[11],
                 )
-            for cmd_id in batch:
-                found = events.get(cmd_id, [])
-                cmd = by_id[cmd_id]
-                if writes:
-                    cmd.writes = found
-                else:
-                    cmd.reads = found
-                if max_files is None:
-                    # Everything was loaded: the totals are the lists.
-                    if writes:
-                        cmd.write_count = len(found)
-                    else:
-                        cmd.read_count = len(found)
+            )
+        attach_tags(by_id, tags)
+        if max_files == 0:
+            continue
+        for cmd_id in batch:
+            cmd = by_id[cmd_id]
+            cmd.writes = events[True].get(cmd_id, [])
+            cmd.reads = events[False].get(cmd_id, [])
+            if max_files is None:
+                # Everything was loaded: the totals are the lists.
+                cmd.write_count = len(cmd.writes)
+                cmd.read_count = len(cmd.reads)
 
 
 def tag_counts(conn: Reads) -> list[tuple[str, int]]:
@@ -621,10 +628,11 @@ def attach_tags(commands: dict[int, CommandView], rows: Iterable[Any]) -> None:
 
 
 def _events_sql(writes: bool, marks: str, limited: bool) -> str:
-    """A batch of commands' (``marks``) written or read files, by command
-    and event id; ``limited``: only the first ``:max_files`` per command,
-    without fetching the rest of a command that wrote 10^5 files.  A read
-    file's id is the id of the read event."""
+    """A batch of commands' (``marks``) written or read files (kind 1 or
+    2; the caller orders by command and event id); ``limited``: only the
+    first ``:max_files`` per command, without fetching the rest of a
+    command that wrote 10^5 files.  A read file's id is the id of the read
+    event."""
     table, order = ("write_event", "id") if writes else ("read_event", "read_file_id")
     where = f"command_id IN ({marks})"
     if limited:
@@ -637,15 +645,16 @@ def _events_sql(writes: bool, marks: str, limited: bool) -> str:
         ev = f"(SELECT * FROM {table} WHERE {where})"
     if writes:
         return (
-            "SELECT ev.id, ev.command_id, d.path, ev.basename, ev.size, ev.mtime_ns, ev.hash, "
-            f"ev.mode, NULL, NULL, NULL FROM {ev} AS ev "
-            "JOIN directory d ON d.id = ev.directory_id ORDER BY ev.command_id, ev.id"
+            "SELECT 1 AS kind, ev.id AS id, ev.command_id AS command_id, d.path, ev.basename, "
+            "ev.size, ev.mtime_ns, ev.hash, ev.mode, NULL, NULL, NULL, NULL "
+            f"FROM {ev} AS ev JOIN directory d ON d.id = ev.directory_id"
         )
     return (
-        "SELECT f.id, ev.command_id, d.path, f.basename, f.size, f.mtime_ns, f.hash, f.mode, "
-        f"f.content_id, substr(c.data, 1, {PREVIEW_BYTES}), length(c.data) FROM {ev} AS ev "
+        "SELECT 2 AS kind, f.id AS id, ev.command_id AS command_id, d.path, f.basename, f.size, "
+        f"f.mtime_ns, f.hash, f.mode, f.content_id, substr(c.data, 1, {PREVIEW_BYTES}), "
+        f"length(c.data), NULL FROM {ev} AS ev "
         "JOIN read_file f ON f.id = ev.read_file_id JOIN directory d ON d.id = f.directory_id "
-        "LEFT OUTER JOIN content c ON c.id = f.content_id ORDER BY ev.command_id, ev.read_file_id"
+        "LEFT OUTER JOIN content c ON c.id = f.content_id"
     )
 
 
@@ -664,6 +673,59 @@ def same_mtime_writers(conn: Reads, size: int, mtime_ns: int, hashes: Iterable[i
     return [r[0] for r in rows]
 
 
+_VERSION_COLUMNS = (
+    "write_event.id AS write_id, write_event.command_id AS command_id, command.start_time, "
+    "command.end_time AS end_time, directory.path, write_event.basename, write_event.size, "
+    "write_event.mtime_ns, write_event.hash, hash_setting.chunk_size, hash_setting.max_reads "
+    "FROM write_event JOIN command ON command.id = write_event.command_id "
+    "JOIN directory ON directory.id = write_event.directory_id "
+    "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id"
+)
+
+# Contents asked for in one statement (a UNION ALL of their lookups): few
+# enough for SQLite's compound-select limit (500) and its parameters.
+_VERSIONS_BATCH = 64
+
+
+def _version_match(
+    prefix: str, size: int, mtime_ns: int, hashes: Iterable[int]
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE condition of one content's writes (see
+    :func:`written_versions`), its parameters named ``prefix``..."""
+    params: dict[str, Any] = {f"{prefix}m": mtime_ns}
+    if size == 0:
+        # Empty files have no hash: the partial index of hashless writes
+        # (its condition spelled literally so that both engines use it).
+        return ("length(write_event.hash) = 0 AND write_event.size = 0 "
+                f"AND write_event.mtime_ns = :{prefix}m"), params  # fmt: skip
+    # Any of the hashes (b"" among them: stored with hashing off, then
+    # only with the same mtime); the (hash, size) index.
+    wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
+    marks, in_params = in_list(f"{prefix}h", [*wanted, b""])
+    params.update(in_params)
+    params[f"{prefix}s"] = size
+    match = (f"write_event.hash IN ({marks}) AND write_event.size = :{prefix}s AND "
+             f"(length(write_event.hash) > 0 OR write_event.mtime_ns = :{prefix}m)")  # fmt: skip
+    return match, params
+
+
+def _version(conn: Reads, r: Sequence[Any]) -> WrittenVersion:
+    from shournal.data import WrittenVersion
+
+    return WrittenVersion(
+        write_id=r[0],
+        command_id=r[1],
+        start_time=conn.time(r[2]),
+        end_time=conn.time(r[3]),
+        path=bytes(r[4]) + bytes(r[5]),
+        size=r[6],
+        mtime_ns=r[7],
+        hash=hash_from_bytes(bytes(r[8])),
+        hash_chunk_size=r[9],
+        hash_max_reads=r[10],
+    )
+
+
 def written_versions(
     conn: Reads, size: int, mtime_ns: int, hashes: Iterable[int]
 ) -> list[WrittenVersion]:
@@ -672,44 +734,33 @@ def written_versions(
     this size and ``mtime_ns``; newest end first.  One index lookup: the
     write events' ``(hash, size)`` index, empty files the partial index of
     hashless writes on ``mtime_ns``; the command by primary key."""
-    params: dict[str, Any] = {"mtime": mtime_ns}
-    if size == 0:
-        # Empty files have no hash: the partial index of hashless writes
-        # (its condition spelled literally so that both engines use it).
-        match = ("length(write_event.hash) = 0 AND write_event.size = 0 "
-                 "AND write_event.mtime_ns = :mtime")  # fmt: skip
-    else:
-        # Any of the hashes (b"" among them: stored with hashing off, then
-        # only with the same mtime); the (hash, size) index.
-        wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
-        marks, in_params = in_list("h", [*wanted, b""])
-        params.update(in_params, size=size)
-        match = (f"write_event.hash IN ({marks}) AND write_event.size = :size "
-                 "AND (length(write_event.hash) > 0 OR write_event.mtime_ns = :mtime)")  # fmt: skip
-    from shournal.data import WrittenVersion
+    return written_versions_many(conn, [(size, mtime_ns, hashes)])[0]
 
-    rows = conn.rows(
-        "SELECT write_event.id, write_event.command_id, command.start_time, command.end_time, "
-        "directory.path, write_event.basename, write_event.size, write_event.mtime_ns, "
-        "write_event.hash, hash_setting.chunk_size, hash_setting.max_reads FROM write_event "
-        "JOIN command ON command.id = write_event.command_id "
-        "JOIN directory ON directory.id = write_event.directory_id "
-        "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id "
-        f"WHERE {match} ORDER BY command.end_time DESC, command.id DESC, write_event.id DESC",
-        params,
-    )
-    return [
-        WrittenVersion(
-            write_id=r[0],
-            command_id=r[1],
-            start_time=conn.time(r[2]),
-            end_time=conn.time(r[3]),
-            path=bytes(r[4]) + bytes(r[5]),
-            size=r[6],
-            mtime_ns=r[7],
-            hash=hash_from_bytes(bytes(r[8])),
-            hash_chunk_size=r[9],
-            hash_max_reads=r[10],
+
+def written_versions_many(
+    conn: Reads, contents: Sequence[tuple[int, int, Iterable[int]]]
+) -> list[list[WrittenVersion]]:
+    """:func:`written_versions` of each (size, mtime_ns, hashes), in that
+    order, in one statement per up to 64 distinct contents: a UNION ALL
+    of the single lookups, each its own index lookup (a lineage level in
+    one round trip, whatever its number of files)."""
+    keys = [(size, mtime, tuple(sorted(set(hashes)))) for size, mtime, hashes in contents]
+    distinct = list(dict.fromkeys(keys))
+    found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
+    for start in range(0, len(distinct), _VERSIONS_BATCH):
+        batch = distinct[start : start + _VERSIONS_BATCH]
+        parts: list[str] = []
+        params: dict[str, Any] = {}
+        for i, (size, mtime, hashes) in enumerate(batch):
+            match, p = _version_match(f"q{i}", size, mtime, hashes)
+            params.update(p)
+            # The index as a literal: a typed column on both engines.
+            parts.append(f"SELECT {i} AS q, {_VERSION_COLUMNS} WHERE {match}")
+        rows = conn.rows(
+            " UNION ALL ".join(parts)
+            + " ORDER BY q, end_time DESC, command_id DESC, write_id DESC",
+            params,
         )
-        for r in rows
-    ]
+        for r in rows:
+            found[batch[r[0]]].append(_version(conn, r[1:]))
+    return [found[k] for k in keys]

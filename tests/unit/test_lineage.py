@@ -297,19 +297,55 @@ def test_a_lineage_level_loads_its_commands_in_one_batch(j):
     seen = _count_statements(j.store)
     lin = build_lineage(reader, [DiskTarget(str(target))])
     assert len(lin.commands) == 31
-    # 61 content lookups (1 target + 30 parts + 30 seeds), and the
-    # commands of each of the two levels in a few statements.
+    # 61 contents looked up in one statement per level (the target, the
+    # 30 parts, the 30 seeds), and the commands of each of the two levels
+    # in a few statements.
     lookups = [s for s in seen if "write_event.id" in s and "hash_setting" in s]
-    assert len(lookups) == 61
+    assert len(lookups) == 3
     loads = [s for s in seen if s.lstrip().startswith("SELECT") and s not in lookups]
-    assert len(loads) <= 2 * 5, loads
+    assert len(loads) <= 2 * 2, loads
+
+
+def _fan_in_statements(j, n: int) -> list[str]:
+    """The statements of a lineage of a file made from ``n`` parts (one
+    of them empty: the hashless lookup), each part from its own seed."""
+    inputs = []
+    for i in range(n):
+        data = b"" if i == 0 else f"part {n}.{i}\n".encode() * 20
+        j.cmd(f"gen {n}.{i}", 10 + i, reads=[j.v(f"seed{n}.{i}", b"s%d.%d" % (n, i) * 10, 1)],
+              writes=[j.v(f"p{n}.{i}", data, 10 + i)])  # fmt: skip
+        inputs.append(j.v(f"p{n}.{i}", data, 10 + i))
+    out = b"merged %d" % n * 30
+    j.cmd(f"cat p{n}.* > all{n}", 100, reads=inputs, writes=[j.v(f"all{n}", out, 100)])
+    target = j.disk(f"all{n}", out, 100)
+    reader = j.reader()
+    reader.hash_settings()
+    seen = _count_statements(j.store)
+    lin = build_lineage(reader, [DiskTarget(str(target))])
+    assert len(lin.commands) == n + 1
+    assert len([f for f in lin.files.values() if f.leaf]) == n
+    return [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+
+
+def test_a_lineage_level_costs_the_same_statements_whatever_its_files(j):
+    """A level of 3 read files and one of 40 cost the same statements:
+    every content of a level is looked up in one statement, every command
+    of it loaded in one batch (3 levels: the target, the parts, the
+    seeds)."""
+    few = _fan_in_statements(j, 3)
+    many = _fan_in_statements(j, 40)
+    assert len(many) == len(few), (len(few), len(many))
+    assert len(many) <= 3 + 2 * 2, many
 
 
 def test_the_content_lookup_and_the_command_load_use_indexes(j):
     """Every step of the walk is an index lookup: no full scan of the
     command, event or file tables in SQLite's plans."""
     data = b"q" * 100
-    cid = j.cmd("w", 10, reads=[j.v("in", b"i" * 10, 1)], writes=[j.v("out", data, 10)])
+    j.cmd("e", 5, writes=[j.v("empty", b"", 5)])
+    j.cmd("p", 6, writes=[j.v("part", b"p" * 20, 6)])
+    reads = [j.v("in", b"i" * 10, 1), j.v("empty", b"", 5), j.v("part", b"p" * 20, 6)]
+    cid = j.cmd("w", 10, reads=reads, writes=[j.v("out", data, 10)])
     j.disk("out", data, 10)
     statements: list[tuple[str, object]] = []
     from sqlalchemy import event
