@@ -148,11 +148,14 @@ def schema_ddl() -> list[str]:
         if keys != ["id"]:
             # a key of references (a command's note, redaction counts, read
             # events) is per owner: a colleague's command id would collide
-            # and tell that it has a note, or a secret of some kind
+            # and tell that it has a note, or a secret of some kind.  The
+            # owner comes last: the readers look these rows up by command id
+            # (a lineage level, a delete's cascade), which an index led by
+            # the owner cannot answer without reading all of it.
             name = quote(f"pk_{table.name}")
             out.append(
                 f"ALTER TABLE {t} DROP CONSTRAINT {name}, "
-                f"ADD CONSTRAINT {name} PRIMARY KEY (owner, {', '.join(quote(k) for k in keys)})"
+                f"ADD CONSTRAINT {name} PRIMARY KEY ({', '.join(quote(k) for k in keys)}, owner)"
             )
         for uc in sorted(
             (c for c in table.constraints if isinstance(c, UniqueConstraint)), key=str
@@ -642,9 +645,18 @@ def lab_rules(conn: Connection) -> list[str]:
                 q = quote(name)
                 cols = ", ".join(quote(c) for c in columns)
                 what = "UNIQUE" if kind == "u" else "PRIMARY KEY"
+                keyed = f"({cols}, owner)" if kind == "p" else f"(owner, {cols})"
+                out.append(
+                    f"ALTER TABLE {t} DROP CONSTRAINT {q}, ADD CONSTRAINT {q} {what} {keyed}"
+                )
+            elif kind == "p" and len(columns) > 1 and columns[0] == "owner":
+                # a primary key led by the owner (as stores made before it
+                # came last): the owner last, as schema_ddl makes it
+                q = quote(name)
+                cols = ", ".join(quote(c) for c in columns[1:])
                 out.append(
                     f"ALTER TABLE {t} DROP CONSTRAINT {q}, "
-                    f"ADD CONSTRAINT {q} {what} (owner, {cols})"
+                    f"ADD CONSTRAINT {q} PRIMARY KEY ({cols}, owner)"
                 )
         for name, definition, columns in conn.execute(
             text(

@@ -626,3 +626,22 @@ def test_a_service_name_with_verify_full_works_and_a_wrong_ca_is_refused(
         shutil.rmtree(a.home / ".config")
         (a.home / ".pg_service.conf").unlink()
         (a.home / "wrong-ca.crt").unlink()
+
+
+def test_rows_of_a_command_are_found_by_its_id_through_an_index(recorded: Lab) -> None:
+    """The per-owner primary keys keep their own columns first and the owner
+    last: a lineage level or a delete's cascade looks rows up by command id,
+    which a key led by the owner answers only by reading the whole index
+    (seconds a level on a journal of millions of events)."""
+    keys = dict(recorded.admin(
+        "SELECT c.relname, array(SELECT a.attname::text FROM unnest(i.indkey) WITH ORDINALITY "
+        "k(n, o) JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o) "
+        "FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_namespace s ON s.oid = c.relnamespace "
+        "WHERE i.indisprimary AND s.nspname = current_schema()"))  # fmt: skip
+    # (the sharing table is keyed by owner and role: looked up by owner)
+    per_owner = {t: k for t, k in keys.items() if "owner" in k and t != "lab_share"}
+    # positive control: the tables keyed by references are there, per owner
+    assert {"read_event", "command_note", "command_tag", "redaction", "apparatus"} <= set(per_owner)
+    assert [t for t, k in per_owner.items() if k[0] == "owner" or k[-1] != "owner"] == [], per_owner
+    assert per_owner["read_event"][0] == "command_id", per_owner

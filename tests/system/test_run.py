@@ -197,14 +197,19 @@ def test_run_ignore_marks_take_at_most_a_32nd_of_the_users_mark_limit(
     proc = _start_run(install, user_home, "sh", "-c", script)
     try:
         wait_for((user_home / "work" / "read").exists, "the reads")
-        counted = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until the holder stops adding
-            counted.append(len(_ignore_marks(install.user)))  # cat, libc, ... and ro/
-            if len(counted) > 10 and counted[-1] == counted[-11] > 0:
-                break
-            time.sleep(0.1)
-        assert counted[-1] == fanotify_mark_limit // 32, counted
+        cap = fanotify_mark_limit // 32
+        counted: list[int] = []
+
+        def capped() -> bool:  # cat, libc, ... and ro/: the holder adds them as it reads events
+            counted.append(len(_ignore_marks(install.user)))
+            return counted[-1] >= cap
+
+        # the holder lags behind the reads on a busy machine: wait for the
+        # cap itself, then check that it holds
+        wait_for(capped, f"{cap} ignore marks", 60)
+        for _ in range(5):
+            capped()
+        assert set(counted[-6:]) == {cap}, counted
         other = run_as_user(install, user_home, "run", "--", "sh", "-c", "echo x > other")
         assert other.returncode == 0 and other.stderr == "", other.stderr
         assert commands(user_home, wfile=user_home / "work" / "other")
