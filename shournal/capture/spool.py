@@ -229,9 +229,7 @@ class Spool:
         """Append and fsync (one fsync for the whole batch)."""
         data = b"".join(frame(r) for r in recs)
         try:
-            written = 0
-            while written < len(data):
-                written += os.write(self.fd, data[written:])
+            write_all(self.fd, data)
             os.fsync(self.fd)
         except OSError:
             # Keep what was there: a partial frame would end the spool.
@@ -450,15 +448,20 @@ def keep_started(
     _checked_started.add(started)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _write_started(path: Path, data: bytes) -> None:
     """Written in place, not under a temporary name renamed: the frame's
     checksum tells a torn file (the daemon killed while writing it), which
     take_started reads as none, as it would a file never renamed."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
     finally:
         os.close(fd)
 

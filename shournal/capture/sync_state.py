@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from shournal.capture.spool import write_all
+
 STATE_FILE = "sync-state.json"
 # A cause longer than this is cut (it is shown on one line).
 _CAUSE_MAX = 300
@@ -41,9 +43,7 @@ def write_state(directory: Path, state: SyncState) -> None:
     tmp = directory / f".{STATE_FILE}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
     finally:
         os.close(fd)
     os.replace(tmp, directory / STATE_FILE)
