@@ -59,11 +59,10 @@ def state(host: LabHost) -> SyncState | None:
 
 def daemon_pids(host: LabHost) -> list[int]:
     pids = []
-    for lock in (host.home / "run" / "shournal").glob(protocol.DAEMON_LOCK % "*"):
+    for pid in _pids_in(host.home / "run"):
         try:
-            pid = int(lock.read_text().split()[0])
             os.kill(pid, 0)
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
         pids.append(pid)
     return pids
