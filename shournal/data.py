@@ -11,8 +11,8 @@ and statistics are plain classes with ``__slots__`` (equality, repr and,
 for the frozen ones, hashing as :mod:`dataclasses` would make them), not
 dataclasses, whose creation and module would cost the fast path
 (:mod:`shournal.cli._fast`) more than the rest of its imports.  The
-criteria types and :class:`WrittenVersion` are dataclasses in
-:mod:`shournal._criteria`, loaded when first named here.
+criteria types are dataclasses in :mod:`shournal._criteria`, loaded when
+first named here.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from __future__ import annotations
 # Not typing.TYPE_CHECKING: importing typing costs `shournal query` ~2 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
     from datetime import datetime
     from typing import Any
 
-    from shournal._criteria import Condition, Criteria, FileCriteria, Period, WrittenVersion
+    from shournal._criteria import Condition, Criteria, FileCriteria, Period
 
 __all__ = [
     "ArchivedFile",
@@ -37,6 +39,7 @@ __all__ = [
     "check_note",
     "check_tag",
     "RETURN_VALUE_UNKNOWN",
+    "WRITE_CLOCK_TOLERANCE_NS",
     "BadSessionId",
     "CommandModifications",
     "CommandView",
@@ -51,6 +54,8 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "RestoreError",
+    "TargetExists",
     "InputEntry",
     "ProgramEntry",
     "SessionCommands",
@@ -61,6 +66,8 @@ __all__ = [
     "WrittenVersion",
     "lost_reason_parts",
     "ns_to_datetime",
+    "possible_writers",
+    "ran_at",
     "uuid_text",
 ]
 
@@ -88,7 +95,7 @@ def uuid_text(raw: bytes) -> str:
 # (and in SQLite's and PostgreSQL's bound parameters).
 INT64_MAX = 2**63 - 1
 
-_CRITERIA_TYPES = ("Condition", "Criteria", "FileCriteria", "Op", "Period", "WrittenVersion")
+_CRITERIA_TYPES = ("Condition", "Criteria", "FileCriteria", "Op", "Period")
 
 
 def __getattr__(name: str) -> Any:
@@ -104,6 +111,18 @@ def __getattr__(name: str) -> Any:
 
 class NotArchived(Exception):
     """No archived content for a read file id (restore, replay)."""
+
+
+class RestoreError(Exception):
+    """Restoring cannot proceed (one-line message); nothing was written."""
+
+
+class TargetExists(RestoreError):
+    """The target exists and overwriting was not requested."""
+
+    def __init__(self, target: os.PathLike[str]) -> None:
+        super().__init__(f"{target} exists (use --force to overwrite)")
+        self.target = target
 
 
 class ArchivedFile:
@@ -436,6 +455,79 @@ class FileProbe(_FrozenValue):
 
     def __init__(self, size: int, mtime_ns: int | None, hashes: frozenset[int]) -> None:
         self._init(size=size, mtime_ns=mtime_ns, hashes=hashes)
+
+
+class WrittenVersion(_FrozenValue):
+    """One write event of a looked-up content, with what the lineage walk
+    needs of its command (times, hash settings) without loading it."""
+
+    __slots__ = (
+        "write_id", "command_id", "start_time", "end_time", "path", "size", "mtime_ns", "hash",
+        "hash_chunk_size", "hash_max_reads",
+    )  # fmt: skip
+    write_id: int
+    command_id: int
+    start_time: datetime  # aware, UTC: of the writing command
+    end_time: datetime
+    path: bytes  # where the command wrote it
+    size: int
+    mtime_ns: int
+    hash: int | None
+    hash_chunk_size: int | None  # the writing command's hash settings
+    hash_max_reads: int | None
+
+    def __init__(
+        self,
+        write_id: int,
+        command_id: int,
+        start_time: datetime,
+        end_time: datetime,
+        path: bytes,
+        size: int,
+        mtime_ns: int,
+        hash: int | None,
+        hash_chunk_size: int | None,
+        hash_max_reads: int | None,
+    ) -> None:
+        self._init(
+            write_id=write_id, command_id=command_id, start_time=start_time,
+            end_time=end_time, path=path, size=size, mtime_ns=mtime_ns, hash=hash,
+            hash_chunk_size=hash_chunk_size, hash_max_reads=hash_max_reads,
+        )  # fmt: skip
+
+
+# How far a file's mtime (the file system's clock, coarse: it may lag the
+# system clock by a tick) may lie outside the run of the command that
+# wrote it (start and end taken by the shell and the listener).
+WRITE_CLOCK_TOLERANCE_NS = 2_000_000_000
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def possible_writers(candidates: Iterable[WrittenVersion], mtime_ns: int) -> list[WrittenVersion]:
+    """The writes of a content (``candidates``) that can have made the
+    version with ``mtime_ns``: the ones the journal saw with that very
+    mtime (a move keeps it; ``tar``, ``cp -p`` set an old one), else the
+    ones whose command ran when the version was written (its run
+    +- :data:`WRITE_CLOCK_TOLERANCE_NS`).  Any other write of the same
+    content made another file: this version was written outside the
+    journal (an unrecorded ``cp``).  The one rule of the lineage walk,
+    ``status``, the exports and ``query --wfile``."""
+    pool = list(candidates)
+    same = [c for c in pool if c.mtime_ns == mtime_ns]
+    if same:
+        return same
+    return [c for c in pool if ran_at(c.start_time, c.end_time, mtime_ns)]
+
+
+def ran_at(start_time: datetime, end_time: datetime | None, mtime_ns: int) -> bool:
+    """Whether a command that ran from ``start_time`` to ``end_time`` can
+    have written a file at ``mtime_ns`` (+- :data:`WRITE_CLOCK_TOLERANCE_NS`;
+    a command that never finished has no end: its start must do)."""
+    tol = WRITE_CLOCK_TOLERANCE_NS
+    return _ns(start_time) - tol <= mtime_ns <= _ns(end_time or start_time) + tol
 
 
 # -- statistics (shournal.store.stats computes them) --------------------------

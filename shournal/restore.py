@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shournal.confined import Confined, ConfinedError, Exists, UnsafePath, mirror
-from shournal.data import ArchivedFile, NotArchived
+from shournal.data import ArchivedFile, NotArchived, RestoreError, TargetExists
 
 if TYPE_CHECKING:
     from shournal.data import CommandView
@@ -27,18 +27,6 @@ if TYPE_CHECKING:
 
 # Permission bits only: a restored script must not come back setuid.
 _MODE_MASK = 0o777
-
-
-class RestoreError(Exception):
-    """Restoring cannot proceed (one-line message); nothing was written."""
-
-
-class TargetExists(RestoreError):
-    """The target exists and overwriting was not requested."""
-
-    def __init__(self, target: Path) -> None:
-        super().__init__(f"{target} exists (use --force to overwrite)")
-        self.target = target
 
 
 @dataclass(frozen=True, slots=True)

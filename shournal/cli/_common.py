@@ -59,9 +59,8 @@ def errors_to_status(missing: str = "") -> Iterator[None]:
     (``missing`` is put before the reason); a journal that cannot be used
     3; an archived file that is not there 1, one that cannot be restored 2."""
     from shournal.cli import error_status
-    from shournal.data import NotArchived, QueryError
+    from shournal.data import NotArchived, QueryError, RestoreError
     from shournal.errors import StoreError, StoreMissing
-    from shournal.restore import RestoreError
 
     try:
         yield

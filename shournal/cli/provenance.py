@@ -16,7 +16,6 @@ Exit statuses:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -187,6 +186,8 @@ def status(
     if not result:
         note(f"no recorded command wrote a file under {', '.join(names)}")
     if output_format is HumanOrJson.json:
+        import json
+
         _write(json.dumps([status_object(s) for s in result], ensure_ascii=True, indent=1) + "\n")
     else:
         _write("".join(status_line(s) + "\n" for s in result))

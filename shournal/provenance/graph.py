@@ -30,15 +30,24 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Literal
 
-from shournal._criteria import possible_writers
-from shournal.data import CommandView, FileEventView, QueryError
+from shournal.data import (
+    CommandView,
+    FileEventView,
+    QueryError,
+    _FrozenValue,
+    _Value,
+    possible_writers,
+)
 
+# Not typing.TYPE_CHECKING: typing (and dataclasses) cost `shournal lineage`
+# and `status` their start-up (bench/cli_startup.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from datetime import datetime
+    from typing import Literal
+
     from shournal.provenance.readers import JournalReader, WrittenVersion
 
 
@@ -50,10 +59,13 @@ class LineageError(QueryError):
 VersionKey = tuple[bytes, int, int, int | None]
 
 
-@dataclass(slots=True)
-class FileNode:
+class FileNode(_Value):
     """One version of a file in the lineage."""
 
+    __slots__ = (
+        "id", "path", "size", "mtime_ns", "hash", "event", "hash_chunk_size", "hash_max_reads",
+        "leaf", "content_writers", "truncated", "target",
+    )  # fmt: skip
     id: str  # "f1", "f2"... in the order the walk found them
     path: bytes  # absolute; where it was read (or is on disk, for a target)
     size: int
@@ -61,15 +73,43 @@ class FileNode:
     hash: int | None
     # The read event that recorded this version (first reader found), with
     # its command's hash settings: what ``status`` compares the disk with.
-    event: FileEventView | None = None
-    hash_chunk_size: int | None = None
-    hash_max_reads: int | None = None
-    leaf: bool = False  # no recorded command wrote this version
+    event: FileEventView | None
+    hash_chunk_size: int | None
+    hash_max_reads: int | None
+    leaf: bool  # no recorded command wrote this version
     # leaf: recorded commands that wrote the same content, none of which
     # can have made this version (an unrecorded copy of their output)
-    content_writers: int = 0
-    truncated: bool = False  # not followed: the depth limit
-    target: bool = False
+    content_writers: int
+    truncated: bool  # not followed: the depth limit
+    target: bool
+
+    def __init__(
+        self,
+        id: str,
+        path: bytes,
+        size: int,
+        mtime_ns: int,
+        hash: int | None,
+        event: FileEventView | None = None,
+        hash_chunk_size: int | None = None,
+        hash_max_reads: int | None = None,
+        leaf: bool = False,
+        content_writers: int = 0,
+        truncated: bool = False,
+        target: bool = False,
+    ) -> None:
+        self.id = id
+        self.path = path
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.hash = hash
+        self.event = event
+        self.hash_chunk_size = hash_chunk_size
+        self.hash_max_reads = hash_max_reads
+        self.leaf = leaf
+        self.content_writers = content_writers
+        self.truncated = truncated
+        self.target = target
 
     @property
     def key(self) -> VersionKey:
@@ -82,31 +122,57 @@ class FileNode:
         return ev.id if ev is not None and ev.content_id is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(_FrozenValue):
+    __slots__ = ("kind", "command_id", "file", "written_path", "other_candidates")
     kind: Literal["read", "wrote"]
     command_id: int
     file: str  # FileNode.id
     # wrote: where the command wrote this content when it is not the path
     # it was read from (moved or copied outside the recorded file events)
-    written_path: bytes | None = None
+    written_path: bytes | None
     # wrote: how many other commands wrote the same content
-    other_candidates: int = 0
+    other_candidates: int
+
+    def __init__(
+        self,
+        kind: Literal["read", "wrote"],
+        command_id: int,
+        file: str,
+        written_path: bytes | None = None,
+        other_candidates: int = 0,
+    ) -> None:
+        self._init(kind=kind, command_id=command_id, file=file, written_path=written_path,
+                   other_candidates=other_candidates)  # fmt: skip
 
 
-@dataclass(slots=True)
-class Lineage:
-    targets: list[str] = field(default_factory=list)  # FileNode ids
-    commands: dict[int, CommandView] = field(default_factory=dict)
-    files: dict[str, FileNode] = field(default_factory=dict)
-    edges: list[Edge] = field(default_factory=list)  # in the order found
-    depth: dict[int, int] = field(default_factory=dict)  # command id -> 1 = wrote a target
-    max_depth: int | None = None
+class Lineage(_Value):
+    __slots__ = (
+        "targets", "commands", "files", "edges", "depth", "max_depth",
+        "_writer", "_reads", "_readers", "_written",
+    )  # fmt: skip
+    targets: list[str]  # FileNode ids
+    commands: dict[int, CommandView]
+    files: dict[str, FileNode]
+    edges: list[Edge]  # in the order found
+    depth: dict[int, int]  # command id -> 1 = wrote a target
+    max_depth: int | None
     # The edges by end point (kept by add_edge).
-    _writer: dict[str, Edge] = field(default_factory=dict)
-    _reads: dict[int, list[str]] = field(default_factory=dict)
-    _readers: dict[str, list[int]] = field(default_factory=dict)
-    _written: dict[int, list[Edge]] = field(default_factory=dict)
+    _writer: dict[str, Edge]
+    _reads: dict[int, list[str]]
+    _readers: dict[str, list[int]]
+    _written: dict[int, list[Edge]]
+
+    def __init__(self, max_depth: int | None = None) -> None:
+        self.targets = []
+        self.commands = {}
+        self.files = {}
+        self.edges = []
+        self.depth = {}
+        self.max_depth = max_depth
+        self._writer = {}
+        self._reads = {}
+        self._readers = {}
+        self._written = {}
 
     def add_edge(self, edge: Edge) -> None:
         self.edges.append(edge)
@@ -134,19 +200,25 @@ class Lineage:
         return [(self.files[e.file], e) for e in self._written.get(command_id, ())]
 
 
-@dataclass(frozen=True, slots=True)
-class DiskTarget:
+class DiskTarget(_FrozenValue):
     """The version of ``path`` on disk now."""
 
+    __slots__ = ("path",)
     path: str
 
+    def __init__(self, path: str) -> None:
+        self._init(path=path)
 
-@dataclass(frozen=True, slots=True)
-class CommandTarget:
+
+class CommandTarget(_FrozenValue):
     """The version of ``path`` that command ``command_id`` wrote."""
 
+    __slots__ = ("path", "command_id")
     path: str
     command_id: int
+
+    def __init__(self, path: str, command_id: int) -> None:
+        self._init(path=path, command_id=command_id)
 
 
 Target = DiskTarget | CommandTarget
@@ -161,7 +233,7 @@ def choose_writer(
     """The writer of a file version among ``candidates`` (every write of
     its content), and how many other commands wrote that content: of the
     writes that can have made this version
-    (:func:`shournal._criteria.possible_writers`: the same mtime, else a
+    (:func:`shournal.data.possible_writers`: the same mtime, else a
     run that covers the mtime), the latest to finish before the reader
     started.  None: written outside the journal."""
     eligible = [

@@ -20,13 +20,16 @@ the journal:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
 
 from shournal.data import CommandView, FileProbe, WrittenVersion
 
+# Not typing.TYPE_CHECKING: typing costs `shournal lineage` its start-up.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from contextlib import AbstractContextManager
+    from typing import Any
+
     from shournal.journal import Journal
 
 __all__ = ["JournalReader", "WrittenVersion"]

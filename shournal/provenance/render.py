@@ -14,16 +14,19 @@ wrote that content when it was read elsewhere, e.g. after ``mv``).
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime
-from typing import Any
 
 from shournal.data import CommandView
 from shournal.provenance.graph import FileNode, Lineage
 from shournal.report.human import format_size
-from shournal.report.json import command_object
 from shournal.terminal import printable
+
+# Not typing.TYPE_CHECKING; json and the JSON report are loaded by the
+# renderers that need them: the human tree's start-up (bench/cli_startup.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _iso_ns(ns: int) -> str:
@@ -49,6 +52,8 @@ def _file_object(node: FileNode) -> dict[str, Any]:
 
 
 def lineage_object(lin: Lineage) -> dict[str, Any]:
+    from shournal.report.json import command_object
+
     edges: list[dict[str, Any]] = []
     for e in lin.edges:
         if e.kind == "read":
@@ -73,6 +78,8 @@ def lineage_object(lin: Lineage) -> dict[str, Any]:
 
 
 def render_json(lin: Lineage) -> str:
+    import json
+
     return json.dumps(lineage_object(lin), ensure_ascii=True, indent=1) + "\n"
 
 

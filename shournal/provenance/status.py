@@ -26,24 +26,27 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Literal
 
-from shournal.data import QueryFileError
+from shournal.data import QueryFileError, _FrozenValue, _Value
 from shournal.provenance.graph import DiskTarget, Lineage, build_lineage
 from shournal.query.filestat import MISSING, UP_TO_DATE, file_status
 
+# Not typing.TYPE_CHECKING: typing (and dataclasses) cost `shournal status`
+# its start-up (bench/cli_startup.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from datetime import datetime
+    from typing import Literal
+
     from shournal.provenance.readers import JournalReader
 
-State = Literal["up to date", "stale", "missing", "failed", "unknown"]
-Kind = Literal["stale", "missing", "failed"]
+    State = Literal["up to date", "stale", "missing", "failed", "unknown"]
+    Kind = Literal["stale", "missing", "failed"]
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(_FrozenValue):
+    __slots__ = ("kind", "path", "command_id", "read_at", "exit_status", "username", "hostname")
     kind: Kind
     path: bytes
     # stale, missing: the command that read the version (None: the target);
@@ -51,18 +54,39 @@ class Problem:
     command_id: int | None
     read_at: datetime | None  # that command's start
     # failed: its exit status (None: it never finished, ``incomplete``)
-    exit_status: int | None = None
+    exit_status: int | None
     # whose the command is (a lab store holds colleagues' shared commands)
-    username: str | None = None
-    hostname: str | None = None
+    username: str | None
+    hostname: str | None
+
+    def __init__(
+        self,
+        kind: Kind,
+        path: bytes,
+        command_id: int | None,
+        read_at: datetime | None,
+        exit_status: int | None = None,
+        username: str | None = None,
+        hostname: str | None = None,
+    ) -> None:
+        self._init(kind=kind, path=path, command_id=command_id, read_at=read_at,
+                   exit_status=exit_status, username=username, hostname=hostname)  # fmt: skip
 
 
-@dataclass(slots=True)
-class TargetStatus:
+class TargetStatus(_Value):
+    __slots__ = ("path", "state", "problems", "commands")
     path: str  # as given (or found under a directory argument)
     state: State
-    problems: list[Problem] = field(default_factory=list)
-    commands: int = 0  # commands in the lineage
+    problems: list[Problem]
+    commands: int  # commands in the lineage
+
+    def __init__(
+        self, path: str, state: State, problems: list[Problem] | None = None, commands: int = 0
+    ) -> None:
+        self.path = path
+        self.state = state
+        self.problems = [] if problems is None else problems
+        self.commands = commands
 
 
 def _problems(lin: Lineage) -> list[Problem]:

@@ -92,7 +92,7 @@ def _writers_by_run(
 ) -> tuple[list[tuple[int, FileProbe]], list[int] | None, bool]:
     """A written content with an mtime (``--wfile``) as the ids of the
     commands that can have written that version, chosen as the lineage
-    walk chooses (:func:`shournal._criteria.possible_writers`): the same
+    walk chooses (:func:`shournal.data.possible_writers`): the same
     mtime, else a run that covers it.  The probes left, the ids (None:
     no such probe), and whether they were found by the content alone (no
     write of it has that mtime)."""
@@ -107,7 +107,7 @@ def _writers_by_run(
         # possible_writers picks (without loading the lineage's types).
         found = set(reader.same_mtime_writers(conn, probe.size, probe.mtime_ns, probe.hashes))
         if not found:
-            from shournal._criteria import possible_writers
+            from shournal.data import possible_writers
 
             versions = reader.written_versions(conn, probe.size, probe.mtime_ns, probe.hashes)
             found = {w.command_id for w in possible_writers(versions, probe.mtime_ns)}
