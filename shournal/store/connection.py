@@ -211,9 +211,39 @@ class SqliteReads(Reads):
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:
+            if params is not None and len(params) > _NAMED_MAX:
+                text, names = _positional(sql)
+                return self._conn.execute(text, [params[n] for n in names]).fetchall()
             return self._conn.execute(sql, params or {}).fetchall()
         except sqlite3.Error as e:
             raise classify_sqlite(e, self._where) from None
+
+
+# sqlite3 binds named parameters by asking SQLite each one's name, a search
+# of the statement's list of names: time quadratic in their number (a
+# lineage level's lookup has hundreds).  Statements with more are run with
+# positional ones.
+_NAMED_MAX = 32
+_POSITIONAL: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``:name`` parameters as ``?``, and their names in
+    order (the store's statements have no ``:`` in a literal)."""
+    hit = _POSITIONAL.get(sql)
+    if hit is None:
+        import re
+
+        names: list[str] = []
+
+        def placeholder(m: re.Match[str]) -> str:
+            names.append(m[1])
+            return "?"
+
+        hit = (re.sub(r"(?<![\w:]):([A-Za-z_]\w*)", placeholder, sql), tuple(names))
+        if len(_POSITIONAL) < 64:
+            _POSITIONAL[sql] = hit
+    return hit
 
 
 class AlchemyReads(Reads):

@@ -310,7 +310,7 @@ def capped_writers(conn: Reads, mtime_ns: int) -> list[int]:
     """Ids of the commands that dropped write events (the per-command cap)
     and ran when a file of ``mtime_ns`` was written: its writer may be one
     of them.  Only the no-results hint asks (a scan of the commands)."""
-    from shournal._criteria import ran_at
+    from shournal.data import ran_at
 
     rows = conn.rows(
         "SELECT id, start_time, end_time FROM command WHERE dropped_writes > 0 ORDER BY id"
@@ -676,37 +676,85 @@ def same_mtime_writers(conn: Reads, size: int, mtime_ns: int, hashes: Iterable[i
 _VERSION_COLUMNS = (
     "write_event.id AS write_id, write_event.command_id AS command_id, command.start_time, "
     "command.end_time AS end_time, directory.path, write_event.basename, write_event.size, "
-    "write_event.mtime_ns, write_event.hash, hash_setting.chunk_size, hash_setting.max_reads "
-    "FROM write_event JOIN command ON command.id = write_event.command_id "
+    "write_event.mtime_ns, write_event.hash, hash_setting.chunk_size, hash_setting.max_reads"
+)
+_VERSION_JOINS = (
+    "JOIN command ON command.id = write_event.command_id "
     "JOIN directory ON directory.id = write_event.directory_id "
     "LEFT OUTER JOIN hash_setting ON hash_setting.id = command.hash_setting_id"
 )
 
-# Contents asked for in one statement (a UNION ALL of their lookups): few
-# enough for SQLite's compound-select limit (500) and its parameters.
-_VERSIONS_BATCH = 64
+# Contents asked for in one statement: its parameters (4 per hash and
+# content, 2 per empty file) stay far below both engines' limits.
+_VERSIONS_BATCH = 256
+# A row of the looked-up keys that matches no write (no size is negative):
+# the key lists are padded with it to a power of two, so that a walk runs
+# a few fixed statements, each prepared once by either engine.
+_NO_KEY = (-1, b"", -1, 0)
 
 
-def _version_match(
-    prefix: str, size: int, mtime_ns: int, hashes: Iterable[int]
+def _padded(rows: list[tuple[Any, ...]], filler: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    n = 1
+    while n < len(rows):
+        n *= 2
+    return rows + [filler] * (n - len(rows))
+
+
+def _versions_statement(
+    batch: Sequence[tuple[int, int, tuple[int, ...]]],
 ) -> tuple[str, dict[str, Any]]:
-    """The WHERE condition of one content's writes (see
-    :func:`written_versions`), its parameters named ``prefix``..."""
-    params: dict[str, Any] = {f"{prefix}m": mtime_ns}
-    if size == 0:
-        # Empty files have no hash: the partial index of hashless writes
-        # (its condition spelled literally so that both engines use it).
-        return ("length(write_event.hash) = 0 AND write_event.size = 0 "
-                f"AND write_event.mtime_ns = :{prefix}m"), params  # fmt: skip
-    # Any of the hashes (b"" among them: stored with hashing off, then
-    # only with the same mtime); the (hash, size) index.
-    wanted = [hash_to_bytes(h) for h in sorted(set(hashes))]
-    marks, in_params = in_list(f"{prefix}h", [*wanted, b""])
-    params.update(in_params)
-    params[f"{prefix}s"] = size
-    match = (f"write_event.hash IN ({marks}) AND write_event.size = :{prefix}s AND "
-             f"(length(write_event.hash) > 0 OR write_event.mtime_ns = :{prefix}m)")  # fmt: skip
-    return match, params
+    """One statement for the writes of every content of ``batch`` (see
+    :func:`written_versions`), each row led by the content's index in
+    ``batch``: the contents' keys as a table of values, joined to the
+    write events' ``(hash, size)`` index (one lookup per key); empty files
+    through the partial index of hashless writes on ``mtime_ns``."""
+    keyed: list[tuple[Any, ...]] = []  # (q, hash, size, mtime)
+    empty: list[tuple[Any, ...]] = []  # (q, mtime)
+    for q, (size, mtime, hashes) in enumerate(batch):
+        if size == 0:
+            # Empty files have no hash (the partial index's condition is
+            # spelled literally so that both engines use it).
+            empty.append((q, mtime))
+            continue
+        # Any of the hashes, or b"" (stored with hashing off: then only
+        # with the same mtime).
+        keyed.extend((q, hash_to_bytes(h), size, mtime) for h in hashes)
+        keyed.append((q, b"", size, mtime))
+    params: dict[str, Any] = {}
+    ctes: list[str] = []
+    parts: list[str] = []
+    if keyed:
+        values = []
+        for i, (q, h, size, mtime) in enumerate(_padded(keyed, _NO_KEY)):
+            params.update({f"k{i}q": q, f"k{i}h": h, f"k{i}s": size, f"k{i}m": mtime})
+            values.append(f"(:k{i}q, :k{i}h, :k{i}s, :k{i}m)")
+        ctes.append(f"wanted(q, h, s, m) AS (VALUES {', '.join(values)})")
+        # CROSS JOIN: SQLite's planner then loops over the keys, looking
+        # each up in the index (it would rather scan the write events);
+        # PostgreSQL plans it as any inner join.
+        parts.append(
+            f"SELECT wanted.q AS q, {_VERSION_COLUMNS} FROM wanted CROSS JOIN write_event "
+            f"{_VERSION_JOINS} "
+            "WHERE write_event.hash = wanted.h AND write_event.size = wanted.s "
+            "AND (length(write_event.hash) > 0 OR write_event.mtime_ns = wanted.m)"
+        )
+    if empty:
+        values = []
+        for i, (q, mtime) in enumerate(_padded(empty, (-1, -1))):
+            params.update({f"e{i}q": q, f"e{i}m": mtime})
+            values.append(f"(:e{i}q, :e{i}m)")
+        ctes.append(f"empty_file(q, m) AS (VALUES {', '.join(values)})")
+        parts.append(
+            f"SELECT empty_file.q AS q, {_VERSION_COLUMNS} FROM empty_file CROSS JOIN write_event "
+            f"{_VERSION_JOINS} "
+            "WHERE length(write_event.hash) = 0 AND write_event.size = 0 "
+            "AND write_event.mtime_ns = empty_file.m"
+        )
+    sql = (
+        f"WITH {', '.join(ctes)} {' UNION ALL '.join(parts)} "
+        "ORDER BY q, end_time DESC, command_id DESC, write_id DESC"
+    )
+    return sql, params
 
 
 def _version(conn: Reads, r: Sequence[Any]) -> WrittenVersion:
@@ -741,26 +789,15 @@ def written_versions_many(
     conn: Reads, contents: Sequence[tuple[int, int, Iterable[int]]]
 ) -> list[list[WrittenVersion]]:
     """:func:`written_versions` of each (size, mtime_ns, hashes), in that
-    order, in one statement per up to 64 distinct contents: a UNION ALL
-    of the single lookups, each its own index lookup (a lineage level in
-    one round trip, whatever its number of files)."""
+    order, in one statement per up to 256 distinct contents, each content
+    still its own index lookup (a lineage level in one round trip,
+    whatever its number of files)."""
     keys = [(size, mtime, tuple(sorted(set(hashes)))) for size, mtime, hashes in contents]
     distinct = list(dict.fromkeys(keys))
     found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
     for start in range(0, len(distinct), _VERSIONS_BATCH):
         batch = distinct[start : start + _VERSIONS_BATCH]
-        parts: list[str] = []
-        params: dict[str, Any] = {}
-        for i, (size, mtime, hashes) in enumerate(batch):
-            match, p = _version_match(f"q{i}", size, mtime, hashes)
-            params.update(p)
-            # The index as a literal: a typed column on both engines.
-            parts.append(f"SELECT {i} AS q, {_VERSION_COLUMNS} WHERE {match}")
-        rows = conn.rows(
-            " UNION ALL ".join(parts)
-            + " ORDER BY q, end_time DESC, command_id DESC, write_id DESC",
-            params,
-        )
-        for r in rows:
+        sql, params = _versions_statement(batch)
+        for r in conn.rows(sql, params):
             found[batch[r[0]]].append(_version(conn, r[1:]))
     return [found[k] for k in keys]
