@@ -80,11 +80,14 @@ def _resolved(command: Any) -> Any:
     """``command`` with its annotations evaluated: the modules of the
     commands that also run without typer (shournal.cli._direct) import
     neither typer nor the shared options (shournal.cli._options) but under
-    TYPE_CHECKING, so their names are given here."""
+    TYPE_CHECKING (nor typing and pathlib), so their names are given here."""
     from shournal.cli import _options
 
     if any(isinstance(a, str) for a in command.__annotations__.values()):
-        names = {**vars(_options), "typer": typer, **command.__globals__}
+        from pathlib import Path
+
+        names = {"Annotated": Annotated, "Any": Any, "Path": Path, **vars(_options),
+                 "typer": typer, **command.__globals__}  # fmt: skip
         command.__annotations__ = typing.get_type_hints(command, globalns=names,
                                                         include_extras=True)
     return command

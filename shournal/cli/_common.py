@@ -9,16 +9,19 @@ The exit statuses themselves are documented in :mod:`shournal.cli`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, NoReturn
 
 from shournal.cli import EXIT_STORE, EXIT_USAGE
 from shournal.cli._output import write as write
 
+# Not typing.TYPE_CHECKING: typing costs `lineage` and `status` their
+# start-up (bench/cli_startup.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
+    from typing import NoReturn
 
     from shournal.journal import Journal
 

@@ -5,6 +5,10 @@ typer would parse (shournal/cli/_spec.py, written from the typer
 application by scripts/cli_spec.py), and the command's own function is
 called with what typer would have given it.
 
+A path is given to the command as text, spelled as typer's
+``pathlib.Path`` would print it (pathlib costs `lineage` and `status`
+their start-up): the commands take paths as ``str`` or ``Path``.
+
 Plain: long options as ``--opt VALUE`` or ``--opt=VALUE``, short ones as
 ``-o VALUE``, flags, the command's file arguments; a value that typer
 would take as it is (no empty value, none starting with ``-``, integers
@@ -41,17 +45,34 @@ def _convert(kind: str | None, detail: Any, value: str) -> Any:
         # typer refuses a path that exists but cannot be read
         if detail and os.path.exists(value) and not os.access(value, os.R_OK):
             return None
-        from pathlib import Path
-
-        return Path(value)
+        return path_text(value)
     if kind == "choice":
-        import importlib
-
         module, _, name = detail.partition(":")
-        for member in getattr(importlib.import_module(module), name):
+        for member in getattr(_module(module), name):
             if str(member.value) == value:
                 return member
     return None
+
+
+def path_text(value: str) -> str:
+    """``value`` as ``str(pathlib.Path(value))`` spells it: repeated and
+    trailing slashes and ``.`` components dropped, exactly two leading
+    slashes kept (POSIX leaves their meaning to the system), ``.`` for
+    nothing left."""
+    root = ""
+    if value.startswith("/"):
+        root = "//" if value.startswith("//") and not value.startswith("///") else "/"
+    parts = [p for p in value.split("/") if p and p != "."]
+    return root + "/".join(parts) if root or parts else "."
+
+
+def _module(name: str) -> Any:
+    """The module ``name``, imported (importlib's import_module, without
+    importing importlib)."""
+    import sys
+
+    __import__(name)
+    return sys.modules[name]
 
 
 def parse(name: str, args: list[str]) -> dict[str, Any] | None:
@@ -125,8 +146,6 @@ def answer(argv: list[str]) -> int | None:
     kwargs = parse(argv[0], argv[1:])
     if kwargs is None:
         return None
-    import importlib
-
     module, _, name = SPEC[argv[0]][0].partition(":")
-    getattr(importlib.import_module(module), name)(**kwargs)
+    getattr(_module(module), name)(**kwargs)
     return 0

@@ -17,23 +17,29 @@ Exit statuses:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from shournal.cli import EXIT_FOUND, EXIT_NOT_FOUND, EXIT_USAGE
 from shournal.cli._common import HumanOrJson, errors_to_status, note, write_to
 from shournal.cli._common import fail as _fail
 from shournal.cli._common import write as _write
 
+# Not typing.TYPE_CHECKING: typing and pathlib (with re, urllib and
+# ipaddress) cost `lineage` and `status` their start-up; typer reads the
+# signatures with the names shournal.cli._app gives it.  Paths come as
+# Path from typer, as text from shournal.cli._direct.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+    from typing import Annotated, Any, TypeVar
+
     import typer
 
     from shournal.cli._options import HumanOrJsonFormat
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 
 class LineageFormat(StrEnum):

@@ -287,6 +287,7 @@ def _restore(journal: Any, commands: list[Any], restore_dir: Path | None) -> Any
         import tempfile
 
         restore_dir = Path(tempfile.gettempdir()) / f"shournal-restore-{getpass.getuser()}"
+    restore_dir = Path(restore_dir)  # text when shournal.cli._direct parsed it
     try:
         _paths.make_private_dir(restore_dir)
         if default:
@@ -305,6 +306,8 @@ def _write_html(commands: list[Any], output: Path, stats: Any, firsts: Any) -> N
     import tempfile
 
     from shournal.report.html import write_html
+
+    output = Path(output)  # text when shournal.cli._direct parsed it
 
     # Written beside the target and renamed: a failure leaves nothing
     # behind.  mkstemp creates a new name (O_EXCL): in a directory others

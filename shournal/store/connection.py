@@ -229,18 +229,25 @@ _POSITIONAL: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
     """``sql`` with its ``:name`` parameters as ``?``, and their names in
-    order (the store's statements have no ``:`` in a literal)."""
+    order (the store's statements have no ``:`` in a literal; no regular
+    expression: importing re costs `lineage` its start-up)."""
     hit = _POSITIONAL.get(sql)
     if hit is None:
-        import re
-
+        pieces = sql.split(":")
+        out = [pieces[0]]
         names: list[str] = []
-
-        def placeholder(m: re.Match[str]) -> str:
-            names.append(m[1])
-            return "?"
-
-        hit = (re.sub(r"(?<![\w:]):([A-Za-z_]\w*)", placeholder, sql), tuple(names))
+        for piece in pieces[1:]:
+            end = 0
+            while end < len(piece) and (piece[end].isascii() and piece[end].isalnum()
+                                        or piece[end] == "_"):  # fmt: skip
+                end += 1
+            before = out[-1][-1:]
+            if end and not piece[0].isdigit() and not (before.isalnum() or before in ("_", ":")):
+                names.append(piece[:end])
+                out.append("?" + piece[end:])
+            else:
+                out.append(":" + piece)
+        hit = ("".join(out), tuple(names))
         if len(_POSITIONAL) < 64:
             _POSITIONAL[sql] = hit
     return hit

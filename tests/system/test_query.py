@@ -17,6 +17,7 @@ import typer
 from synthetic import MINUTE, T0, file_event, record
 from typer.testing import CliRunner
 
+from shournal.cli._app import _resolved
 from shournal.cli.query import query
 from shournal.criteria import session_id_bytes
 from shournal.data import (
@@ -283,7 +284,9 @@ def cli_env(tmp_path: Path, rundir: Path, monkeypatch: pytest.MonkeyPatch) -> st
 
 def run_cli(*args: str) -> tuple[int, str, str]:
     app = typer.Typer()
-    app.command("query")(query)
+    # the annotations resolved as the CLI resolves them (query's module
+    # names typer and the shared options only under TYPE_CHECKING)
+    app.command("query")(_resolved(query))
     app.command("other")(lambda: None)  # keep "query" a subcommand, as in the real CLI
     result = CliRunner().invoke(app, ["query", *args])
     return result.exit_code, result.stdout, result.stderr

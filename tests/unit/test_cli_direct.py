@@ -70,7 +70,7 @@ def by_direct(name: str, args: list[str]) -> dict[str, Any]:
 def _samples(name: str) -> list[list[str]]:
     """Argument lists using every option of ``name`` (each kind of value)."""
     _where, options, argument = SPEC[name]
-    positional = ["a.txt", "dir/b"] if argument is not None else []
+    positional = ["a.txt", "./dir//b/"] if argument is not None else []
     every: list[str] = []
     samples = [positional]
     for opt, (_param, kind, detail, multiple) in options.items():
@@ -83,7 +83,7 @@ def _samples(name: str) -> list[list[str]]:
             members = list(getattr(importlib.import_module(module), cls))
             values = [[opt, str(m.value)] for m in members]
         elif kind == "path":
-            values = [[opt, "some/file"], [f"{opt}=./x y"]]
+            values = [[opt, "some//file/"], [f"{opt}=./x y"]]
         elif kind == "str":
             values = [[opt, "a b%"], [f"{opt}=x=y"]]
         else:
@@ -101,12 +101,31 @@ def _samples(name: str) -> list[list[str]]:
     return samples
 
 
+def _as_text(value: Any) -> Any:
+    """Typer's Path values as the text the direct path gives instead."""
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
 @pytest.mark.parametrize("name", DIRECT)
 def test_the_command_gets_what_typer_gives_it(name):
+    """The same values, paths as text spelled as typer's Path prints them."""
     samples = _samples(name)
     assert len(samples) > 3
     for args in samples:
-        assert by_direct(name, args) == by_typer(name, args), args
+        direct = by_direct(name, args)
+        assert direct == {k: _as_text(v) for k, v in by_typer(name, args).items()}, args
+        assert not [v for v in direct.values() if isinstance(v, Path)], args
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["a", "a/b", "a//b", "a/b/", "./a", "a/./b", "a/../b", ".", "./", "..", "/", "//", "///",
+     "//srv/x", "///srv/x", "/a//b/.", "a b/ c", "\udcff/x", "~/x", "-"],
+)  # fmt: skip
+def test_a_path_is_spelled_as_pathlib_spells_it(value):
+    assert _direct.path_text(value) == str(Path(value))
 
 
 @pytest.mark.parametrize(

@@ -42,3 +42,11 @@ def test_few_named_parameters_are_bound_by_name() -> None:
     sql = "SELECT id FROM t WHERE id = :a OR id = :b ORDER BY id"
     assert reads.rows(sql, {"a": 4, "b": 7}) == [(4,), (7,)]
     assert sql not in connection._POSITIONAL
+
+
+def test_only_parameters_become_placeholders() -> None:
+    sql = "SELECT :a, (:b_1), x:y, '1:2', a::int, :9 FROM t WHERE x = :a"
+    assert connection._positional(sql) == (
+        "SELECT ?, (?), x:y, '1:2', a::int, :9 FROM t WHERE x = ?",
+        ("a", "b_1", "a"),
+    )
