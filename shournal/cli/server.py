@@ -185,6 +185,11 @@ def import_journal(
             write_map(map_file, _shown(source), moved.mapping)
     for line in moved.notes:
         print(f"shournal: {line}", file=sys.stderr)
+    if map_file is None and not dry_run and any(old != new for old, new in moved.mapping):
+        # An id printed before (in a lab notebook) is found through the map;
+        # the source is only read, so the map can still be had later.
+        print("shournal: the moved commands have new ids: --map FILE writes each one's old and "
+              "new id (running the import again for it stores nothing twice)", file=sys.stderr)
     done = "would move" if dry_run else "moved"
     n = moved.stored
     print(f"{done} {n} command{'' if n == 1 else 's'}, skipped {moved.skipped} already stored, "

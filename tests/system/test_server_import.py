@@ -159,6 +159,26 @@ def test_an_overlapping_copy_stores_only_what_is_new(tmp_path: Path) -> None:
         assert sorted(c.text for c in j.find()) == ["cat", "make", "make install"]
 
 
+def test_ids_printed_before_can_be_translated_after_the_move(tmp_path: Path) -> None:
+    """Moved without --map, the import says how to get the old ids; the map
+    written by a second run lists the commands moved by the first."""
+    source = tmp_path / "old.sqlite"
+    make_journal(f"sqlite:///{source}", SCHEMA_VERSION)
+    target = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    make_journal(target, SCHEMA_VERSION)
+    env = env_for(tmp_path, target)
+    res = server_import(env, str(source))
+    assert res.returncode == 0, res.stderr
+    assert "--map FILE writes each one's old and new id" in res.stderr
+    again = server_import(env, str(source), "--map", str(tmp_path / "map.tsv"))
+    assert again.stdout.startswith("moved 0 commands, skipped 2 already stored"), again
+    assert "--map FILE" not in again.stderr
+    with Journal.open(target) as j:
+        moved = {c.text: c.id for c in j.find() if c.imported_from == "journal"}
+    lines = (tmp_path / "map.tsv").read_text().splitlines()
+    assert lines[1:] == [f"1\t{moved['make']}", f"2\t{moved['cat']}"]
+
+
 @pytest.mark.pg
 def test_a_postgresql_journal_moves_in(pg_fresh_url: str, tmp_path: Path) -> None:
     make_journal(pg_fresh_url, 9)
