@@ -128,17 +128,17 @@ def lineage_journal(db: Path, depth: int, seed: int) -> tuple[Path, Path]:
 
 
 def measure(copy: Path, target: Path, reps: int, depth: int, plans: bool) -> dict[str, Any]:
-    from sqlalchemy import event
-
     with Journal.open(f"sqlite:///{copy}") as journal:
-        statements: list[tuple[str, Any]] = []
+        statements: list[str] = []
         capture = [False]
 
-        @event.listens_for(journal._store.engine, "before_cursor_execute")
-        def _seen(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+        def _seen(statement: str) -> None:
             if capture[0]:
-                statements.append((statement, parameters))
+                statements.append(statement)
 
+        # The journal reads a SQLite file through its own sqlite3
+        # connection; each statement as run, its values in place.
+        journal._source._conn.set_trace_callback(_seen)  # type: ignore[attr-defined]
         journal.hash_settings()
         times, cpu = [], []
         for rep in range(reps + 1):
@@ -151,7 +151,9 @@ def measure(copy: Path, target: Path, reps: int, depth: int, plans: bool) -> dic
             if rep:  # the first walk warms the page cache
                 times.append(elapsed)
                 cpu.append(used)
-    selects = [(s, p) for s, p in statements if s.lstrip().upper().startswith("SELECT")]
+    selects = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))]
+    if not selects:
+        raise SystemExit("no statement of the walk was seen: the count would be wrong")
     out: dict[str, Any] = {
         "lineage_s": summary(times),
         "lineage_cpu_s": summary(cpu),
@@ -162,8 +164,8 @@ def measure(copy: Path, target: Path, reps: int, depth: int, plans: bool) -> dic
     if plans:
         con = sqlite3.connect(copy)
         found = []
-        for sql, params in selects:
-            rows = con.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+        for sql in selects:
+            rows = con.execute("EXPLAIN QUERY PLAN " + sql).fetchall()
             found.append({"sql": " ".join(sql.split())[:300], "plan": [r[3] for r in rows]})
         con.close()
         out["plans"] = found
