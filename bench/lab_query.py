@@ -141,7 +141,7 @@ def server_side(journal: Journal, target: Path, depth: int, probe: dict) -> dict
         event.listen(journal._store.engine, "before_cursor_execute", capture)
         run()
         event.remove(journal._store.engine, "before_cursor_execute", capture)
-        selects = [(q, a) for q, a in seen if q.lstrip().upper().startswith("SELECT")]
+        selects = [(q, a) for q, a in seen if q.lstrip().upper().startswith(("SELECT", "WITH"))]
         planning = execution = 0.0
         with journal._store.engine.connect() as conn:
             for sql, params in selects:
