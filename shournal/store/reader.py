@@ -24,10 +24,12 @@ from shournal.data import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from typing import Any
+    from typing import Any, TypeVar
 
     from shournal.data import Condition, Criteria, FileCriteria, Period, WrittenVersion
     from shournal.store.connection import Reads
+
+    T = TypeVar("T")
 
 __all__ = [
     "COMMON_MODE",
@@ -187,14 +189,20 @@ def command_view(conn: Reads, r: Sequence[Any]) -> CommandView:
 
 def in_list(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     """An IN list as placeholders ``:name0..:nameN-1``, N the next power of
-    two (the last value repeated): a few fixed statements, each prepared
-    once by either engine (a lineage walk runs hundreds of small lookups)."""
+    two (the last value repeated; see :func:`padded`)."""
+    filled = padded(list(values), values[-1])
+    marks = ", ".join(f":{name}{i}" for i in range(len(filled)))
+    return marks, {f"{name}{i}": v for i, v in enumerate(filled)}
+
+
+def padded(items: list[T], filler: T) -> list[T]:
+    """``items`` and ``filler`` repeated to the next power of two: a few
+    fixed statements, each prepared once by either engine (a lineage walk
+    runs hundreds of lookups of every size)."""
     n = 1
-    while n < len(values):
+    while n < len(items):
         n *= 2
-    padded = [*values, *[values[-1]] * (n - len(values))]
-    marks = ", ".join(f":{name}{i}" for i in range(n))
-    return marks, {f"{name}{i}": v for i, v in enumerate(padded)}
+    return items + [filler] * (n - len(items))
 
 
 class _Terms:
@@ -687,17 +695,10 @@ _VERSION_JOINS = (
 # Contents asked for in one statement: its parameters (4 per hash and
 # content, 2 per empty file) stay far below both engines' limits.
 _VERSIONS_BATCH = 256
-# A row of the looked-up keys that matches no write (no size is negative):
-# the key lists are padded with it to a power of two, so that a walk runs
-# a few fixed statements, each prepared once by either engine.
+# Rows of the looked-up keys that match no write (no size is negative):
+# the key lists are padded with them (see padded).
 _NO_KEY = (-1, b"", -1, 0)
-
-
-def _padded(rows: list[tuple[Any, ...]], filler: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    n = 1
-    while n < len(rows):
-        n *= 2
-    return rows + [filler] * (n - len(rows))
+_NO_EMPTY_FILE = (-1, -1)
 
 
 def _versions_statement(
@@ -725,7 +726,7 @@ def _versions_statement(
     parts: list[str] = []
     if keyed:
         values = []
-        for i, (q, h, size, mtime) in enumerate(_padded(keyed, _NO_KEY)):
+        for i, (q, h, size, mtime) in enumerate(padded(keyed, _NO_KEY)):
             params.update({f"k{i}q": q, f"k{i}h": h, f"k{i}s": size, f"k{i}m": mtime})
             values.append(f"(:k{i}q, :k{i}h, :k{i}s, :k{i}m)")
         ctes.append(f"wanted(q, h, s, m) AS (VALUES {', '.join(values)})")
@@ -740,7 +741,7 @@ def _versions_statement(
         )
     if empty:
         values = []
-        for i, (q, mtime) in enumerate(_padded(empty, (-1, -1))):
+        for i, (q, mtime) in enumerate(padded(empty, _NO_EMPTY_FILE)):
             params.update({f"e{i}q": q, f"e{i}m": mtime})
             values.append(f"(:e{i}q, :e{i}m)")
         ctes.append(f"empty_file(q, m) AS (VALUES {', '.join(values)})")
