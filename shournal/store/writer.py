@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.sql.dml import Insert
 
 from shournal.data import LOST_REASONS, ns_to_datetime
@@ -53,6 +54,17 @@ PG_BATCH = 500
 
 # The precompiled INSERT of a command with a UUID (see _insert_command).
 _COMMAND_IF_NEW = "command-if-new"
+
+# PostgreSQL's SQLSTATE of a foreign key violation.
+_FOREIGN_KEY_VIOLATION = "23503"
+
+# Writer._kept_ids is emptied beyond this many combinations (each shell
+# session adds one).
+_KEPT_IDS_MAX = 1000
+
+
+class _KeptIdGone(Exception):
+    """A row whose id Writer._kept_ids held was deleted (see _store_part)."""
 
 
 _DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
@@ -102,6 +114,13 @@ class Writer:
         # _lock_find_or_insert), in the statement that begins it: a round
         # trip to the server costs the writer more CPU than the statement.
         self._first_lock = _PG_FIND_OR_INSERT_LOCK_CALL if db.dialect_name == "postgresql" else None
+        # PostgreSQL: the ids of the small tables' rows (see _dimension_ids)
+        # that add_commands found or made, kept across its transactions (one
+        # SELECT fewer per command line; _store_part).  Not on SQLite: there
+        # a collected row's id may be given to a new row.
+        self._kept_ids: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = (
+            {} if db.dialect_name == "postgresql" else None
+        )
 
     @property
     def batch_size(self) -> int | None:
@@ -135,10 +154,10 @@ class Writer:
         They almost always exist: one SELECT of them all (a statement costs
         far more CPU in SQLAlchemy and the driver than in the database),
         then _get_or_create for the missing ones.  `known`: what earlier
-        commands of the same transaction found (a batch's lines mostly
-        share them all).  Never cached across transactions: `shournal
-        delete` collects unreferenced rows, and a freed id may be given to
-        another row."""
+        commands found (a batch's lines mostly share them all): of the
+        same transaction, or on PostgreSQL of earlier ones too, checked by
+        the foreign keys (`shournal delete` collects unreferenced rows;
+        see _store_part)."""
         key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
         if known is not None and key in known:
             return known[key]
@@ -207,14 +226,44 @@ class Writer:
         for start in range(0, len(recs), max(size, 1)):
             part = recs[start : start + size]
             prepared = [self._prepare(rec) for rec in part]
-            with self._db.writing(also=self._first_lock) as conn:
-                known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
-                for rec, prep in zip(part, prepared, strict=True):
-                    if skip_stored and rec.uuid is None and self._holds(conn, rec):
-                        continue
-                    if self._insert(conn, rec, prep, known) is not None:
-                        stored += 1
+            stored += self._store_part(part, prepared, skip_stored)
         return stored
+
+    def _store_part(
+        self, part: Sequence[CommandRecord], prepared: list[tuple[Any, ...]], skip_stored: bool
+    ) -> int:
+        """add_commands' transaction of `part`; the number stored.  On
+        PostgreSQL with the ids of earlier transactions (self._kept_ids): a
+        row of them that `shournal delete` collected since fails the
+        command's foreign key, and the transaction is run again with every
+        id looked up."""
+        while True:
+            kept = self._kept_ids
+            reused = bool(kept)
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {} if kept is None else kept
+            try:
+                with self._db.writing(also=self._first_lock) as conn:
+                    try:
+                        stored = 0
+                        for rec, prep in zip(part, prepared, strict=True):
+                            if skip_stored and rec.uuid is None and self._holds(conn, rec):
+                                continue
+                            if self._insert(conn, rec, prep, known) is not None:
+                                stored += 1
+                    except sa_exc.IntegrityError as e:
+                        if reused and getattr(e.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION:
+                            raise _KeptIdGone from None
+                        raise
+            except _KeptIdGone:
+                known.clear()
+                continue
+            except BaseException:
+                # (ids made in the transaction rolled back are gone too)
+                known.clear()
+                raise
+            if len(known) > _KEPT_IDS_MAX:
+                known.clear()
+            return stored
 
     def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
         """What add_command computes in Python before its transaction (the
