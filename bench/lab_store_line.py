@@ -1,9 +1,10 @@
 """CPU of the writer storing one typed command line in a lab store: the
 store daemon's transaction of a line arriving alone (Store.add_commands of
 one record), in a loop against a private PostgreSQL server (bench/lab_pg.py,
-no fsync), timed with the process's CPU clock; the statements of one line
-listed.  --trees: other checkouts measured in the same run, alternating
-(each in a child process importing that checkout's package).
+no fsync), timed with the process's CPU clock; what the driver sends for
+one line listed (a round trip each).  --trees: other checkouts measured in
+the same run, alternating (each in a child process importing that
+checkout's package).
 
     .venv/bin/python bench/lab_store_line.py --lines 1500 --rounds 3 --trees .,/path/to/main
 """
@@ -22,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def child(url: str, lines: int) -> None:
-    from sqlalchemy import event
+    import psycopg
 
     from shournal.record import CommandRecord
     from shournal.store import Store
@@ -35,20 +36,28 @@ def child(url: str, lines: int) -> None:
                              uuid=uuid.uuid4().bytes)  # fmt: skip
 
     with Store(url) as st:
+        # what the driver sends, each a round trip: the statements (through
+        # SQLAlchemy or on the driver's cursor) and its own BEGIN and COMMIT
         statements: list[str] = []
+        execute, command = psycopg.Cursor.execute, psycopg.Connection._exec_command
 
-        def seen(_c: object, _cur: object, sql: str, *_a: object) -> None:
-            statements.append(sql)
+        def seen(cur: psycopg.Cursor, query: object, *a: object, **k: object) -> object:
+            statements.append(str(query))
+            return execute(cur, query, *a, **k)  # type: ignore[arg-type]
+
+        def seen_command(conn: psycopg.Connection, cmd: object, *a: object, **k: object) -> object:
+            statements.append(bytes(cmd).decode() if isinstance(cmd, bytes) else str(cmd))
+            return command(conn, cmd, *a, **k)  # type: ignore[arg-type]
 
         st.add_commands([rec(-1)])
-        event.listen(st.engine, "before_cursor_execute", seen)
+        psycopg.Cursor.execute, psycopg.Connection._exec_command = seen, seen_command  # type: ignore[method-assign]
         st.add_commands([rec(-2)])
-        event.remove(st.engine, "before_cursor_execute", seen)
+        psycopg.Cursor.execute, psycopg.Connection._exec_command = execute, command  # type: ignore[method-assign]
         t0 = time.process_time()
         for i in range(lines):
             st.add_commands([rec(i)])
         took = (time.process_time() - t0) / lines
-    print(f"{took * 1000:.3f} ms per line, {len(statements)} statements: "
+    print(f"{took * 1000:.3f} ms per line, {len(statements)} round trips: "
           + " | ".join(s.split("(")[0][:40].strip() for s in statements))  # fmt: skip
 
 

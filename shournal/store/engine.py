@@ -228,9 +228,7 @@ class Database:
     ) -> None:
         self.create = create
         self._read_only = read_only
-        # SQLite: the connection write transactions use, kept between them
-        # (a pool checkout per command line costs ~0.15 ms of CPU); another
-        # thread writing meanwhile takes a connection of its own.
+        # The connection write transactions use (_write_connection).
         self._writer: Connection | None = None
         self._writer_lock = threading.Lock()
         # What opening changed that its owner should hear of (one line each).
@@ -405,30 +403,51 @@ class Database:
         transaction, in its first statement (PostgreSQL; a round trip
         fewer), e.g. the writer's lock; ignored on SQLite."""
         if self.dialect_name != "sqlite":
-            with self._translated(), self.engine.connect() as raw:
-                conn = raw.execution_options(shournal_write=True)
-                with conn.begin():
-                    # A lab store's writer sees only its own rows (see
-                    # shournal.store.lab); elsewhere the setting is unused.
-                    first = OWN_ROWS_ONLY if also is None else f"{OWN_ROWS_ONLY}, {also}"
-                    conn.exec_driver_sql(first)
-                    yield conn
+            with self._translated(), self._write_connection() as conn, conn.begin():
+                # A lab store's writer sees only its own rows (see
+                # shournal.store.lab); elsewhere the setting is unused.
+                first = OWN_ROWS_ONLY if also is None else f"{OWN_ROWS_ONLY}, {also}"
+                # The writer's connection is the driver's autocommit one
+                # (_write_connection): its transaction begins in its first
+                # statement (the driver's own BEGIN would be a round trip
+                # of its own) and the commit or rollback ends it.
+                conn.exec_driver_sql(f"BEGIN; {first}")
+                yield conn
             return
         with self._translated(), self._write_connection() as conn, _driver_transaction(conn):
             yield conn
 
     @contextmanager
     def _write_connection(self) -> Iterator[Connection]:
+        """The connection write transactions use, kept between them (a
+        pool checkout per command line costs ~0.15 ms of CPU); another
+        thread writing meanwhile takes one of its own.  On PostgreSQL it
+        is in the driver's autocommit mode (see writing), and one that
+        failed is closed: the next transaction takes a new one."""
         if not self._writer_lock.acquire(blocking=False):
             with self.engine.connect() as raw:
-                yield raw.execution_options(shournal_write=True)
+                yield self._as_writer(raw)
             return
         try:
             if self._writer is None:
-                self._writer = self.engine.connect().execution_options(shournal_write=True)
-            yield self._writer
+                self._writer = self._as_writer(self.engine.connect())
+            try:
+                yield self._writer
+            except BaseException:
+                if self.dialect_name != "sqlite":
+                    writer, self._writer = self._writer, None
+                    with suppress(sa_exc.SQLAlchemyError):
+                        writer.close()
+                raise
         finally:
             self._writer_lock.release()
+
+    def _as_writer(self, raw: Connection) -> Connection:
+        if self.dialect_name == "sqlite":
+            return raw.execution_options(shournal_write=True)
+        # (SQLAlchemy sets the driver's autocommit back when the connection
+        # returns to the pool: a reader never gets it)
+        return raw.execution_options(shournal_write=True, isolation_level="AUTOCOMMIT")
 
     @property
     def location(self) -> str:
