@@ -13,7 +13,6 @@ Deleting is :mod:`shournal.store.gc`.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -98,9 +97,11 @@ class Writer:
         self._db = db
         self.dialect_name = db.dialect_name
         # SQLite: the statements every command line runs, compiled once and
-        # run on the driver's cursor (qmark: SQLite's driver; PostgreSQL
-        # keeps SQLAlchemy's execution, its transactions cost a round trip
-        # to the server each anyway)
+        # run on the driver's cursor.  PostgreSQL: only the command's
+        # INSERT (_insert_command), the one statement of a typed line
+        # besides the transaction's first (Database.writing); the rest, met
+        # once per shell or for lines with files, keep SQLAlchemy's
+        # execution.
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
         # Where the apparatus content a manifest names is taken from, for a
@@ -175,18 +176,21 @@ class Writer:
 
     def _driver_run(
         self, conn: Connection, key: object, make: Callable[[], Any], values: dict[str, Any]
-    ) -> sqlite3.Cursor:
-        """SQLite: run the statement `make` builds (once per `key`, a
-        long-lived object; an insert with the columns of `values`) in
-        `conn`'s transaction on the driver's cursor -- see
-        shournal.store.precompiled."""
+    ) -> Any:
+        """Run the statement `make` builds (once per `key`, a long-lived
+        object; an insert with the columns of `values`) in `conn`'s
+        transaction on the driver's cursor -- see shournal.store.precompiled.
+        The driver's cursor; a failure on PostgreSQL is raised as
+        SQLAlchemy's (SQLite's driver errors are the store's own)."""
         pre = self._precompiled.get(key)
         if pre is None:
             stmt = make()
             columns = list(values) if isinstance(stmt, Insert) else None
             pre = self._precompiled[key] = Precompiled(stmt, self._db.engine.dialect, columns)
-        cursor: sqlite3.Cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        return pre.run(cursor, values)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        if self.dialect_name == "sqlite":
+            return pre.run(cursor, values)
+        return self._db.driver_call(lambda: pre.run(cursor, values), pre.sql)
 
     def _ids_for(
         self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
@@ -423,7 +427,11 @@ class Writer:
             )
             # (lastrowid is left as it was when nothing was inserted)
             return int(cursor.lastrowid) if cursor.rowcount == 1 else None
-        found = conn.execute(self.insert_ignore(table).returning(table.c.id), row).first()
+        # (PostgreSQL: on the driver's cursor too, as SQLite's above: a
+        # typed line's transaction is this statement and the first one)
+        found = self._driver_run(
+            conn, _COMMAND_IF_NEW, lambda: self.insert_ignore(table).returning(table.c.id), row
+        ).fetchone()
         return None if found is None else int(found[0])
 
     def _id_of_uuid(self, conn: Connection, rec: CommandRecord) -> int:

@@ -150,3 +150,36 @@ def test_a_typed_line_is_three_round_trips_on_a_writers_connection_of_its_own(
         assert texts == [f"true {i}" for i in range(4)]
     finally:
         store.close()
+
+
+def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
+        pg_fresh_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL the command's INSERT runs on the driver's cursor
+    (shournal.store.precompiled): the row must be, column for column, what
+    SQLAlchemy's own execution stores (a datetime off by its microseconds
+    or its zone would no longer match has_command's lookup)."""
+    from dataclasses import replace
+
+    lab.execute(pg_fresh_url, lab.plan_init, False)
+    lab.execute(pg_fresh_url, lambda c: lab.plan_add_user(c, "wr_dave"), False)
+    odd = replace(_typed(0), start_ns=10**18 + 123_456_789, end_ns=10**18 + 987_654_321,
+                  return_value=-3, dropped_writes=2, dropped_reads=5, lost_events=7,
+                  lost_reasons={"overflow": 3}, incomplete=True)  # fmt: skip
+    rows = []
+    for through_sqlalchemy in (False, True):
+        store = Store(_as(pg_fresh_url, "wr_dave"))
+        try:
+            if through_sqlalchemy:
+                monkeypatch.setattr(store.writer, "_driver_run",
+                                    lambda conn, _key, make, values: conn.execute(make(), values))
+            rec = replace(odd, uuid=uuid.uuid4().bytes)
+            assert store.add_commands([rec]) == 1
+            assert store.has_command(replace(rec, uuid=None))
+            with store.reading() as conn:
+                row = conn.exec_driver_sql(
+                    "SELECT * FROM command WHERE uuid = %(u)s", {"u": rec.uuid}).mappings().one()
+            rows.append({k: v for k, v in row.items() if k not in ("id", "uuid")})
+        finally:
+            store.close()
+    assert rows[0] == rows[1]
+    assert rows[0]["start_time"].microsecond == 123_456 and rows[0]["incomplete"] is True
