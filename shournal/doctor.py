@@ -277,7 +277,7 @@ def _sync_check() -> Check | None:
     beside the spool (shournal.capture.sync_state).  None for a journal
     file that never had a push state."""
     from shournal.capture import spool
-    from shournal.capture.sync_state import read_state, when
+    from shournal.capture.sync_state import SyncState, read_state, when
     from shournal.location import resolve_url
 
     try:
@@ -294,6 +294,17 @@ def _sync_check() -> Check | None:
     except Exception:  # noqa: BLE001 - the config check says it
         waiting = spool.backlog_of()[0]
     detail = f"{waiting} command(s) waiting in the spool"
+    # (a running daemon's time of the last push is newer than its file's:
+    # see shournal.capture.daemon._STATE_REFRESH)
+    try:
+        status = _daemon_status(_paths.runtime_dir(), _paths.journal_key()) or {}
+    except Exception:  # noqa: BLE001 - the store daemon check says it
+        status = {}
+    pushed = status.get("last_push")
+    if isinstance(pushed, int | float) and not isinstance(pushed, bool) and (
+            state is None or state.last_push is None or pushed > state.last_push):
+        state = state or SyncState()
+        state.last_push = float(pushed)
     last = when(state.last_push) if state is not None else "never (by a running daemon)"
     detail += f"; last successful push: {last}"
     if state is not None and state.cause is not None:
@@ -309,8 +320,6 @@ def _sync_check() -> Check | None:
 def _daemon_statuses() -> dict[str, dict]:
     """The status of every store daemon running in our runtime directory
     (one per journal), by journal key."""
-    import json
-
     from shournal.capture import protocol
 
     rundir = _paths.runtime_dir()
@@ -324,14 +333,27 @@ def _daemon_statuses() -> dict[str, dict]:
         key = name[len(prefix) : -len(suffix)]
         if not (name.startswith(prefix) and name.endswith(suffix)) or len(key) != protocol.KEY_LEN:
             continue
-        answer = protocol.daemon_request(rundir, protocol.MSG_STATUS, timeout=2.0, key=key)
-        if answer is None:
-            continue
-        try:
-            out[key] = json.loads(answer[1])
-        except ValueError:
-            out[key] = {}
+        status = _daemon_status(rundir, key)
+        if status is not None:
+            out[key] = status
     return out
+
+
+def _daemon_status(rundir: os.PathLike[str], key: str) -> dict | None:
+    """The status of the store daemon of `key`; None: none answers, {}:
+    one answers without a status."""
+    import json
+
+    from shournal.capture import protocol
+
+    answer = protocol.daemon_request(rundir, protocol.MSG_STATUS, timeout=2.0, key=key)
+    if answer is None:
+        return None
+    try:
+        status = json.loads(answer[1])
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 def _daemon_state() -> Check:

@@ -3,8 +3,10 @@ not take commands now, since when, how many wait, and when a push last
 succeeded.
 
 The store daemon writes `<spool>/sync-state.json` (whole, under a
-temporary name renamed) when a push fails and after each successful push
-to a database server; `shournal sync` and `shournal doctor` read it.  It
+temporary name renamed) when a push fails and after a successful push to
+a database server that changes what it says (the time of the last push
+alone: at most every daemon._STATE_REFRESH seconds, and at the daemon's
+exit); `shournal sync` and `shournal doctor` read it.  It
 holds causes (shournal.errors.server_condition and journal_condition),
 never a URL, so never a password.  A file that does not check out reads
 as no state.

@@ -15,10 +15,10 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
@@ -34,6 +34,8 @@ from shournal.errors import (
 from shournal.store.connection import BUSY_SECONDS as _BUSY_SECONDS
 from shournal.store.connection import journal_paths as journal_paths
 from shournal.store.lab import OWN_ROWS_ONLY
+
+T = TypeVar("T")
 
 _NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs"})
 
@@ -228,9 +230,7 @@ class Database:
     ) -> None:
         self.create = create
         self._read_only = read_only
-        # SQLite: the connection write transactions use, kept between them
-        # (a pool checkout per command line costs ~0.15 ms of CPU); another
-        # thread writing meanwhile takes a connection of its own.
+        # The connection write transactions use (_write_connection).
         self._writer: Connection | None = None
         self._writer_lock = threading.Lock()
         # What opening changed that its owner should hear of (one line each).
@@ -399,32 +399,86 @@ class Database:
             conn.exec_driver_sql(OWN_ROWS_ONLY)
 
     @contextmanager
-    def writing(self) -> Iterator[Connection]:
-        """A connection inside one write transaction: all or nothing."""
+    def writing(self, also: str | None = None) -> Iterator[Connection]:
+        """A connection inside one write transaction: all or nothing.
+        `also`: an SQL expression the server evaluates first thing in the
+        transaction, in its first statement (PostgreSQL; a round trip
+        fewer), e.g. the writer's lock; ignored on SQLite."""
         if self.dialect_name != "sqlite":
-            with self._translated(), self.engine.connect() as raw:
-                conn = raw.execution_options(shournal_write=True)
-                with conn.begin():
-                    # A lab store's writer sees only its own rows (see
-                    # shournal.store.lab); elsewhere the setting is unused.
-                    conn.exec_driver_sql(OWN_ROWS_ONLY)
-                    yield conn
+            with self._translated(), self._write_connection() as conn, conn.begin():
+                # A lab store's writer sees only its own rows (see
+                # shournal.store.lab); elsewhere the setting is unused.
+                first = OWN_ROWS_ONLY if also is None else f"{OWN_ROWS_ONLY}, {also}"
+                # The writer's connection is the driver's autocommit one
+                # (_write_connection): its transaction begins in its first
+                # statement (the driver's own BEGIN would be a round trip
+                # of its own) and the commit or rollback ends it.
+                # (on the driver: SQLAlchemy's work around an execution
+                # costs more CPU than the statement, see store.precompiled)
+                dbapi = conn.connection.driver_connection
+                self.driver_call(lambda: dbapi.execute(f"BEGIN; {first}"), first)  # type: ignore[union-attr]
+                yield conn
             return
         with self._translated(), self._write_connection() as conn, _driver_transaction(conn):
             yield conn
 
     @contextmanager
     def _write_connection(self) -> Iterator[Connection]:
+        """The connection write transactions use, kept between them (a
+        pool checkout per command line costs ~0.15 ms of CPU); another
+        thread writing meanwhile takes one of its own.  On PostgreSQL it
+        is in the driver's autocommit mode (see writing), and one that
+        failed is closed: the next transaction takes a new one."""
         if not self._writer_lock.acquire(blocking=False):
             with self.engine.connect() as raw:
-                yield raw.execution_options(shournal_write=True)
+                with self._dropped_on_failure(raw):
+                    yield self._as_writer(raw)
             return
         try:
             if self._writer is None:
-                self._writer = self.engine.connect().execution_options(shournal_write=True)
-            yield self._writer
+                self._writer = self._as_writer(self.engine.connect())
+            with self._dropped_on_failure(self._writer):
+                yield self._writer
+        except BaseException:
+            if self.dialect_name != "sqlite":
+                writer, self._writer = self._writer, None
+                if writer is not None:
+                    with suppress(sa_exc.SQLAlchemyError):
+                        writer.close()
+            raise
         finally:
             self._writer_lock.release()
+
+    @contextmanager
+    def _dropped_on_failure(self, conn: Connection) -> Iterator[None]:
+        """PostgreSQL: a writer's connection whose transaction failed is not
+        handed back to the pool (statements run on the driver may have
+        broken it unseen by SQLAlchemy); the next write takes a new one."""
+        try:
+            yield
+        except BaseException:
+            if self.dialect_name != "sqlite":
+                with suppress(sa_exc.SQLAlchemyError):
+                    conn.invalidate()
+            raise
+
+    def driver_call(self, call: Callable[[], T], sql: str) -> T:
+        """`call`, a statement run on the driver's own connection or cursor
+        (PostgreSQL), its failure raised as SQLAlchemy's for `sql`: the
+        store classifies it as every other (_classify)."""
+        dbapi = self.engine.dialect.loaded_dbapi
+        try:
+            return call()
+        except dbapi.Error as e:
+            raise sa_exc.DBAPIError.instance(sql, None, e, dbapi.Error,
+                                             hide_parameters=True) from e  # fmt: skip
+
+    def _as_writer(self, raw: Connection) -> Connection:
+        if self.dialect_name == "sqlite":
+            return raw.execution_options(shournal_write=True)
+        # (SQLAlchemy sets the driver's autocommit back when the connection
+        # returns to the pool: a reader never gets it)
+        return raw.execution_options(shournal_write=True, isolation_level="AUTOCOMMIT")
 
     @property
     def location(self) -> str:

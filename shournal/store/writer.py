@@ -13,11 +13,11 @@ Deleting is :mod:`shournal.store.gc`.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.sql.dml import Insert
 
 from shournal.data import LOST_REASONS, ns_to_datetime
@@ -37,10 +37,11 @@ from shournal.store.precompiled import Precompiled
 # writer apart from everyone else's (shournal.store.lab), so one owner's
 # writers need not wait for another's -- nor learn from the wait that a
 # colleague is writing.  Elsewhere every writer takes the same lock.
-_PG_FIND_OR_INSERT_LOCK = (
-    f"SELECT pg_advisory_xact_lock(1936224117, CASE WHEN to_regclass('{SHARE_TABLE}') IS NULL "
+_PG_FIND_OR_INSERT_LOCK_CALL = (
+    f"pg_advisory_xact_lock(1936224117, CASE WHEN to_regclass('{SHARE_TABLE}') IS NULL "
     "THEN 0 ELSE hashtext(current_user::text) END)"
 )
+_PG_FIND_OR_INSERT_LOCK = f"SELECT {_PG_FIND_OR_INSERT_LOCK_CALL}"
 
 # Keeps IN (...) lists far below every backend's bound-parameter limit.
 _IN_BATCH = 500
@@ -52,6 +53,17 @@ PG_BATCH = 500
 
 # The precompiled INSERT of a command with a UUID (see _insert_command).
 _COMMAND_IF_NEW = "command-if-new"
+
+# PostgreSQL's SQLSTATE of a foreign key violation.
+_FOREIGN_KEY_VIOLATION = "23503"
+
+# Writer._kept_ids is emptied beyond this many combinations (each shell
+# session adds one).
+_KEPT_IDS_MAX = 1000
+
+
+class _KeptIdGone(Exception):
+    """A row whose id Writer._kept_ids held was deleted (see _store_part)."""
 
 
 _DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
@@ -85,9 +97,11 @@ class Writer:
         self._db = db
         self.dialect_name = db.dialect_name
         # SQLite: the statements every command line runs, compiled once and
-        # run on the driver's cursor (qmark: SQLite's driver; PostgreSQL
-        # keeps SQLAlchemy's execution, its transactions cost a round trip
-        # to the server each anyway)
+        # run on the driver's cursor.  PostgreSQL: only the command's
+        # INSERT (_insert_command), the one statement of a typed line
+        # besides the transaction's first (Database.writing); the rest, met
+        # once per shell or for lines with files, keep SQLAlchemy's
+        # execution.
         self._precompile = db.dialect_name == "sqlite"
         self._precompiled: dict[object, Precompiled] = {}
         # Where the apparatus content a manifest names is taken from, for a
@@ -97,6 +111,17 @@ class Writer:
         # have (so not stored with them), since this writer began; readers
         # name their files as not readable.
         self.blobs_not_stored = 0
+        # Taken first thing in each write transaction (see
+        # _lock_find_or_insert), in the statement that begins it: a round
+        # trip to the server costs the writer more CPU than the statement.
+        self._first_lock = _PG_FIND_OR_INSERT_LOCK_CALL if db.dialect_name == "postgresql" else None
+        # PostgreSQL: the ids of the small tables' rows (see _dimension_ids)
+        # that add_commands found or made, kept across its transactions (one
+        # SELECT fewer per command line; _store_part).  Not on SQLite: there
+        # a collected row's id may be given to a new row.
+        self._kept_ids: dict[tuple[Any, ...], dict[type[m.Base], int]] | None = (
+            {} if db.dialect_name == "postgresql" else None
+        )
 
     @property
     def batch_size(self) -> int | None:
@@ -130,10 +155,10 @@ class Writer:
         They almost always exist: one SELECT of them all (a statement costs
         far more CPU in SQLAlchemy and the driver than in the database),
         then _get_or_create for the missing ones.  `known`: what earlier
-        commands of the same transaction found (a batch's lines mostly
-        share them all).  Never cached across transactions: `shournal
-        delete` collects unreferenced rows, and a freed id may be given to
-        another row."""
+        commands found (a batch's lines mostly share them all): of the
+        same transaction, or on PostgreSQL of earlier ones too, checked by
+        the foreign keys (`shournal delete` collects unreferenced rows;
+        see _store_part)."""
         key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
         if known is not None and key in known:
             return known[key]
@@ -151,18 +176,21 @@ class Writer:
 
     def _driver_run(
         self, conn: Connection, key: object, make: Callable[[], Any], values: dict[str, Any]
-    ) -> sqlite3.Cursor:
-        """SQLite: run the statement `make` builds (once per `key`, a
-        long-lived object; an insert with the columns of `values`) in
-        `conn`'s transaction on the driver's cursor -- see
-        shournal.store.precompiled."""
+    ) -> Any:
+        """Run the statement `make` builds (once per `key`, a long-lived
+        object; an insert with the columns of `values`) in `conn`'s
+        transaction on the driver's cursor -- see shournal.store.precompiled.
+        The driver's cursor; a failure on PostgreSQL is raised as
+        SQLAlchemy's (SQLite's driver errors are the store's own)."""
         pre = self._precompiled.get(key)
         if pre is None:
             stmt = make()
             columns = list(values) if isinstance(stmt, Insert) else None
             pre = self._precompiled[key] = Precompiled(stmt, self._db.engine.dialect, columns)
-        cursor: sqlite3.Cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        return pre.run(cursor, values)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        if self.dialect_name == "sqlite":
+            return pre.run(cursor, values)
+        return self._db.driver_call(lambda: pre.run(cursor, values), pre.sql)
 
     def _ids_for(
         self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
@@ -186,8 +214,7 @@ class Writer:
         transaction; return its command id (the stored one's, when a command
         with its UUID is in the journal already: then nothing is stored)."""
         prepared = self._prepare(rec)
-        with self._db.writing() as conn:
-            self._lock_find_or_insert(conn)
+        with self._db.writing(also=self._first_lock) as conn:
             command_id = self._insert(conn, rec, prepared)
             return command_id if command_id is not None else self._id_of_uuid(conn, rec)
 
@@ -203,15 +230,44 @@ class Writer:
         for start in range(0, len(recs), max(size, 1)):
             part = recs[start : start + size]
             prepared = [self._prepare(rec) for rec in part]
-            with self._db.writing() as conn:
-                self._lock_find_or_insert(conn)
-                known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
-                for rec, prep in zip(part, prepared, strict=True):
-                    if skip_stored and rec.uuid is None and self._holds(conn, rec):
-                        continue
-                    if self._insert(conn, rec, prep, known) is not None:
-                        stored += 1
+            stored += self._store_part(part, prepared, skip_stored)
         return stored
+
+    def _store_part(
+        self, part: Sequence[CommandRecord], prepared: list[tuple[Any, ...]], skip_stored: bool
+    ) -> int:
+        """add_commands' transaction of `part`; the number stored.  On
+        PostgreSQL with the ids of earlier transactions (self._kept_ids): a
+        row of them that `shournal delete` collected since fails the
+        command's foreign key, and the transaction is run again with every
+        id looked up."""
+        while True:
+            kept = self._kept_ids
+            reused = bool(kept)
+            known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {} if kept is None else kept
+            try:
+                with self._db.writing(also=self._first_lock) as conn:
+                    try:
+                        stored = 0
+                        for rec, prep in zip(part, prepared, strict=True):
+                            if skip_stored and rec.uuid is None and self._holds(conn, rec):
+                                continue
+                            if self._insert(conn, rec, prep, known) is not None:
+                                stored += 1
+                    except sa_exc.IntegrityError as e:
+                        if reused and getattr(e.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION:
+                            raise _KeptIdGone from None
+                        raise
+            except _KeptIdGone:
+                known.clear()
+                continue
+            except BaseException:
+                # (ids made in the transaction rolled back are gone too)
+                known.clear()
+                raise
+            if len(known) > _KEPT_IDS_MAX:
+                known.clear()
+            return stored
 
     def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
         """What add_command computes in Python before its transaction (the
@@ -371,7 +427,11 @@ class Writer:
             )
             # (lastrowid is left as it was when nothing was inserted)
             return int(cursor.lastrowid) if cursor.rowcount == 1 else None
-        found = conn.execute(self.insert_ignore(table).returning(table.c.id), row).first()
+        # (PostgreSQL: on the driver's cursor too, as SQLite's above: a
+        # typed line's transaction is this statement and the first one)
+        found = self._driver_run(
+            conn, _COMMAND_IF_NEW, lambda: self.insert_ignore(table).returning(table.c.id), row
+        ).fetchone()
         return None if found is None else int(found[0])
 
     def _id_of_uuid(self, conn: Connection, rec: CommandRecord) -> int:
@@ -474,8 +534,7 @@ class Writer:
             return len(new), len(recs) - len(new)
         prepared = {i: self._prepare(recs[i]) for i in new}
         stored = 0
-        with self._db.writing() as conn:
-            self._lock_find_or_insert(conn)
+        with self._db.writing(also=self._first_lock) as conn:
             present = self._stored_keys(conn, [keys[i] for i in new])
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {}
             for i in new:

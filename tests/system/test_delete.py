@@ -559,3 +559,26 @@ def test_postgresql_without_the_trigger_privilege(pg_fresh_url, monkeypatch, can
             ).scalar_one()
         assert left == 0
         assert counts(s)["content"] == 1 and counts(s)["directory"] == 2
+
+
+def test_a_writer_makes_again_the_rows_a_delete_collected(store):
+    """The writer keeps the ids of the rows it found (its host, directory,
+    session, hash setting) across its transactions on PostgreSQL; the rows a
+    delete collected since are made again, not referenced gone."""
+    assert store.add_commands([record("first", cwd="/kept")]) == 1
+    res = delete_commands(store, parse_criteria(command_text="first"))
+    assert res.commands == 1
+    assert counts(store)["env"] == counts(store)["working_dir"] == 0
+    assert store.add_commands([record("second", cwd="/kept", start_ns=T0 + 1)]) == 1
+    with store.reading() as conn:
+        row = conn.execute(
+            select(m.Env.hostname, m.WorkingDir.path, m.ShellSession.uuid, m.HashSetting.chunk_size)
+            .select_from(m.Command)
+            .join(m.Env, m.Env.id == m.Command.env_id)
+            .join(m.WorkingDir, m.WorkingDir.id == m.Command.cwd_id)
+            .join(m.ShellSession, m.ShellSession.id == m.Command.session_id)
+            .join(m.HashSetting, m.HashSetting.id == m.Command.hash_setting_id)
+            .where(m.Command.text == "second")
+        ).one()
+    assert tuple(row) == ("box", "/kept", SESSION_A, 256)
+    assert counts(store)["env"] == counts(store)["shell_session"] == 1

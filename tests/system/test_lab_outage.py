@@ -24,7 +24,7 @@ from fixtures_lab import DATABASE, Lab, LabHost
 from fixtures_shell import PROMPT, REPO, spool_of, wait_for
 
 from shournal.capture import protocol
-from shournal.capture.sync_state import STATE_FILE, SyncState, read_state
+from shournal.capture.sync_state import STATE_FILE, SyncState, read_state, when
 from shournal.errors import SERVER_CREDENTIALS, SERVER_DOWN, SERVER_UNREACHABLE
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -402,3 +402,24 @@ def test_a_read_only_server_keeps_the_commands_and_says_so(outage: Lab) -> None:
     assert texts["echo read-only-0"] == texts["echo read-only-1"] == 1, texts
     shown = warnings(out)
     assert len(shown) == 1 and SERVER_READ_ONLY in shown[0], shown
+
+
+def test_doctor_shows_the_running_daemons_last_push_not_only_its_state_files(
+        outage: Lab) -> None:
+    """While pushes succeed, the state file's time of the last push is
+    rewritten at most every daemon._STATE_REFRESH seconds (a file per typed
+    line cost CPU); `shournal doctor` asks the running daemon for the newer
+    one, as `shournal sync` does."""
+    a = outage.hosts[0]
+    sh = a.shell(**daemon_env(a))
+    _first_line_stored(outage, a, sh, "echo first-push")
+    wait_for(lambda: (s := state(a)) is not None and s.last_push is not None, "the state file")
+    first = state(a).last_push  # type: ignore[union-attr]
+    assert first is not None
+    wait_for(lambda: time.time() >= first + 1.0, "the next second", 5)
+    _first_line_stored(outage, a, sh, "echo second-push")
+    doctor = a.shournal("doctor").stdout
+    (shown,) = [line.split("last successful push: ")[1][:23] for line in doctor.splitlines()
+                if "last successful push: " in line]  # fmt: skip
+    assert shown >= when(first + 1.0), doctor
+    sh.exit()

@@ -315,3 +315,52 @@ def test_a_confirmation_inside_a_record_commits_nothing(tmp_path: Path):
     spool.confirm_pushed(own / "records", "login1", writer.inode, first_end)
     assert writer.take_confirmed() and writer.committed == first_end
     writer.close()
+
+
+def test_the_push_state_is_written_when_it_changes_else_when_due_and_at_the_exit(
+        monkeypatch, tmp_path: Path):
+    """Daemon._write_state: a failure and a recovery are written at once,
+    a push that changes nothing the state says but its time only when
+    _STATE_REFRESH has passed since the last write, and the exit writes
+    the time of the last push if the file lags."""
+    import threading
+    from types import SimpleNamespace
+
+    from shournal.capture import daemon
+
+    written: list[tuple] = []
+    waiting = [0]  # the spool's bytes not stored
+    monkeypatch.setattr(daemon, "write_state", lambda _dir, st: written.append(
+        (st.cause, st.backlog, st.last_push)))
+    d = SimpleNamespace(
+        lock=threading.RLock(), error=None, _error_since=None, _last_push=None, shared=None,
+        spool=SimpleNamespace(dir=tmp_path, backlog=lambda: waiting[0]), _state_written=None,
+        _state_due=0.0, _to_server=lambda: True, spool_count=lambda: 3,
+    )
+
+    def push(at: float, **kw: bool) -> None:
+        d._last_push = at
+        daemon.Daemon._write_state(d, **kw)
+
+    daemon.Daemon._write_state(d, final=True)  # no push tried: nothing to say
+    assert written == []
+    push(1.0, pushed=True)
+    push(2.0, pushed=True)
+    push(3.0, pushed=True)
+    assert written == [(None, 0, 1.0)]
+    d.error, d._error_since, waiting[0] = "the server is down", 4.0, 300
+    daemon.Daemon._write_state(d)  # a failure, the spool's 3 commands kept
+    assert written[-1] == ("the server is down", 3, 3.0)
+    d.error = d._error_since = None
+    waiting[0] = 0
+    push(5.0, pushed=True)  # recovered
+    push(6.0, pushed=True)
+    assert written[-1] == (None, 0, 5.0) and len(written) == 3
+    d._state_due = time.monotonic() - 1  # _STATE_REFRESH has passed
+    push(7.0, pushed=True)
+    push(8.0, pushed=True)
+    assert written[-1] == (None, 0, 7.0) and len(written) == 4
+    daemon.Daemon._write_state(d, final=True)
+    assert written[-1] == (None, 0, 8.0)
+    daemon.Daemon._write_state(d, final=True)  # (the file says it already)
+    assert len(written) == 5
