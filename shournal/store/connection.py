@@ -224,6 +224,7 @@ class SqliteReads(Reads):
 # lineage level's lookup has hundreds).  Statements with more are run with
 # positional ones.
 _NAMED_MAX = 32
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _POSITIONAL: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
@@ -237,14 +238,12 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
         out = [pieces[0]]
         names: list[str] = []
         for piece in pieces[1:]:
-            end = 0
-            while end < len(piece) and (piece[end].isascii() and piece[end].isalnum()
-                                        or piece[end] == "_"):  # fmt: skip
-                end += 1
+            rest = piece.lstrip(_NAME_CHARS)
+            end = len(piece) - len(rest)
             before = out[-1][-1:]
             if end and not piece[0].isdigit() and not (before.isalnum() or before in ("_", ":")):
                 names.append(piece[:end])
-                out.append("?" + piece[end:])
+                out.append("?" + rest)
             else:
                 out.append(":" + piece)
         hit = ("".join(out), tuple(names))
