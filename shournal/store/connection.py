@@ -88,6 +88,13 @@ class Reads:
         rows = self.rows(sql + " LIMIT 1", params)
         return rows[0] if rows else None
 
+    def prefetch(self, statements: list[tuple[str, dict[str, Any]]]) -> None:
+        """Run ``statements`` at once, their rows unused, so that the pages
+        they read are in the page cache when this transaction reads them:
+        on a journal not read lately its reads then wait on the disk side
+        by side, not one after another.  A hint: nothing happens when it
+        fails, or where the journal is not a SQLite file."""
+
     def only_own_rows(self) -> None:
         """Narrow this transaction to its user's own rows in a lab store
         (:mod:`shournal.store.lab`): what a user deletes is found among
@@ -205,9 +212,10 @@ class SqliteReads(Reads):
 
     dialect = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection, where: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, where: str, path: str | None = None) -> None:
         self._conn = conn
         self._where = where
+        self._path = path  # the file, for prefetch's own connections
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:
@@ -217,6 +225,33 @@ class SqliteReads(Reads):
             return self._conn.execute(sql, params or {}).fetchall()
         except sqlite3.Error as e:
             raise classify_sqlite(e, self._where) from None
+
+
+    def prefetch(self, statements: list[tuple[str, dict[str, Any]]]) -> None:
+        if self._path is None or len(statements) < 2:
+            return
+        import threading
+
+        path = self._path
+
+        def run(sql: str, params: dict[str, Any]) -> None:
+            try:
+                conn = connect_read_only(path)
+                try:
+                    text, names = _positional(sql)
+                    conn.execute(text, [params[n] for n in names]).fetchall()
+                finally:
+                    conn.close()
+            except (sqlite3.Error, OSError):
+                pass  # a hint only: the transaction's own read says what is wrong
+
+        # Each on a connection of its own (a snapshot of its own: only the
+        # page cache is shared with the transaction, never a row).
+        threads = [threading.Thread(target=run, args=s, daemon=True) for s in statements]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
 
 # sqlite3 binds named parameters by asking SQLite each one's name, a search
@@ -418,7 +453,7 @@ class SqliteSource(_Source):
     @contextmanager
     def reading(self) -> Iterator[Reads]:
         with self._lock:
-            reads = SqliteReads(self._conn, self.location)
+            reads = SqliteReads(self._conn, self.location, self.location)
             reads.rows("BEGIN")
             try:
                 yield reads

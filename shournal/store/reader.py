@@ -699,6 +699,10 @@ _VERSIONS_BATCH = 256
 # the key lists are padded with them (see padded).
 _NO_KEY = (-1, b"", -1, 0)
 _NO_EMPTY_FILE = (-1, -1)
+# Levels of this many contents or more are prefetched (Reads.prefetch),
+# in this many statements.
+_PREFETCH_MIN = 64
+_PREFETCH_WAYS = 4
 
 
 def _versions_statement(
@@ -796,6 +800,14 @@ def written_versions_many(
     keys = [(size, mtime, tuple(sorted(set(hashes)))) for size, mtime, hashes in contents]
     distinct = list(dict.fromkeys(keys))
     found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
+    if len(distinct) >= _PREFETCH_MIN:
+        # Each content is an index page of its own (hashes are random):
+        # read in parallel first on a journal not read lately.
+        conn.prefetch([
+            _versions_statement(part[start : start + _VERSIONS_BATCH])
+            for part in (distinct[i::_PREFETCH_WAYS] for i in range(_PREFETCH_WAYS))
+            for start in range(0, len(part), _VERSIONS_BATCH)
+        ])  # fmt: skip
     for start in range(0, len(distinct), _VERSIONS_BATCH):
         batch = distinct[start : start + _VERSIONS_BATCH]
         sql, params = _versions_statement(batch)

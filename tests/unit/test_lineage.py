@@ -393,6 +393,56 @@ def test_a_level_of_many_files_is_looked_up_through_the_index(j):
             assert any(p.startswith("SEARCH write_event USING INDEX") for p in plan), plan
 
 
+def test_a_big_level_is_prefetched_in_parallel_and_found_the_same(j, monkeypatch, tmp_path):
+    """On a SQLite file, a level of 100 contents is first looked up in
+    parallel, each part on a connection of its own (warming the page
+    cache), then in the transaction: the same lineage as without the
+    prefetch, and as with a prefetch that fails."""
+    import sqlite3
+    import threading
+
+    from shournal.store import connection
+
+    n = 100
+    inputs = []
+    for i in range(n):
+        data = b"" if i == 0 else b"input %d\n" % i * 20
+        j.cmd(f"gen {i}", 10 + i, writes=[j.v(f"p{i}", data, 10 + i)])
+        inputs.append(j.v(f"p{i}", data, 10 + i))
+    j.cmd("cat p* > all", 200, reads=inputs, writes=[j.v("all", b"all" * 30, 200)])
+    target = j.disk("all", b"all" * 30, 200)
+    url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+
+    def walk() -> object:
+        with Journal.open(url) as journal:
+            lin = build_lineage(JournalReader(journal), [DiskTarget(str(target))])
+        assert len(lin.commands) == n + 1
+        return lineage_object(lin)
+
+    real = connection.connect_read_only
+    helpers: list[str] = []
+
+    def counted(path: str, **kw: object) -> sqlite3.Connection:
+        if threading.current_thread() is not threading.main_thread():
+            helpers.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(connection, "connect_read_only", counted)
+    prefetched = walk()
+    assert len(helpers) == 4  # the level of 100: 4 parts
+    monkeypatch.setattr(connection.SqliteReads, "prefetch", lambda self, statements: None)
+    assert walk() == prefetched
+    monkeypatch.undo()
+
+    def failing(path: str, **kw: object) -> sqlite3.Connection:
+        if threading.current_thread() is not threading.main_thread():
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(path, **kw)
+
+    monkeypatch.setattr(connection, "connect_read_only", failing)
+    assert walk() == prefetched
+
+
 def test_lineage_of_is_a_criterion_combined_with_the_others(j):
     """The lineage is walked above the door (shournal.provenance) and handed
     to the journal as command ids; the door refuses an unresolved one."""
