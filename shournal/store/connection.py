@@ -88,12 +88,15 @@ class Reads:
         rows = self.rows(sql + " LIMIT 1", params)
         return rows[0] if rows else None
 
-    def prefetch(self, statements: list[tuple[str, dict[str, Any]]]) -> None:
-        """Run ``statements`` at once, their rows unused, so that the pages
-        they read are in the page cache when this transaction reads them:
-        on a journal not read lately its reads then wait on the disk side
-        by side, not one after another.  A hint: nothing happens when it
-        fails, or where the journal is not a SQLite file."""
+    @contextmanager
+    def prefetching(self, statements: list[tuple[str, dict[str, Any]]]) -> Iterator[None]:
+        """Run ``statements`` at once, their rows unused, while the block
+        runs: the pages they read come into the page cache as the
+        transaction needs them, so on a journal not read lately its reads
+        wait on the disk side by side, not one after another.  A hint:
+        nothing happens when it fails, or where the journal is not a
+        SQLite file."""
+        yield
 
     def only_own_rows(self) -> None:
         """Narrow this transaction to its user's own rows in a lab store
@@ -227,31 +230,41 @@ class SqliteReads(Reads):
             raise classify_sqlite(e, self._where) from None
 
 
-    def prefetch(self, statements: list[tuple[str, dict[str, Any]]]) -> None:
+    @contextmanager
+    def prefetching(self, statements: list[tuple[str, dict[str, Any]]]) -> Iterator[None]:
         if self._path is None or len(statements) < 2:
+            yield
             return
         import threading
 
         path = self._path
 
-        def run(sql: str, params: dict[str, Any]) -> None:
+        def run(text: str, values: list[Any]) -> None:
+            # Only calls that let go of the interpreter's lock (the threads
+            # then wait on the disk side by side, not on each other).
             try:
                 conn = connect_read_only(path)
                 try:
-                    text, names = _positional(sql)
-                    conn.execute(text, [params[n] for n in names]).fetchall()
+                    conn.execute(text, values).fetchall()
                 finally:
                     conn.close()
             except (sqlite3.Error, OSError):
                 pass  # a hint only: the transaction's own read says what is wrong
 
+        work = []
+        for sql, params in statements:
+            text, names = _positional(sql)
+            work.append((text, [params[n] for n in names]))
         # Each on a connection of its own (a snapshot of its own: only the
         # page cache is shared with the transaction, never a row).
-        threads = [threading.Thread(target=run, args=s, daemon=True) for s in statements]
+        threads = [threading.Thread(target=run, args=w, daemon=True) for w in work]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            yield
+        finally:
+            for t in threads:
+                t.join()
 
 
 # sqlite3 binds named parameters by asking SQLite each one's name, a search

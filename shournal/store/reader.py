@@ -706,7 +706,7 @@ _PREFETCH_WAYS = 4
 
 
 def _versions_statement(
-    batch: Sequence[tuple[int, int, tuple[int, ...]]],
+    batch: Sequence[tuple[int, int, tuple[int, ...]]], *, pad: bool = True
 ) -> tuple[str, dict[str, Any]]:
     """One statement for the writes of every content of ``batch`` (see
     :func:`written_versions`), each row led by the content's index in
@@ -730,7 +730,7 @@ def _versions_statement(
     parts: list[str] = []
     if keyed:
         values = []
-        for i, (q, h, size, mtime) in enumerate(padded(keyed, _NO_KEY)):
+        for i, (q, h, size, mtime) in enumerate(padded(keyed, _NO_KEY) if pad else keyed):
             params.update({f"k{i}q": q, f"k{i}h": h, f"k{i}s": size, f"k{i}m": mtime})
             values.append(f"(:k{i}q, :k{i}h, :k{i}s, :k{i}m)")
         ctes.append(f"wanted(q, h, s, m) AS (VALUES {', '.join(values)})")
@@ -745,7 +745,7 @@ def _versions_statement(
         )
     if empty:
         values = []
-        for i, (q, mtime) in enumerate(padded(empty, _NO_EMPTY_FILE)):
+        for i, (q, mtime) in enumerate(padded(empty, _NO_EMPTY_FILE) if pad else empty):
             params.update({f"e{i}q": q, f"e{i}m": mtime})
             values.append(f"(:e{i}q, :e{i}m)")
         ctes.append(f"empty_file(q, m) AS (VALUES {', '.join(values)})")
@@ -800,17 +800,20 @@ def written_versions_many(
     keys = [(size, mtime, tuple(sorted(set(hashes)))) for size, mtime, hashes in contents]
     distinct = list(dict.fromkeys(keys))
     found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
+    ahead: list[tuple[str, dict[str, Any]]] = []
     if len(distinct) >= _PREFETCH_MIN:
-        # Each content is an index page of its own (hashes are random):
-        # read in parallel first on a journal not read lately.
-        conn.prefetch([
-            _versions_statement(part[start : start + _VERSIONS_BATCH])
+        # Each content is an index page of its own (hashes are random): on
+        # a journal not read lately, parts of them are read side by side,
+        # ahead of the lookup itself (in the same order).
+        ahead = [
+            _versions_statement(part[start : start + _VERSIONS_BATCH], pad=False)
             for part in (distinct[i::_PREFETCH_WAYS] for i in range(_PREFETCH_WAYS))
             for start in range(0, len(part), _VERSIONS_BATCH)
-        ])  # fmt: skip
-    for start in range(0, len(distinct), _VERSIONS_BATCH):
-        batch = distinct[start : start + _VERSIONS_BATCH]
-        sql, params = _versions_statement(batch)
-        for r in conn.rows(sql, params):
-            found[batch[r[0]]].append(_version(conn, r[1:]))
+        ]
+    with conn.prefetching(ahead):
+        for start in range(0, len(distinct), _VERSIONS_BATCH):
+            batch = distinct[start : start + _VERSIONS_BATCH]
+            sql, params = _versions_statement(batch)
+            for r in conn.rows(sql, params):
+                found[batch[r[0]]].append(_version(conn, r[1:]))
     return [found[k] for k in keys]

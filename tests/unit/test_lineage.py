@@ -430,7 +430,7 @@ def test_a_big_level_is_prefetched_in_parallel_and_found_the_same(j, monkeypatch
     monkeypatch.setattr(connection, "connect_read_only", counted)
     prefetched = walk()
     assert len(helpers) == 4  # the level of 100: 4 parts
-    monkeypatch.setattr(connection.SqliteReads, "prefetch", lambda self, statements: None)
+    monkeypatch.setattr(connection.SqliteReads, "prefetching", connection.Reads.prefetching)
     assert walk() == prefetched
     monkeypatch.undo()
 
