@@ -253,7 +253,7 @@ class SqliteReads(Reads):
 
         work = []
         for sql, params in statements:
-            text, names = _positional(sql)
+            text, names = _positional(sql, keep=False)  # run once
             work.append((text, [params[n] for n in names]))
         # Each on a connection of its own (a snapshot of its own: only the
         # page cache is shared with the transaction, never a row).
@@ -276,10 +276,11 @@ _NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 _POSITIONAL: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+def _positional(sql: str, *, keep: bool = True) -> tuple[str, tuple[str, ...]]:
     """``sql`` with its ``:name`` parameters as ``?``, and their names in
     order (the store's statements have no ``:`` in a literal; no regular
-    expression: importing re costs `lineage` its start-up)."""
+    expression: importing re costs `lineage` its start-up); kept for the
+    statement's next run unless ``keep`` is False."""
     hit = _POSITIONAL.get(sql)
     if hit is None:
         pieces = sql.split(":")
@@ -295,7 +296,7 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
             else:
                 out.append(":" + piece)
         hit = ("".join(out), tuple(names))
-        if len(_POSITIONAL) < 64:
+        if keep and len(_POSITIONAL) < 64:
             _POSITIONAL[sql] = hit
     return hit
 
