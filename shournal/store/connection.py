@@ -88,6 +88,9 @@ class Reads:
         rows = self.rows(sql + " LIMIT 1", params)
         return rows[0] if rows else None
 
+    # Whether prefetching does anything here (a SQLite file read by sqlite3).
+    can_prefetch = False
+
     @contextmanager
     def prefetching(self, statements: list[tuple[str, dict[str, Any]]]) -> Iterator[None]:
         """Run ``statements`` at once, their rows unused, while the block
@@ -219,6 +222,7 @@ class SqliteReads(Reads):
         self._conn = conn
         self._where = where
         self._path = path  # the file, for prefetch's own connections
+        self.can_prefetch = path is not None
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
         try:

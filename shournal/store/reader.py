@@ -801,7 +801,7 @@ def written_versions_many(
     distinct = list(dict.fromkeys(keys))
     found: dict[tuple[int, int, tuple[int, ...]], list[WrittenVersion]] = {k: [] for k in distinct}
     ahead: list[tuple[str, dict[str, Any]]] = []
-    if len(distinct) >= _PREFETCH_MIN:
+    if len(distinct) >= _PREFETCH_MIN and conn.can_prefetch:
         # Each content is an index page of its own (hashes are random): on
         # a journal not read lately, parts of them are read side by side,
         # ahead of the lookup itself (in the same order).
