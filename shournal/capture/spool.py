@@ -103,6 +103,25 @@ def _decode(payload: bytes) -> CommandRecord:
     return CommandRecord(*values)
 
 
+def _records_from(
+    fd: int, start: int, limit: int, until: int | None = None
+) -> list[tuple[int, CommandRecord]]:
+    """Up to `limit` whole records from offset `start` (those ending by
+    `until`): (end offset, record), None for one that cannot be decoded."""
+    out: list[tuple[int, CommandRecord]] = []
+    for _off, end, payload in scan(fd, start):
+        if until is not None and end > until:
+            break
+        try:
+            rec = _decode(payload)
+        except (ValueError, TypeError, EOFError, IndexError):
+            rec = None
+        out.append((end, rec))  # type: ignore[arg-type]
+        if len(out) >= limit:
+            break
+    return out
+
+
 def frame(rec: CommandRecord) -> bytes:
     return _frame_payload(_encode(rec))
 
@@ -240,18 +259,7 @@ class Spool:
     def pending(self, limit: int) -> list[tuple[int, CommandRecord]]:
         """Up to `limit` records not yet committed: (end offset, record).
         A record that cannot be decoded is skipped (kept in the file)."""
-        out: list[tuple[int, CommandRecord]] = []
-        for _off, end, payload in scan(self.fd, self.committed):
-            if end > self.end:
-                break
-            try:
-                rec = _decode(payload)
-            except (ValueError, TypeError, EOFError, IndexError):
-                rec = None
-            out.append((end, rec))  # type: ignore[arg-type]
-            if len(out) >= limit:
-                break
-        return out
+        return _records_from(self.fd, self.committed, limit, until=self.end)
 
     def backlog(self) -> int:
         """Bytes spooled but not yet in the journal."""
@@ -873,16 +881,7 @@ def foreign_pending(path: Path, me: str, limit: int) -> tuple[int, list[tuple[in
         start = max(_read_committed(path.parent / "committed", st.st_ino),
                     _read_committed(path.parent / f"{PUSHED}{_safe_name(me)}", st.st_ino),
                     confirmed_offset(path.parent, st.st_ino))
-        out: list[tuple[int, CommandRecord]] = []
-        for _off, end, payload in scan(fd, min(start, st.st_size)):
-            try:
-                rec = _decode(payload)
-            except (ValueError, TypeError, EOFError, IndexError):
-                rec = None
-            out.append((end, rec))  # type: ignore[arg-type]
-            if len(out) >= limit:
-                break
-        return st.st_ino, out
+        return st.st_ino, _records_from(fd, min(start, st.st_size), limit)
     finally:
         os.close(fd)
 
