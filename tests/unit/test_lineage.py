@@ -365,18 +365,24 @@ def test_the_content_lookup_and_the_command_load_use_indexes(j):
             assert not scans, (stmt, plan)
 
 
-def test_a_level_of_many_files_is_looked_up_through_the_index(j):
-    """The contents of a level of 100 read files, looked up in one
-    statement, are each an index lookup: SQLite's planner would rather
-    scan the write events for so many keys unless told the join's order."""
-    n = 100
+def _made_from_parts(j, n: int) -> os.PathLike[str]:
+    """A file on disk made by one command from ``n`` parts (one of them
+    empty: the hashless lookup), each written by a command of its own."""
     inputs = []
     for i in range(n):
         data = b"" if i == 0 else b"part %d\n" % i * 20
         j.cmd(f"gen {i}", 10 + i, writes=[j.v(f"p{i}", data, 10 + i)])
         inputs.append(j.v(f"p{i}", data, 10 + i))
     j.cmd("cat p* > all", 200, reads=inputs, writes=[j.v("all", b"all" * 30, 200)])
-    target = j.disk("all", b"all" * 30, 200)
+    return j.disk("all", b"all" * 30, 200)
+
+
+def test_a_level_of_many_files_is_looked_up_through_the_index(j):
+    """The contents of a level of 100 read files, looked up in one
+    statement, are each an index lookup: SQLite's planner would rather
+    scan the write events for so many keys unless told the join's order."""
+    n = 100
+    target = _made_from_parts(j, n)
     statements: list[tuple[str, object]] = []
     from sqlalchemy import event
 
@@ -404,13 +410,7 @@ def test_a_big_level_is_prefetched_in_parallel_and_found_the_same(j, monkeypatch
     from shournal.store import connection
 
     n = 100
-    inputs = []
-    for i in range(n):
-        data = b"" if i == 0 else b"input %d\n" % i * 20
-        j.cmd(f"gen {i}", 10 + i, writes=[j.v(f"p{i}", data, 10 + i)])
-        inputs.append(j.v(f"p{i}", data, 10 + i))
-    j.cmd("cat p* > all", 200, reads=inputs, writes=[j.v("all", b"all" * 30, 200)])
-    target = j.disk("all", b"all" * 30, 200)
+    target = _made_from_parts(j, n)
     url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
 
     def walk() -> object:
