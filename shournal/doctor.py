@@ -96,6 +96,8 @@ class _Started:
                 *stdin, (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
                 *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited()),
             ], setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ))  # as restore_signals does
+            # (glibc's own signals, 32 and 33, stay ignored in the child: a
+            # glibc program sets their handlers itself when it uses them)
         except OSError as exc:
             self._error = exc
             os.close(out_r)
