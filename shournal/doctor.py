@@ -157,12 +157,12 @@ class _Started:
 def _start_helper() -> _Started | None:
     """The helper's `check`, started; None if there is no helper file
     (:func:`_helper_checks` says so)."""
-    helper = _paths.suid_helper()
+    helper = _paths.suid_helper_text()
     try:
         os.stat(helper)
     except OSError:
         return None
-    return _Started([str(helper), "check"], timeout=10)
+    return _Started([helper, "check"], timeout=10)
 
 
 def _helper_checks(started: _Started | None = None) -> list[Check]:
@@ -624,11 +624,12 @@ def _history_check() -> Check:
 
 
 def run_checks() -> list[Check]:
-    # The checks that run programs start them first: their cold start
-    # overlaps the others (results in the report's order below).
-    userns = _start_userns()
-    helper = _start_helper()
+    # The checks that run programs start them first, before anything
+    # imports pathlib (~20 module files read from a cold disk): their cold
+    # start overlaps the others (results in the report's order below).
     bwrap = _start_bwrap()
+    helper = _start_helper()
+    userns = _start_userns()
     checks = _helper_checks(helper)
     checks.append(_group_check())
     checks.append(_file_check("preload library", _paths.preload_lib(), os.R_OK))
