@@ -71,11 +71,11 @@ def _inherited() -> list[int]:
 class _Started:
     """A program started now and collected later, run as
     ``subprocess.run(argv, capture_output=True, text=True, timeout=timeout)``
-    runs it (``stdin=DEVNULL`` with ``null_stdin``).  The doctor starts the helper's check and
-    the bubblewrap probe before its other checks, so that their cold start
-    (exec, their libraries read from disk) overlaps the reading of the
-    journal; and without subprocess (~9 ms of imports: locale, re,
-    threading, selectors)."""
+    runs it (with ``stdin=DEVNULL`` if ``null_stdin``).  The doctor starts
+    the helper's check and the bubblewrap probe before its other checks, so
+    that their cold start (exec, their libraries read from disk) overlaps
+    its imports and the reading of the journal; and without subprocess
+    (~9 ms of imports: locale, re, threading, selectors)."""
 
     __slots__ = ("argv", "timeout", "_deadline", "_pid", "_out", "_err", "_error")
 
@@ -126,7 +126,7 @@ class _Started:
         try:
             while waiting:
                 left = self._deadline - time.monotonic()
-                ready = poller.poll(max(left, 0) * 1000) if left > 0 else []
+                ready = poller.poll(left * 1000) if left > 0 else []
                 if not ready:
                     os.kill(self._pid, 9)  # SIGKILL, as subprocess.run does
                     os.waitpid(self._pid, 0)

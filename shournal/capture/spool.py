@@ -31,6 +31,7 @@ replaced by an empty one (see Spool._rotate).
 from __future__ import annotations
 
 import fcntl
+import functools
 import marshal
 import operator
 import os
@@ -59,7 +60,6 @@ FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
 MAX_PAYLOAD = 1 << 30
 ROTATE_BYTES = 4 << 20
 _FORMAT = 2  # first value of every payload
-_FORMATS = (1, 2)  # the formats read
 
 
 class SpoolError(Exception):
@@ -95,13 +95,9 @@ class _Layout:
         self.field_counts = {1: len(names) - 1, 2: len(names)}
 
 
-_made: list[_Layout] = []
-
-
+@functools.cache
 def _layout() -> _Layout:
-    if not _made:
-        _made.append(_Layout())
-    return _made[0]
+    return _Layout()
 
 
 def _encode(rec: CommandRecord) -> bytes:
@@ -522,7 +518,7 @@ def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessag
         os.close(fd)
     try:
         fmt, ret, start, end, session, text, cwd, *rest = marshal.loads(frames[0])
-        if fmt not in _FORMATS or len(rest) != fmt - 1:  # format 2 added the UUID
+        if fmt not in _layout().field_counts or len(rest) != fmt - 1:  # format 2 added the UUID
             return None
         uuid = rest[0] if rest else bytes(16)
         return CommandMessage(ret, start, end, session, text, uuid=uuid), cwd
