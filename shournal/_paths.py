@@ -28,13 +28,19 @@ def _installed_attr(name: str, default: str) -> str:
     return getattr(_installed, name, default) if _installed else default
 
 
-def suid_helper() -> Path:
-    from pathlib import Path
-
-    return Path(
+def suid_helper_text() -> str:
+    """:func:`suid_helper` as text (`shournal doctor` starts the helper
+    before it imports pathlib)."""
+    return (
         os.environ.get("SHOURNAL_SUID_PATH")
         or _installed_attr("SUID_PATH", f"{_DEFAULT_PREFIX}/libexec/shournal/shournal-suid")
     )
+
+
+def suid_helper() -> Path:
+    from pathlib import Path
+
+    return Path(suid_helper_text())
 
 
 def listener() -> Path:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 # Not typing.TYPE_CHECKING: importing typing alone costs the listener ~2 ms.
 from shournal import _paths, limits
 from shournal._default_config import DEFAULT_CONFIG_TEXT
+from shournal.data import _FrozenValue
 from shournal.redact import DEFAULT_SECRET_NAMES, PatternError, compile_user
 
 TYPE_CHECKING = False
@@ -54,135 +54,227 @@ def _home_paths() -> tuple[str, ...]:
     return (_home(),)
 
 
-@dataclass(frozen=True, slots=True)
-class WriteEventsConfig:
+# The sections are plain classes with __slots__ (equality, repr and hashing
+# as frozen dataclasses have them: shournal.data._FrozenValue), not
+# dataclasses: the module dataclasses and the making of ten of them cost
+# every command that reads the config (the listener, `shournal doctor`)
+# ~10 ms.  Each lists its fields once, in __slots__, and takes them in
+# that order (tests/unit/test_config.py checks the default file documents
+# each).
+
+
+class WriteEventsConfig(_FrozenValue):
     """[write_events]: which written files are recorded."""
 
-    include_paths: tuple[str, ...] = ("/",)
-    exclude_paths: tuple[str, ...] = ()
-    exclude_hidden: bool = True
-    max_event_count: int = 5000  # 0 = unlimited
+    __slots__ = ("include_paths", "exclude_paths", "exclude_hidden", "max_event_count")
+    include_paths: tuple[str, ...]
+    exclude_paths: tuple[str, ...]
+    exclude_hidden: bool
+    max_event_count: int  # 0 = unlimited
+
+    def __init__(self, include_paths: tuple[str, ...] = ("/",),
+                 exclude_paths: tuple[str, ...] = (), exclude_hidden: bool = True,
+                 max_event_count: int = 5000) -> None:
+        self._init(include_paths=include_paths, exclude_paths=exclude_paths,
+                   exclude_hidden=exclude_hidden, max_event_count=max_event_count)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadEventsConfig:
+class ReadEventsConfig(_FrozenValue):
     """[read_events]: which read or executed files are recorded."""
 
-    enable: bool = True
-    only_writable: bool = True
-    include_paths: tuple[str, ...] = field(default_factory=_home_paths)
-    exclude_paths: tuple[str, ...] = ()
-    exclude_hidden: bool = True
-    max_event_count: int = 5000  # 0 = unlimited
+    __slots__ = ("enable", "only_writable", "include_paths", "exclude_paths", "exclude_hidden",
+                 "max_event_count")
+    enable: bool
+    only_writable: bool
+    include_paths: tuple[str, ...]  # default: the home
+    exclude_paths: tuple[str, ...]
+    exclude_hidden: bool
+    max_event_count: int  # 0 = unlimited
+
+    def __init__(self, enable: bool = True, only_writable: bool = True,
+                 include_paths: tuple[str, ...] | None = None,
+                 exclude_paths: tuple[str, ...] = (), exclude_hidden: bool = True,
+                 max_event_count: int = 5000) -> None:
+        self._init(enable=enable, only_writable=only_writable,
+                   include_paths=_home_paths() if include_paths is None else include_paths,
+                   exclude_paths=exclude_paths, exclude_hidden=exclude_hidden,
+                   max_event_count=max_event_count)
 
 
-@dataclass(frozen=True, slots=True)
-class ScriptArchiveConfig:
+class ScriptArchiveConfig(_FrozenValue):
     """[script_archive]: which read files are stored with their content."""
 
-    enable: bool = True
-    only_writable: bool = True
-    max_size: int = limits.DEFAULT_ARCHIVE_MAX  # bytes
-    max_count_of_files: int = 3
-    include_paths: tuple[str, ...] = ("/",)
-    exclude_paths: tuple[str, ...] = ()
-    exclude_hidden: bool = True
+    __slots__ = ("enable", "only_writable", "max_size", "max_count_of_files", "include_paths",
+                 "exclude_paths", "exclude_hidden", "include_file_extensions",
+                 "include_file_names")
+    enable: bool
+    only_writable: bool
+    max_size: int  # bytes
+    max_count_of_files: int
+    include_paths: tuple[str, ...]
+    exclude_paths: tuple[str, ...]
+    exclude_hidden: bool
     # What scientists write: scripts, notebooks, workflow files and small
     # configs.  () = any file (then the names do not matter).
-    include_file_extensions: tuple[str, ...] = (
-        "sh", "bash", "zsh", "py", "R", "r", "pl", "awk", "sed", "jl", "m", "ipynb",
-        "smk", "nf", "yaml", "yml", "toml", "json", "ini", "cfg",
-    )  # fmt: skip
+    include_file_extensions: tuple[str, ...]
     # Whole basenames archived too (files without an extension).
-    include_file_names: tuple[str, ...] = ("Makefile", "Snakefile")
+    include_file_names: tuple[str, ...]
+
+    def __init__(
+        self, enable: bool = True, only_writable: bool = True,
+        max_size: int = limits.DEFAULT_ARCHIVE_MAX, max_count_of_files: int = 3,
+        include_paths: tuple[str, ...] = ("/",), exclude_paths: tuple[str, ...] = (),
+        exclude_hidden: bool = True,
+        include_file_extensions: tuple[str, ...] = (
+            "sh", "bash", "zsh", "py", "R", "r", "pl", "awk", "sed", "jl", "m", "ipynb",
+            "smk", "nf", "yaml", "yml", "toml", "json", "ini", "cfg",
+        ),
+        include_file_names: tuple[str, ...] = ("Makefile", "Snakefile"),
+    ) -> None:  # fmt: skip
+        self._init(enable=enable, only_writable=only_writable, max_size=max_size,
+                   max_count_of_files=max_count_of_files, include_paths=include_paths,
+                   exclude_paths=exclude_paths, exclude_hidden=exclude_hidden,
+                   include_file_extensions=include_file_extensions,
+                   include_file_names=include_file_names)
 
 
-@dataclass(frozen=True, slots=True)
-class IgnoreCommandsConfig:
+class IgnoreCommandsConfig(_FrozenValue):
     """[ignore_commands]: command lines that are not recorded."""
 
+    __slots__ = ("commands",)
     # Whitespace-normalised entries: "cmd", "cmd arg ..." or "cmd*".
-    commands: tuple[str, ...] = ()
+    commands: tuple[str, ...]
+
+    def __init__(self, commands: tuple[str, ...] = ()) -> None:
+        self._init(commands=commands)
 
 
-@dataclass(frozen=True, slots=True)
-class MountsConfig:
+class MountsConfig(_FrozenValue):
     """[mounts]: mount points never observed."""
 
-    exclude_paths: tuple[str, ...] = ()
+    __slots__ = ("exclude_paths",)
+    exclude_paths: tuple[str, ...]
+
+    def __init__(self, exclude_paths: tuple[str, ...] = ()) -> None:
+        self._init(exclude_paths=exclude_paths)
 
 
-@dataclass(frozen=True, slots=True)
-class HashConfig:
+class HashConfig(_FrozenValue):
     """[hash]: the partial XXH64 parameters (see shournal.hashing)."""
 
-    enable: bool = True
-    chunk_size: int = limits.DEFAULT_HASH_CHUNK
-    max_count_of_reads: int = limits.DEFAULT_HASH_READS
+    __slots__ = ("enable", "chunk_size", "max_count_of_reads")
+    enable: bool
+    chunk_size: int
+    max_count_of_reads: int
+
+    def __init__(self, enable: bool = True, chunk_size: int = limits.DEFAULT_HASH_CHUNK,
+                 max_count_of_reads: int = limits.DEFAULT_HASH_READS) -> None:
+        self._init(enable=enable, chunk_size=chunk_size, max_count_of_reads=max_count_of_reads)
 
 
-@dataclass(frozen=True, slots=True)
-class StoreConfig:
+class StoreConfig(_FrozenValue):
     """[store]: where commands are stored."""
 
-    url: str = ""  # empty: SQLite in the data directory
+    __slots__ = ("url", "daemon_idle_seconds", "share_with", "spool_dir")
+    url: str  # empty: SQLite in the data directory
     # The store daemon (shournal.capture.daemon) exits after this long without a
     # command line, once its spool is drained; the next one starts it again.
-    daemon_idle_seconds: int = 600
+    daemon_idle_seconds: int
     # A lab store (docs/lab.md): the roles whose members may read this
     # user's rows; applied by the writer when it opens the store.
-    share_with: tuple[str, ...] = ()
+    share_with: tuple[str, ...]
     # A folder on shared storage (docs/lab.md "A shared spool_dir"): each
     # host spools to its own `<spool_dir>/<host>/`, and any host that
     # reaches the server pushes every host's commands.  Empty: the spool
     # stays in the data directory.
-    spool_dir: str = ""
+    spool_dir: str
+
+    def __init__(self, url: str = "", daemon_idle_seconds: int = 600,
+                 share_with: tuple[str, ...] = (), spool_dir: str = "") -> None:
+        self._init(url=url, daemon_idle_seconds=daemon_idle_seconds, share_with=share_with,
+                   spool_dir=spool_dir)
 
 
-@dataclass(frozen=True, slots=True)
-class ApparatusConfig:
+class ApparatusConfig(_FrozenValue):
     """[apparatus]: what a command recorded with its apparatus
     (`shournal run --apparatus`) keeps (shournal.reproduce)."""
 
+    __slots__ = ("max_file_size", "max_command_size", "archive_outputs", "secret_env_names",
+                 "paths")
     # Largest file whose content is archived (the holder sends no fd for
     # larger ones; they are counted as not archived).
-    max_file_size: int = 64 * 1024**2
+    max_file_size: int
     # Most content bytes one command adds to the archive (new blobs only).
-    max_command_size: int = 1024**3
+    max_command_size: int
     # Archive the content of written files too, not only their digests.
-    archive_outputs: bool = False
+    archive_outputs: bool
     # Environment variables whose values are never stored (fnmatch
     # patterns, matched against the upper-cased name; shournal.redact).
-    secret_env_names: tuple[str, ...] = DEFAULT_SECRET_NAMES
+    secret_env_names: tuple[str, ...]
     # Directories (and below) whose shell command lines are recorded with
     # their apparatus (as after `shournal apparatus on`).
-    paths: tuple[str, ...] = ()
+    paths: tuple[str, ...]
+
+    def __init__(self, max_file_size: int = 64 * 1024**2, max_command_size: int = 1024**3,
+                 archive_outputs: bool = False,
+                 secret_env_names: tuple[str, ...] = DEFAULT_SECRET_NAMES,
+                 paths: tuple[str, ...] = ()) -> None:
+        self._init(max_file_size=max_file_size, max_command_size=max_command_size,
+                   archive_outputs=archive_outputs, secret_env_names=secret_env_names,
+                   paths=paths)
 
 
-@dataclass(frozen=True, slots=True)
-class RedactConfig:
+class RedactConfig(_FrozenValue):
     """[redact]: the user's secret patterns, on top of the built-in ones
     (shournal.redact): (name, regex) pairs, each name the kind in its
     marker, ``[REDACTED:name]``."""
 
-    patterns: tuple[tuple[str, str], ...] = ()
+    __slots__ = ("patterns",)
+    patterns: tuple[tuple[str, str], ...]
+
+    def __init__(self, patterns: tuple[tuple[str, str], ...] = ()) -> None:
+        self._init(patterns=patterns)
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(_FrozenValue):
     """The whole configuration; every part defaults to the original's defaults."""
 
-    write_events: WriteEventsConfig = field(default_factory=WriteEventsConfig)
-    read_events: ReadEventsConfig = field(default_factory=ReadEventsConfig)
-    script_archive: ScriptArchiveConfig = field(default_factory=ScriptArchiveConfig)
-    ignore_commands: IgnoreCommandsConfig = field(default_factory=IgnoreCommandsConfig)
-    mounts: MountsConfig = field(default_factory=MountsConfig)
-    hash: HashConfig = field(default_factory=HashConfig)
-    store: StoreConfig = field(default_factory=StoreConfig)
-    apparatus: ApparatusConfig = field(default_factory=ApparatusConfig)
-    redact: RedactConfig = field(default_factory=RedactConfig)
-    # The file the values came from; None when nothing was read.
-    source: Path | None = field(default=None, compare=False)
+    __slots__ = ("write_events", "read_events", "script_archive", "ignore_commands", "mounts",
+                 "hash", "store", "apparatus", "redact", "source")
+    write_events: WriteEventsConfig
+    read_events: ReadEventsConfig
+    script_archive: ScriptArchiveConfig
+    ignore_commands: IgnoreCommandsConfig
+    mounts: MountsConfig
+    hash: HashConfig
+    store: StoreConfig
+    apparatus: ApparatusConfig
+    redact: RedactConfig
+    # The file the values came from; None when nothing was read.  Not
+    # compared: equal settings from two files are equal.
+    source: Path | None
+
+    def __init__(
+        self, write_events: WriteEventsConfig | None = None,
+        read_events: ReadEventsConfig | None = None,
+        script_archive: ScriptArchiveConfig | None = None,
+        ignore_commands: IgnoreCommandsConfig | None = None,
+        mounts: MountsConfig | None = None, hash: HashConfig | None = None,
+        store: StoreConfig | None = None, apparatus: ApparatusConfig | None = None,
+        redact: RedactConfig | None = None, source: Path | None = None,
+    ) -> None:  # fmt: skip
+        self._init(
+            write_events=write_events or WriteEventsConfig(),
+            read_events=read_events or ReadEventsConfig(),
+            script_archive=script_archive or ScriptArchiveConfig(),
+            ignore_commands=ignore_commands or IgnoreCommandsConfig(),
+            mounts=mounts or MountsConfig(), hash=hash or HashConfig(),
+            store=store or StoreConfig(), apparatus=apparatus or ApparatusConfig(),
+            redact=redact or RedactConfig(), source=source,
+        )  # fmt: skip
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._names() if name != "source")
 
 
 class ConfigError(Exception):

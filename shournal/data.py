@@ -21,7 +21,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from datetime import datetime
     from typing import Any
 
@@ -54,6 +54,8 @@ __all__ = [
     "Period",
     "QueryError",
     "QueryFileError",
+    "Part",
+    "RedactResult",
     "RestoreError",
     "TargetExists",
     "InputEntry",
@@ -528,6 +530,49 @@ def ran_at(start_time: datetime, end_time: datetime | None, mtime_ns: int) -> bo
     a command that never finished has no end: its start must do)."""
     tol = WRITE_CLOCK_TOLERANCE_NS
     return _ns(start_time) - tol <= mtime_ns <= _ns(end_time or start_time) + tol
+
+
+# -- what `shournal redact` changed in a journal (shournal.store.redaction) ----------
+
+
+class Part(_Value):
+    """One kind of stored text: how many rows changed (or would), and the
+    secrets replaced in them by kind."""
+
+    __slots__ = ("changed", "counts")
+    changed: int
+    counts: dict[str, int]
+
+    def __init__(self, changed: int = 0, counts: dict[str, int] | None = None) -> None:
+        self.changed = changed
+        self.counts = {} if counts is None else counts
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        self.changed += 1
+        for kind, n in counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+
+
+class RedactResult(_Value):
+    """What :func:`shournal.store.redaction.redact_stored` changed (``dry_run``: would change)."""
+
+    __slots__ = ("commands", "scripts", "environments", "dry_run")
+    commands: Part
+    scripts: Part
+    environments: Part
+    dry_run: bool
+
+    def __init__(self, commands: Part | None = None, scripts: Part | None = None,
+                 environments: Part | None = None, dry_run: bool = False) -> None:
+        self.commands = Part() if commands is None else commands
+        self.scripts = Part() if scripts is None else scripts
+        self.environments = Part() if environments is None else environments
+        self.dry_run = dry_run
+
+    @property
+    def total(self) -> int:
+        return sum(sum(p.counts.values()) for p in (self.commands, self.scripts,
+                                                     self.environments))
 
 
 # -- statistics (shournal.store.stats computes them) --------------------------

@@ -10,25 +10,162 @@ import grp
 import os
 import pwd
 import stat
-import subprocess
-from dataclasses import dataclass
+import sys
+import time
 
 from shournal import _paths
+from shournal.data import _Value
 from shournal.terminal import printable
 
 GROUP = "shournal"
 
 
-@dataclass(slots=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    blocks: bool = True  # a failure keeps commands from being recorded
+class Check(_Value):
+    """One line of the report.  ``blocks``: a failure keeps commands from
+    being recorded."""
+
+    __slots__ = ("name", "ok", "detail", "fix", "blocks")
+
+    def __init__(self, name: str, ok: bool, detail: str, fix: str = "",
+                 blocks: bool = True) -> None:
+        self.name = name
+        self.ok = ok
+        self.detail = detail
+        self.fix = fix
+        self.blocks = blocks
 
 
-def _helper_checks() -> list[Check]:
+class _Timeout(Exception):
+    """A started program ran out of time (killed); said as
+    subprocess.TimeoutExpired says it."""
+
+    def __init__(self, argv: list[str], timeout: float) -> None:
+        super().__init__(f"Command '{argv}' timed out after {timeout} seconds")
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd``, or a copy of it above 0-2 (where a closed stdin, stdout or
+    stderr of ours put it), so that a child's dup2 onto 0-2 moves it."""
+    if fd > 2:
+        return fd
+    import fcntl
+
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return high
+
+
+def _inherited() -> list[int]:
+    """Our descriptors above 0-2 that a program would inherit (ones our own
+    parent left open): closed in the child, as close_fds=True does."""
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if int(name) > 2 and os.get_inheritable(int(name)):
+                fds.append(int(name))
+        except OSError:  # (the descriptor of the listing, closed by now)
+            continue
+    return fds
+
+
+class _Started:
+    """A program started now and collected later, run as
+    ``subprocess.run(argv, capture_output=True, text=True, timeout=timeout)``
+    runs it (with ``stdin=DEVNULL`` if ``null_stdin``).  The doctor starts
+    the helper's check and the bubblewrap probe before its other checks, so
+    that their cold start (exec, their libraries read from disk) overlaps
+    its imports and the reading of the journal; and without subprocess
+    (~9 ms of imports: locale, re, threading, selectors)."""
+
+    __slots__ = ("argv", "timeout", "_deadline", "_pid", "_out", "_err", "_error")
+
+    def __init__(self, argv: list[str], timeout: float, null_stdin: bool = False) -> None:
+        import _signal
+
+        self.argv = argv
+        self.timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        self._pid = 0
+        self._error: OSError | None = None
+        out_r, out_w = (_above_stdio(fd) for fd in os.pipe())
+        err_r, err_w = (_above_stdio(fd) for fd in os.pipe())
+        self._out, self._err = out_r, err_r
+        try:
+            stdin = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)] if null_stdin else []
+            self._pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+                *stdin, (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
+                *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited()),
+            ], setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ))  # as restore_signals does
+            # (glibc's own signals, 32 and 33, stay ignored in the child: a
+            # glibc program sets their handlers itself when it uses them)
+        except OSError as exc:
+            self._error = exc
+            os.close(out_r)
+            os.close(err_r)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+
+    def result(self) -> tuple[int, str, str]:
+        """Its exit status, stdout and stderr, once it exited and closed
+        both; OSError: it could not be started; _Timeout: it was killed."""
+        if self._error is not None:
+            raise self._error
+        import select
+
+        try:
+            done = os.pidfd_open(self._pid)
+        except OSError:  # (a kernel before 5.3: waitpid once both are closed)
+            done = -1
+        chunks: dict[int, list[bytes]] = {self._out: [], self._err: []}
+        poller = select.poll()
+        for fd in (*chunks, done):
+            if fd >= 0:
+                poller.register(fd, select.POLLIN)
+        waiting = {fd for fd in (*chunks, done) if fd >= 0}
+        try:
+            while waiting:
+                left = self._deadline - time.monotonic()
+                ready = poller.poll(left * 1000) if left > 0 else []
+                if not ready:
+                    os.kill(self._pid, 9)  # SIGKILL, as subprocess.run does
+                    os.waitpid(self._pid, 0)
+                    raise _Timeout(self.argv, self.timeout)
+                for fd, _ in ready:
+                    data = os.read(fd, 65536) if fd != done else b""
+                    if data:
+                        chunks[fd].append(data)
+                    else:
+                        poller.unregister(fd)
+                        waiting.discard(fd)
+            status = os.waitpid(self._pid, 0)[1]
+        finally:
+            for fd in (*chunks, done):
+                if fd >= 0:
+                    os.close(fd)
+        if sys.flags.utf8_mode:
+            encoding = "utf-8"
+        else:
+            import _locale
+
+            encoding = _locale.getencoding()
+        out, err = (b"".join(chunks[fd]).decode(encoding) for fd in (self._out, self._err))
+        out, err = (t.replace("\r\n", "\n").replace("\r", "\n") for t in (out, err))
+        return os.waitstatus_to_exitcode(status), out, err
+
+
+def _start_helper() -> _Started | None:
+    """The helper's `check`, started; None if there is no helper file
+    (:func:`_helper_checks` says so)."""
+    helper = _paths.suid_helper_text()
+    try:
+        os.stat(helper)
+    except OSError:
+        return None
+    return _Started([helper, "check"], timeout=10)
+
+
+def _helper_checks(started: _Started | None = None) -> list[Check]:
     helper = _paths.suid_helper()
     try:
         st = os.stat(helper)
@@ -54,10 +191,8 @@ def _helper_checks() -> list[Check]:
         )
     )
     try:
-        out = subprocess.run(
-            [str(helper), "check"], capture_output=True, text=True, timeout=10
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        out = (started or _Started([str(helper), "check"], timeout=10)).result()[1]
+    except (OSError, _Timeout) as exc:
         checks.append(Check("kernel support", False, str(exc), "see the README"))
         return checks
     results = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
@@ -394,20 +529,28 @@ _USERNS_FIX = ("enable unprivileged user namespaces: sysctl kernel.unprivileged_
                "kernel.apparmor_restrict_unprivileged_userns=0)")
 
 
-def _userns_check() -> Check:
-    """replay/rerun's sandbox (bubblewrap) needs unprivileged user
-    namespaces; tried in a child, which exits with unshare's errno."""
-    import ctypes
-
-    name = "unprivileged user namespaces (replay, rerun)"
+def _start_userns() -> int:
+    """A child that tries to create a user namespace and exits with
+    unshare's errno (0: it could); its pid.  ctypes is imported in the
+    child only (~1.5 ms not spent by the doctor)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover -- the child
         try:
+            import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
             clone_newuser = 0x10000000
             os._exit(0 if libc.unshare(clone_newuser) == 0 else (ctypes.get_errno() or 255))
         except BaseException:
             os._exit(255)
+    return pid
+
+
+def _userns_check(child: int | None = None) -> Check:
+    """replay/rerun's sandbox (bubblewrap) needs unprivileged user
+    namespaces; tried in a child (:func:`_start_userns`)."""
+    name = "unprivileged user namespaces (replay, rerun)"
+    pid = _start_userns() if child is None else child
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if code == 0:
         return Check(name, True, "available", blocks=False)
@@ -415,24 +558,53 @@ def _userns_check() -> Check:
     return Check(name, False, f"cannot create one: {why}", _USERNS_FIX, blocks=False)
 
 
-def _bwrap_check() -> Check:
-    """The sandbox of replay and rerun, tried as they use it."""
-    import shutil
+def _which(name: str) -> str | None:
+    """``shutil.which(name)`` of a bare name on POSIX (the same walk of
+    PATH), without importing shutil (~2 ms: bz2, lzma, fnmatch)."""
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            path = os.defpath
+    if not path:  # PATH='' finds nothing, PATH=':' looks in the current directory
+        return None
+    seen = set()
+    for folder in os.fsdecode(path).split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        file = os.path.join(folder, name)
+        if os.path.exists(file) and os.access(file, os.F_OK | os.X_OK) and not os.path.isdir(file):
+            return file
+    return None
 
-    name = "bubblewrap (replay, rerun)"
-    bwrap = shutil.which("bwrap")
+
+def _start_bwrap() -> _Started | None:
+    """A sandbox made as replay and rerun make theirs, started; None if
+    bwrap is not on PATH."""
+    bwrap = _which("bwrap")
     if bwrap is None:
+        return None
+    return _Started(
+        [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+         "--unshare-all", "--die-with-parent", "--", "/bin/true"], timeout=30, null_stdin=True)
+
+
+def _bwrap_check(started: _Started | None = None) -> Check:
+    """The sandbox of replay and rerun, tried as they use it."""
+    name = "bubblewrap (replay, rerun)"
+    started = started or _start_bwrap()
+    if started is None:
         return Check(name, False, "bwrap is not installed", "apt-get install bubblewrap",
                      blocks=False)
+    bwrap = started.argv[0]
     try:
-        res = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--unshare-all", "--die-with-parent", "--", "/bin/true"],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        returncode, _, stderr = started.result()
+    except (OSError, _Timeout) as exc:
         return Check(name, False, f"{bwrap}: {exc}", "reinstall bubblewrap", blocks=False)
-    if res.returncode != 0:
-        first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+    if returncode != 0:
+        first = (stderr.strip().splitlines() or [f"exit status {returncode}"])[0]
         return Check(name, False, f"{bwrap} cannot make a sandbox: {first}",
                      "see the user namespaces check; " + _USERNS_FIX, blocks=False)
     return Check(name, True, bwrap, blocks=False)
@@ -452,7 +624,13 @@ def _history_check() -> Check:
 
 
 def run_checks() -> list[Check]:
-    checks = _helper_checks()
+    # The checks that run programs start them first, before anything
+    # imports pathlib (~20 module files read from a cold disk): their cold
+    # start overlaps the others (results in the report's order below).
+    bwrap = _start_bwrap()
+    helper = _start_helper()
+    userns = _start_userns()
+    checks = _helper_checks(helper)
     checks.append(_group_check())
     checks.append(_file_check("preload library", _paths.preload_lib(), os.R_OK))
     checks.append(_file_check("listener", _paths.listener(), os.X_OK))
@@ -465,8 +643,8 @@ def run_checks() -> list[Check]:
     sync = _sync_check()
     if sync is not None:
         checks.append(sync)
-    checks.append(_userns_check())
-    checks.append(_bwrap_check())
+    checks.append(_userns_check(userns))
+    checks.append(_bwrap_check(bwrap))
     checks.append(_shell_check())
     checks.append(_history_check())
     rc = _rc_check()

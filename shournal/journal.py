@@ -36,12 +36,12 @@ if TYPE_CHECKING:
         CommandView,
         Criteria,
         JournalStats,
+        RedactResult,
         UsageStats,
         WrittenVersion,
     )
     from shournal.deletion import DeletePlan, DeleteResult
     from shournal.record import CommandRecord
-    from shournal.redact import RedactResult
     from shournal.store.blobs import JournalContent
     from shournal.store.connection import Reads, _Source
     from shournal.store.db import Store

@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 _PREFIX = "[REDACTED"
@@ -361,37 +360,3 @@ def describe_counts(counts: Mapping[str, int]) -> str:
     parts += [f"{n} {k}" for k, n in sorted(counts.items())
               if n and k not in (SECRET_NAME, URL_PASSWORD)]
     return f"{total} secret{'s' if total != 1 else ''} redacted ({', '.join(parts)})"
-
-
-# -- what `shournal redact` changed in a journal (shournal.store.redaction) ----------
-
-Counts = dict[str, int]
-
-
-@dataclass(slots=True)
-class Part:
-    """One kind of stored text: how many rows changed (or would), and the
-    secrets replaced in them by kind."""
-
-    changed: int = 0
-    counts: Counts = field(default_factory=dict)
-
-    def add(self, counts: Mapping[str, int]) -> None:
-        self.changed += 1
-        for kind, n in counts.items():
-            self.counts[kind] = self.counts.get(kind, 0) + n
-
-
-@dataclass(slots=True)
-class RedactResult:
-    """What :func:`shournal.store.redaction.redact_stored` changed (``dry_run``: would change)."""
-
-    commands: Part = field(default_factory=Part)
-    scripts: Part = field(default_factory=Part)
-    environments: Part = field(default_factory=Part)
-    dry_run: bool = False
-
-    @property
-    def total(self) -> int:
-        return sum(sum(p.counts.values()) for p in (self.commands, self.scripts,
-                                                     self.environments))

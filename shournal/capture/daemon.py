@@ -53,7 +53,6 @@ import sys
 import threading
 import time
 from contextlib import suppress
-from dataclasses import asdict
 from pathlib import Path
 
 from shournal import _paths
@@ -400,7 +399,7 @@ class Daemon:
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0))
         elif mtype == protocol.MSG_SYNC:
             left = self.sync(arg / 1000)
-            text = json.dumps(asdict(self.sync_state(left))).encode()
+            text = json.dumps(self.sync_state(left).as_dict()).encode()
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_DRAINED, os.getpid(), left, 0) + text)
         elif mtype == protocol.MSG_STATUS:
             text = json.dumps(self.status()).encode()

@@ -5,10 +5,16 @@ compiler by tests/unit/test_protocol.py."""
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import struct
-from dataclasses import dataclass
+
+from shournal.data import _Value
+
+# Not typing.TYPE_CHECKING (~2 ms); socket is imported where a socket is
+# used: readers of the constants (`shournal doctor`) do without it (~2 ms).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
 
 MSG_SETUP_DONE = 1
 MSG_SETUP_FAIL = 2
@@ -150,8 +156,12 @@ class ProtocolError(RuntimeError):
     pass
 
 
-@dataclass(slots=True)
-class SetupDone:
+# Plain classes with __slots__ (shournal.data._Value), not dataclasses:
+# see shournal.data.
+
+
+class SetupDone(_Value):
+    __slots__ = ("holder_pid", "listener_pid", "flags", "root_fd", "ns_fd", "sync_fd")
     holder_pid: int
     listener_pid: int
     flags: int
@@ -159,9 +169,19 @@ class SetupDone:
     ns_fd: int  # keeps the namespace alive; useless for joining without privilege
     sync_fd: int  # to the holder: see SYNC in native/shournal_protocol.h
 
+    def __init__(self, holder_pid: int, listener_pid: int, flags: int, root_fd: int,
+                 ns_fd: int, sync_fd: int) -> None:
+        self.holder_pid = holder_pid
+        self.listener_pid = listener_pid
+        self.flags = flags
+        self.root_fd = root_fd
+        self.ns_fd = ns_fd
+        self.sync_fd = sync_fd
 
-@dataclass(slots=True)
-class CommandMessage:
+
+class CommandMessage(_Value):
+    __slots__ = ("return_value", "start_ns", "end_ns", "session", "text", "incomplete",
+                 "shell_only", "uuid")
     return_value: int
     start_ns: int
     end_ns: int
@@ -170,12 +190,24 @@ class CommandMessage:
     # From START only: the shell never reported the line's end (it exec'd
     # a program, was hung up or died); the end is when its last process
     # exited, the exit status is unknown.
-    incomplete: bool = False
+    incomplete: bool
     # The shell forked nothing while the line ran (COMMAND_SHELL_ONLY).
-    shell_only: bool = False
+    shell_only: bool
     # The command line's UUID (shournal.record.CommandRecord.uuid); all
     # zeros: none.
-    uuid: bytes = bytes(16)
+    uuid: bytes
+
+    def __init__(self, return_value: int, start_ns: int, end_ns: int, session: bytes,
+                 text: bytes, incomplete: bool = False, shell_only: bool = False,
+                 uuid: bytes = bytes(16)) -> None:
+        self.return_value = return_value
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.session = session
+        self.text = text
+        self.incomplete = incomplete
+        self.shell_only = shell_only
+        self.uuid = uuid
 
     def record_uuid(self) -> bytes | None:
         """The UUID as a CommandRecord carries it."""
@@ -184,6 +216,8 @@ class CommandMessage:
 
 def recv_setup(sock: socket.socket) -> SetupDone:
     """Wait for the helper's answer; raise ProtocolError with its reason."""
+    import socket
+
     data, fds, _flags, _addr = socket.recv_fds(sock, SETUP_DONE.size + MAX_FAIL_LEN + 8, 3)
     if (
         len(data) >= SETUP_DONE.size
@@ -211,6 +245,8 @@ def send_command(sock: socket.socket, msg: CommandMessage) -> None:
     try:
         with open(fd, "wb", closefd=False) as fh:
             fh.write(msg.text[: MAX_COMMAND_TEXT + 1])
+        import socket
+
         socket.send_fds(sock, [COMMAND.pack(MSG_COMMAND_FD, *head)], [fd])
     finally:
         os.close(fd)
@@ -261,6 +297,8 @@ def start_message(payload: bytes) -> CommandMessage | None:
 def recv_command(sock: socket.socket) -> tuple[bytes, CommandMessage | None]:
     """One message of the control socket: (its data, the command if it is
     one).  Empty data: EOF.  Any fd that came with it is closed."""
+    import socket
+
     data, fds, _flags, _addr = socket.recv_fds(
         sock, COMMAND.size + MAX_COMMAND_LEN + 1, 1, socket.MSG_CMSG_CLOEXEC
     )
@@ -291,6 +329,8 @@ def daemon_request(
     """Ask the store daemon of our journal (or of the journal key `key`)
     (MSG_DRAIN, MSG_STATUS): the answer's `arg` and the text after it, or
     None when no daemon answers."""
+    import socket
+
     from shournal import _paths
 
     path = os.path.join(rundir, DAEMON_SOCKET % (key or _paths.journal_key()))

@@ -31,6 +31,7 @@ replaced by an empty one (see Spool._rotate).
 from __future__ import annotations
 
 import fcntl
+import functools
 import marshal
 import operator
 import os
@@ -40,14 +41,18 @@ import time
 import zlib
 from collections.abc import Container, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 from shournal import _paths
 from shournal.capture import proc
 from shournal.capture.protocol import KEY_LEN, STARTS_DIR, CommandMessage
-from shournal.data import RETURN_VALUE_UNKNOWN
-from shournal.record import CommandRecord, FileEvent
+from shournal.data import RETURN_VALUE_UNKNOWN, _Value
+
+# Not typing.TYPE_CHECKING (~2 ms); shournal.record is imported where a
+# record is made or laid out (see _Layout).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from shournal.record import CommandRecord, FileEvent
 
 MAGIC = b"SHSP"
 FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
@@ -55,9 +60,6 @@ FRAME = struct.Struct("=4sII")  # magic, payload length, crc32
 MAX_PAYLOAD = 1 << 30
 ROTATE_BYTES = 4 << 20
 _FORMAT = 2  # first value of every payload
-# How many of the record's fields each format has (the newer, the more:
-# fields are only ever added at the end, with a default).
-_FORMAT_FIELDS = {1: len(fields(CommandRecord)) - 1, 2: len(fields(CommandRecord))}
 
 
 class SpoolError(Exception):
@@ -70,36 +72,62 @@ def spool_dir() -> Path:
     return _paths.data_dir() / "spool" / _paths.journal_key()
 
 
-# A record's values in field order, its events as tuples (what
-# dataclasses.astuple gives, without its deep copy of every value).
-_RECORD_FIELDS = tuple(f.name for f in fields(CommandRecord))
-_record_values = operator.attrgetter(*_RECORD_FIELDS)
-_event_values = operator.attrgetter(*(f.name for f in fields(FileEvent)))
-_WRITES, _READS = _RECORD_FIELDS.index("writes"), _RECORD_FIELDS.index("reads")
+class _Layout:
+    """A record's values in field order, its events as tuples (what
+    dataclasses.astuple gives, without its deep copy of every value).
+    Made on first use (:func:`_layout`): the readers of the spool's size
+    alone (`shournal doctor`) do without shournal.record and dataclasses
+    (~7 ms)."""
+
+    __slots__ = ("record_values", "event_values", "writes", "reads", "field_counts")
+
+    def __init__(self) -> None:
+        from dataclasses import fields
+
+        from shournal.record import CommandRecord, FileEvent
+
+        names = tuple(f.name for f in fields(CommandRecord))
+        self.record_values = operator.attrgetter(*names)
+        self.event_values = operator.attrgetter(*(f.name for f in fields(FileEvent)))
+        self.writes, self.reads = names.index("writes"), names.index("reads")
+        # How many of the record's fields each format has (the newer, the
+        # more: fields are only ever added at the end, with a default).
+        self.field_counts = {1: len(names) - 1, 2: len(names)}
+
+
+@functools.cache
+def _layout() -> _Layout:
+    return _Layout()
 
 
 def _encode(rec: CommandRecord) -> bytes:
-    values = list(_record_values(rec))
-    values[_WRITES] = [_event_values(e) for e in rec.writes]
-    values[_READS] = [_event_values(e) for e in rec.reads]
+    layout = _layout()
+    values = list(layout.record_values(rec))
+    values[layout.writes] = [layout.event_values(e) for e in rec.writes]
+    values[layout.reads] = [layout.event_values(e) for e in rec.reads]
     return marshal.dumps((_FORMAT, *values))
 
 
 def _events(values: object) -> list[FileEvent]:
+    from shournal.record import FileEvent
+
     if not isinstance(values, list):
         raise ValueError("events")
     return [FileEvent(*v) for v in values]
 
 
 def _decode(payload: bytes) -> CommandRecord:
+    from shournal.record import CommandRecord
+
+    layout = _layout()
     value = marshal.loads(payload)
-    if not isinstance(value, tuple) or not value or value[0] not in _FORMAT_FIELDS:
+    if not isinstance(value, tuple) or not value or value[0] not in layout.field_counts:
         raise ValueError("unknown spool record format")
     values = list(value[1:])
-    if len(values) != _FORMAT_FIELDS[value[0]]:
+    if len(values) != layout.field_counts[value[0]]:
         raise ValueError("spool record of the wrong length")
-    values[_WRITES] = _events(values[_WRITES])
-    values[_READS] = _events(values[_READS])
+    values[layout.writes] = _events(values[layout.writes])
+    values[layout.reads] = _events(values[layout.reads])
     return CommandRecord(*values)
 
 
@@ -490,7 +518,7 @@ def take_started(pid: int, directory: Path | None = None) -> tuple[CommandMessag
         os.close(fd)
     try:
         fmt, ret, start, end, session, text, cwd, *rest = marshal.loads(frames[0])
-        if fmt not in _FORMAT_FIELDS or len(rest) != fmt - 1:  # format 2 added the UUID
+        if fmt not in _layout().field_counts or len(rest) != fmt - 1:  # format 2 added the UUID
             return None
         uuid = rest[0] if rest else bytes(16)
         return CommandMessage(ret, start, end, session, text, uuid=uuid), cwd
@@ -606,8 +634,11 @@ def forget_start(
         os.unlink(starts_dir(directory) / start_name(pid, session, start_ns))
 
 
-@dataclass(slots=True)
-class StartFile:
+class StartFile(_Value):
+    """(A plain class with __slots__, not a dataclass: see shournal.data.)"""
+
+    __slots__ = ("holder_pid", "holder_starttime", "listener_pid", "listener_starttime",
+                 "start_ns", "session", "cwd", "text", "uuid")
     holder_pid: int
     holder_starttime: int
     listener_pid: int
@@ -616,7 +647,20 @@ class StartFile:
     session: bytes
     cwd: str
     text: bytes
-    uuid: bytes = bytes(16)  # all zeros: none (format 1, or getrandom failed)
+    uuid: bytes  # all zeros: none (format 1, or getrandom failed)
+
+    def __init__(self, holder_pid: int, holder_starttime: int, listener_pid: int,
+                 listener_starttime: int, start_ns: int, session: bytes, cwd: str, text: bytes,
+                 uuid: bytes = bytes(16)) -> None:
+        self.holder_pid = holder_pid
+        self.holder_starttime = holder_starttime
+        self.listener_pid = listener_pid
+        self.listener_starttime = listener_starttime
+        self.start_ns = start_ns
+        self.session = session
+        self.cwd = cwd
+        self.text = text
+        self.uuid = uuid
 
 
 def _parse_start(fd: int) -> StartFile | None:
@@ -751,6 +795,8 @@ def recover_starts(store, username: str, hostname: str, admit, warn,
     paths = orphaned_starts(directory)
     if not paths or backlog_of(directory)[0]:
         return 0
+    from shournal.record import CommandRecord
+
     stored = 0
     for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):
         with _taken(path) as fd:

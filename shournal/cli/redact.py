@@ -17,7 +17,7 @@ import typer
 from shournal.cli._common import errors_to_status, open_journal, write
 
 if TYPE_CHECKING:
-    from shournal.redact import Part, RedactResult
+    from shournal.data import Part, RedactResult
 
 
 def _part(name: str, part: Part, rows: str) -> str:

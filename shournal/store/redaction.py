@@ -23,8 +23,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
+from shournal.data import RedactResult
 from shournal.hashing import content_digest
-from shournal.redact import RedactResult
 from shournal.store import models as m
 
 _BATCH = 1000

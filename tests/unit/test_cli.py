@@ -160,3 +160,25 @@ def test_doctor_without_the_parser_answers_as_with_it(tmp_path):
     r, mods = _imported(["doctor"], tmp_path)
     assert "Usage:" not in r.stdout and r.returncode == fast.returncode
     assert not mods & {"typer", "click"}, mods
+
+
+def test_doctor_imports_only_what_its_checks_need(tmp_path):
+    """Start-up time of `shournal doctor` (docs/benchmarks.md): the doctor
+    process imports no dataclasses (inspect, ast, dis), subprocess
+    (locale, threading, selectors), shutil, ctypes (the user-namespace
+    check imports it in its child only), socket or json when no store
+    daemon runs and no push state exists."""
+    from shournal.store import Store
+
+    url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    Store(url).close()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
+           "XDG_RUNTIME_DIR": str(tmp_path), "SHOURNAL_DB_URL": url}
+    code = ("import sys\nfrom shournal.cli import run_doctor\nrun_doctor()\n"
+            "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert f"ok   store: {tmp_path / 'journal.sqlite'}" in r.stdout, r
+    mods = set(r.stderr.split())
+    assert "shournal.doctor" in mods and "shournal.journal" in mods, r.stderr
+    assert not mods & {"dataclasses", "inspect", "subprocess", "shutil", "ctypes", "socket",
+                       "json", "typer", "sqlalchemy"}, mods
