@@ -43,10 +43,22 @@ the last prompt appears, minus the same for plain bash.
 the median (and range) of the per-round differences to plain bash: one
 run's figure varies by +-10% (CPU) and more (paste) on a 2-vCPU VM.
 
+--cpu-idle: how idle CPUs wait.  `halt` leaves the machine as it is (an
+idle CPU halts, here in the guest's haltpoll state); `poll` holds a
+PM QoS request of 0 us on /dev/cpu_dma_latency for the run (what tuned's
+latency-performance profile does), so that idle CPUs poll instead of
+halting; `halt,poll` measures every mode in both, alternating, each
+against plain bash in the same one.  On a virtual machine a line's
+processes wake each other several times; on an idle machine each wake
+may find the CPU halted, and the same work then costs more CPU time
+(docs/benchmarks.md); `poll` shows the work alone.
+
     sudo .venv/bin/python bench/cpu_per_command.py --lines 20 --paste 20
     sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --modes plain,daemon --rounds 5
     sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --paste 0 --gap 0.3 \
         --modes plain,daemon,lab --rounds 3
+    sudo .venv/bin/python bench/cpu_per_command.py --lines 200 --paste 0 --gap 0.3 \
+        --modes plain,daemon,lab --rounds 2 --cpu-idle halt,poll
 """
 
 from __future__ import annotations
@@ -61,7 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import pexpect
@@ -195,9 +207,11 @@ def keys(home: Path) -> list[str]:
 
 
 def daemon_pid(home: Path) -> int | None:
-    for key in keys(home):
+    # (`daemon.lock`: the one daemon per user of trees older than journal keys,
+    # measured as mode `daemon@DIR`)
+    for name in [f"daemon.{key}.lock" for key in keys(home)] + ["daemon.lock"]:
         try:
-            pid = int((home / "run" / "shournal" / f"daemon.{key}.lock").read_text().split()[0])
+            pid = int((home / "run" / "shournal" / name).read_text().split()[0])
             os.kill(pid, 0)
         except (OSError, ValueError, IndexError):
             continue
@@ -401,6 +415,21 @@ def paste(mode: str, n: int, paths: dict[str, Path], uid: int, gid: int) -> floa
     return took
 
 
+@contextmanager
+def cpu_idle(regime: str):
+    """`poll`: idle CPUs poll while in it (a PM QoS request of 0 us,
+    dropped when the file is closed); `halt`: as they are."""
+    if regime == "halt":
+        yield
+        return
+    fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, (0).to_bytes(4, "little"))
+        yield
+    finally:
+        os.close(fd)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=20)
@@ -425,7 +454,14 @@ def main() -> int:
                     help="where the total CPU comes from: a control group made for each "
                          "run (exact; the default where one can be made) or the process "
                          "tree's /proc and rusage times (10 ms ticks)")
+    ap.add_argument("--cpu-idle", default="halt",
+                    help="how idle CPUs wait during the measurement: halt (as the machine "
+                         "is), poll (a PM QoS request of 0 us), or halt,poll (both, "
+                         "alternating, each against plain bash in the same)")
     args = ap.parse_args()
+    regimes = args.cpu_idle.split(",")
+    if not regimes or any(r not in ("halt", "poll") for r in regimes):
+        ap.error("--cpu-idle: halt, poll or halt,poll")
     global RUNTIME_DIR, GAP, METER, LAB_URL, LAB_SERVER
     RUNTIME_DIR = args.runtime_dir
     GAP = args.gap
@@ -461,35 +497,48 @@ def main() -> int:
                 trees[repo] = build(root / str(len(trees)), repo)
         subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
         rounds: list[dict[str, tuple[float, float]]] = []
+        # (a mode's label names its regime when there are two)
+        def label(mode: str, regime: str) -> str:
+            return mode if len(regimes) == 1 else f"{mode}/{regime}"
+
         for r in range(args.rounds):
             results = {}
-            for mode in modes if r % 2 == 0 else modes[::-1]:
-                kind, _, tree = mode.partition("@")
-                paths = trees[Path(tree or REPO).resolve()]
-                per, per_d, per_s = run_lines(kind, args.lines, args.warmup, paths, pw.pw_uid,
-                                              pw.pw_gid)
-                pasted = paste(kind, args.paste, paths, pw.pw_uid, pw.pw_gid) if args.paste else 0.0
-                results[mode] = (per, pasted)
-                print(f"{mode:9s} CPU per line {per * 1000:8.2f} ms (daemon {per_d * 1000:6.2f} ms,"
-                      f" shell {per_s * 1000:5.2f} ms)"
-                      f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "
-                      f"(round {r}, load {os.getloadavg()[0]:.2f})", flush=True)
+            for regime in regimes if r % 2 == 0 else regimes[::-1]:
+                with cpu_idle(regime):
+                    for mode in modes if r % 2 == 0 else modes[::-1]:
+                        kind, _, tree = mode.partition("@")
+                        paths = trees[Path(tree or REPO).resolve()]
+                        per, per_d, per_s = run_lines(kind, args.lines, args.warmup, paths,
+                                                      pw.pw_uid, pw.pw_gid)
+                        pasted = (paste(kind, args.paste, paths, pw.pw_uid, pw.pw_gid)
+                                  if args.paste else 0.0)
+                        results[label(mode, regime)] = (per, pasted)
+                        print(f"{label(mode, regime):9s} CPU per line {per * 1000:8.2f} ms "
+                              f"(daemon {per_d * 1000:6.2f} ms, shell {per_s * 1000:5.2f} ms)"
+                              f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "
+                              f"(round {r}, load {os.getloadavg()[0]:.2f})", flush=True)
             rounds.append(results)
-            if "plain" in results:
-                for mode, (per, pasted) in results.items():
-                    if mode != "plain":
-                        print(f"{mode:9s} added: CPU per line "
-                              f"{(per - results['plain'][0]) * 1000:.2f} ms, "
-                              f"paste {(pasted - results['plain'][1]) * 1000:.1f} ms")
+            for regime in regimes:
+                plain = results.get(label("plain", regime))
+                for mode in modes:
+                    if plain is not None and mode != "plain":
+                        per, pasted = results[label(mode, regime)]
+                        print(f"{label(mode, regime):9s} added: CPU per line "
+                              f"{(per - plain[0]) * 1000:.2f} ms, "
+                              f"paste {(pasted - plain[1]) * 1000:.1f} ms")
         if args.rounds > 1 and "plain" in modes:
-            for mode in modes:
-                if mode == "plain":
-                    continue
-                cpu = [(x[mode][0] - x["plain"][0]) * 1000 for x in rounds]
-                pst = [(x[mode][1] - x["plain"][1]) * 1000 for x in rounds]
-                print(f"{mode:9s} added, median of {args.rounds} rounds: CPU per line "
-                      f"{statistics.median(cpu):.2f} ms ({min(cpu):.2f}-{max(cpu):.2f}), "
-                      f"paste {statistics.median(pst):.1f} ms ({min(pst):.1f}-{max(pst):.1f})")
+            for regime in regimes:
+                base = label("plain", regime)
+                for mode in modes:
+                    if mode == "plain":
+                        continue
+                    key = label(mode, regime)
+                    cpu = [(x[key][0] - x[base][0]) * 1000 for x in rounds]
+                    pst = [(x[key][1] - x[base][1]) * 1000 for x in rounds]
+                    print(f"{key:9s} added, median of {args.rounds} rounds: CPU per line "
+                          f"{statistics.median(cpu):.2f} ms ({min(cpu):.2f}-{max(cpu):.2f}), "
+                          f"paste {statistics.median(pst):.1f} ms "
+                          f"({min(pst):.1f}-{max(pst):.1f})")
         if LAB_URL:
             print(f"lab store: {server.admin('SELECT count(*) FROM command')[0][0]} commands "
                   "stored", flush=True)
