@@ -340,12 +340,22 @@ def shell_cpu(child: pexpect.spawn) -> tuple[int, float]:
     return pid, int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
 
 
+def context_switches() -> int:
+    """The machine's context switches since boot (every process's, this
+    driver's too: plain bash's run is the baseline)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("ctxt "):
+            return int(line.split()[1])
+    return 0
+
+
 def run_lines(
     mode: str, n: int, warmup: int, paths: dict[str, Path], uid: int, gid: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """CPU seconds per line of `true`: all processes, the daemon's part and
     the shell's own, after `warmup` lines (start-ups, the journal's
-    creation)."""
+    creation); and the machine's context switches per line (each one a
+    wake of a process on some CPU)."""
     home = make_home(uid, gid)
     child = spawn(mode, home, paths)
     meter = CgroupMeter() if METER == "cgroup" else None
@@ -361,12 +371,14 @@ def run_lines(
         cpu0 = meter.seconds()
     server0 = server_cpu(LAB_SERVER) if mode == "lab" else 0.0
     shell, s0 = shell_cpu(child)
+    switches = context_switches()
     for _ in range(n):
         child.sendline("true")
         child.expect_exact(PROMPT)
         if GAP:
             time.sleep(GAP)
     wait_recorded(home)
+    switches = context_switches() - switches
     cpu1, d1 = tree_cpu(daemon)
     if meter:
         cpu1 = meter.seconds()
@@ -379,7 +391,7 @@ def run_lines(
     finish(child, home)
     if meter:
         meter.remove()
-    return (cpu1 - cpu0) / n, (d1 - d0) / n, (s1 - s0) / n
+    return (cpu1 - cpu0) / n, (d1 - d0) / n, (s1 - s0) / n, switches / n
 
 
 def finish(child: pexpect.spawn, home: Path) -> None:
@@ -508,13 +520,14 @@ def main() -> int:
                     for mode in modes if r % 2 == 0 else modes[::-1]:
                         kind, _, tree = mode.partition("@")
                         paths = trees[Path(tree or REPO).resolve()]
-                        per, per_d, per_s = run_lines(kind, args.lines, args.warmup, paths,
-                                                      pw.pw_uid, pw.pw_gid)
+                        per, per_d, per_s, cs = run_lines(kind, args.lines, args.warmup, paths,
+                                                          pw.pw_uid, pw.pw_gid)
                         pasted = (paste(kind, args.paste, paths, pw.pw_uid, pw.pw_gid)
                                   if args.paste else 0.0)
                         results[label(mode, regime)] = (per, pasted)
                         print(f"{label(mode, regime):9s} CPU per line {per * 1000:8.2f} ms "
-                              f"(daemon {per_d * 1000:6.2f} ms, shell {per_s * 1000:5.2f} ms)"
+                              f"(daemon {per_d * 1000:6.2f} ms, shell {per_s * 1000:5.2f} ms,"
+                              f" {cs:.0f} context switches)"
                               f"  {args.paste} lines pasted {pasted * 1000:8.1f} ms  "
                               f"(round {r}, load {os.getloadavg()[0]:.2f})", flush=True)
             rounds.append(results)
