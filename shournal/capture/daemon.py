@@ -19,8 +19,7 @@ Each command line gets a thread running the listener's own code
 need no rewrite as a state machine, and a thread costs far less than the
 work).  A finished command line goes to the spool (shournal.capture.spool; one
 fsync per batch of command lines finishing together) before the forwarder
-is told, and the store thread (for a typed line that came alone, its own
-thread once the forwarder is told) writes the spool to the journal, retrying
+is told, and the store thread writes the spool to the journal, retrying
 while the journal is locked, full, corrupt or unreachable, with one
 warning per condition (naming the command) -- the command is never lost
 to a store failure.
@@ -181,7 +180,6 @@ class Daemon:
         self.lost = 0
         self.probes = 0  # connections that only asked whether we are up
         self._alone = False  # the latest hand-over came alone (_start)
-        self._last_handover = time.monotonic()  # (_start)
         # After a start (a crash may have come between a journal commit and
         # the committed offset) and after a failed attempt, each spooled
         # command is looked up in the journal before it is stored.
@@ -209,13 +207,6 @@ class Daemon:
         # (_look_for_orphaned_starts).
         self._storing = threading.Lock()
         self._journal = None
-        # A typed line that came alone is stored by its own worker once its
-        # forwarder is answered (_store_here), not handed to the store
-        # thread: on a virtual machine each wake of a waiting thread costs
-        # CPU time, and more when the machine is idle (docs/benchmarks.md).
-        # Only once the store thread has taken over an older spool.
-        self._store_here_ok = False
-        self._store_here_due = False
         # The journal's URL (None: the default file; "" not resolved yet),
         # and the changes of the config's [store] url noticed since: the
         # lines spooled before a change (up to (inode, offset) of the
@@ -320,17 +311,14 @@ class Daemon:
 
     def _start(self, conn: socket.socket) -> None:
         with self.lock:
-            self.last_activity = time.monotonic()
+            before, self.last_activity = self.last_activity, time.monotonic()
         if _is_probe(conn):
             conn.close()
             self.probes += 1
             return
         with self.lock:
-            before, self._last_handover = self._last_handover, self.last_activity
             # Nothing else going on for _QUIET: a typed line, which nothing
-            # follows closely; its store need not wait (see _defer).  (A
-            # shell's probe is not something else: it asks at the start of
-            # its line whether the daemon is up.)
+            # follows closely; its store need not wait (see _defer).
             self._alone = self.active == 0 and self.last_activity - before >= _QUIET
             self.active += 1
             idle = self._idle_workers > 0
@@ -381,14 +369,6 @@ class Daemon:
             listener._warn(f"store daemon: {exc}".splitlines()[0])
         finally:
             conn.close()
-            # Once the forwarder's connection is closed (a busy journal
-            # keeps none open): its line stored, if it came alone, then the
-            # look for dead recorders' starts (it needs the spool drained).
-            try:
-                self._store_here()
-                self._look_for_orphaned_starts()
-            except Exception as exc:  # noqa: BLE001 - a failure is one warning line
-                listener._warn(f"store daemon: {exc}".splitlines()[0])
             with self.lock:
                 self.active -= 1
                 self.last_activity = time.monotonic()
@@ -452,6 +432,7 @@ class Daemon:
         listener._remove_markers(pid, self.rundir)
         with suppress(OSError):
             conn.send(protocol.DAEMON_MSG.pack(protocol.MSG_SPOOLED, os.getpid(), 0, 0))
+        self._look_for_orphaned_starts()
 
     # -- spooling -----------------------------------------------------------
 
@@ -481,40 +462,13 @@ class Daemon:
             with self.lock:
                 if err is None and self._spooled_at is None:
                     self._spooled_at = time.monotonic()
-                    if (self._store_here_ok and self._alone and self.active <= 1
-                            and not self._draining and not self.stopping):
-                        self._store_here_due = True  # (by this worker: _store_here)
-                    else:
-                        self._store_wake.notify()  # it waits for a first one
+                    self._store_wake.notify()  # it waits for a first one
             for _, w in batch:
                 w.done(err)
         if me.wait() is not None:
             # The spool itself failed (its disk is full): store directly.
             return self._store_direct(rec, me.error)
         return True
-
-    def _store_here(self) -> None:
-        """In the worker of a typed line that came alone (spool_record), its
-        forwarder's connection closed: store what the spool holds, as the
-        store thread would have.  The store
-        thread is woken after all if it is storing itself, if the journal
-        failed (its retries wait and back off) or if more came meanwhile."""
-        with self.lock:
-            due, self._store_here_due = self._store_here_due, False
-        if not due:
-            return
-        ok = False
-        if self._storing.acquire(blocking=False):
-            try:
-                ok = self._store_batch()
-            except Exception as exc:  # noqa: BLE001 - as in _store_loop: the spool keeps it
-                listener._warn(f"store daemon: {exc}".splitlines()[0])
-                self.verify = True
-            finally:
-                self._storing.release()
-        with self.lock:
-            if not ok or self.spool.backlog():
-                self._store_wake.notify()
 
     def _look_for_orphaned_starts(self, until: float | None = None) -> None:
         """In a worker: the look for starts whose recorder died, if the last
@@ -567,8 +521,6 @@ class Daemon:
     def _store_until_stopped(self) -> None:
         with self._storing:
             self._adopt_old_spool()
-        with self.lock:
-            self._store_here_ok = True
         delay = _RETRY_FIRST
         while True:
             with self.lock:

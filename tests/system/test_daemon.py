@@ -27,7 +27,6 @@ from fixtures_shell import (
     write_config,
 )
 
-from shournal.capture import daemon as daemon_mod
 from shournal.capture import protocol
 from shournal.capture import spool as sp
 from shournal.record import CommandRecord, FileEvent
@@ -540,19 +539,6 @@ def _voluntary_switches(pid: int, tid: int | None = None) -> int:
     raise AssertionError("no voluntary_ctxt_switches")
 
 
-def _wait_asleep(pid: int, tid: int, quiet: float) -> None:
-    """Until the thread has not woken for `quiet` seconds."""
-    last = [_voluntary_switches(pid, tid), time.monotonic()]
-
-    def asleep() -> bool:
-        now = _voluntary_switches(pid, tid)
-        if now != last[0]:
-            last[:] = [now, time.monotonic()]
-        return time.monotonic() - last[1] >= quiet
-
-    wait_for(asleep, f"thread {tid} asleep for {quiet} s", 60)
-
-
 def test_a_waiting_daemon_does_not_wake_its_accept_loop_every_second(install, home):
     """Between typed lines the accept loop sleeps until the idle time is
     up (each timed wake costs CPU, and a line may come once a minute)."""
@@ -591,32 +577,6 @@ def test_a_waiting_daemon_does_not_look_for_orphaned_starts_every_2_s(install, h
     wait_drained(home)
     assert woken <= 1, woken
     assert stored_texts(home)["echo again > again"] == 1
-
-
-def test_a_typed_line_alone_is_stored_without_waking_the_store_thread(install, home):
-    """A line that came alone is stored by the worker that read it, after
-    its forwarder is answered: no wake of the store thread, which on a
-    virtual machine costs CPU time (docs/benchmarks.md)."""
-    sh = Shell("bash", install, home, extra_env=daemon_env(install))
-    sh.run("echo first > first")  # (the shell starts the daemon)
-    wait_drained(home)
-    pid = daemon_pid(home)
-    assert pid is not None
-    store_tid = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))[1]
-    # Its look for orphaned starts, every 2 s while lines ran, has found
-    # none: it sleeps for a minute.
-    _wait_asleep(pid, store_tid, daemon_mod._STARTS_CHECK + 0.5)
-    before = _voluntary_switches(pid, store_tid)
-    # (the shell asks whether the daemon is up at this line's start, once:
-    # the line still comes alone)
-    sh.run("echo second > second")
-    # (the journal itself, not the daemon: a drain would wake the thread)
-    wait_for(lambda: stored_texts(home)["echo second > second"] == 1, "the second line stored")
-    woken = _voluntary_switches(pid, store_tid) - before
-    sh.exit()
-    wait_drained(home)
-    assert woken == 0, woken
-    assert stored_texts(home)["echo first > first"] == 1
 
 
 def test_idle_daemon_exits_after_its_spool_is_drained(install, home):
