@@ -297,6 +297,17 @@ class _FrozenValue(_Value):
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
+    def _replace(self, **changes: Any) -> Any:
+        """A copy with ``changes``, as ``dataclasses.replace`` makes one of
+        a frozen dataclass (the name as namedtuple's, clashing with no
+        field)."""
+        values = {name: getattr(self, name) for name in self._names()}
+        unknown = sorted(changes.keys() - values.keys())
+        if unknown:
+            raise TypeError(f"{self.__class__.__qualname__} has no field {unknown[0]!r}")
+        values.update(changes)
+        return self.__class__(**values)
+
 
 # -- what the journal hands out ------------------------------------------------------
 

@@ -622,3 +622,16 @@ def test_spool_dir_is_an_absolute_path_or_empty() -> None:
     assert parse("[store]\nspool_dir = ''\n").store.spool_dir == ""
     assert parse("[store]\nspool_dir = '~/s'\n").store.spool_dir.endswith("/s")
     assert "absolute path" in str(error("[store]\nspool_dir = 'relative/spool'\n"))
+
+
+def test_a_section_copied_with_a_change_is_a_new_section() -> None:
+    """What `shournal run --archive-outputs` does to [apparatus]
+    (dataclasses.replace's behaviour, on the plain sections)."""
+    from shournal.config import ApparatusConfig
+
+    cfg = ApparatusConfig(max_file_size=10)
+    copy = cfg._replace(archive_outputs=True)
+    assert copy == ApparatusConfig(max_file_size=10, archive_outputs=True)
+    assert cfg.archive_outputs is False
+    with pytest.raises(TypeError, match="no field 'archive'"):
+        cfg._replace(archive=True)

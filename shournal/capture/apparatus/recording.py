@@ -30,7 +30,6 @@ import json
 import os
 import socket
 import stat
-from dataclasses import replace
 from typing import Any
 
 import xxhash
@@ -78,7 +77,7 @@ class ApparatusCollector(Collector):
         super().__init__(cfg, uid, gids)
         self.app_cfg = cfg.apparatus
         if extra.get("archive_outputs") is True:
-            self.app_cfg = replace(self.app_cfg, archive_outputs=True)
+            self.app_cfg = self.app_cfg._replace(archive_outputs=True)
         self.archive = Archive()
         self.extra = extra
         origin = extra.get("derived_from")
