@@ -154,15 +154,20 @@ class _Started:
         return os.waitstatus_to_exitcode(status), out, err
 
 
+def _helper_check(helper: str) -> _Started:
+    """The helper's `check`, started."""
+    return _Started([helper, "check"], timeout=10)
+
+
 def _start_helper() -> _Started | None:
-    """The helper's `check`, started; None if there is no helper file
-    (:func:`_helper_checks` says so)."""
+    """:func:`_helper_check` of the helper; None if there is no helper
+    file (:func:`_helper_checks` says so)."""
     helper = _paths.suid_helper_text()
     try:
         os.stat(helper)
     except OSError:
         return None
-    return _Started([helper, "check"], timeout=10)
+    return _helper_check(helper)
 
 
 def _helper_checks(started: _Started | None = None) -> list[Check]:
@@ -191,7 +196,7 @@ def _helper_checks(started: _Started | None = None) -> list[Check]:
         )
     )
     try:
-        out = (started or _Started([str(helper), "check"], timeout=10)).result()[1]
+        out = (started or _helper_check(str(helper))).result()[1]
     except (OSError, _Timeout) as exc:
         checks.append(Check("kernel support", False, str(exc), "see the README"))
         return checks

@@ -79,13 +79,15 @@ class _Layout:
     alone (`shournal doctor`) do without shournal.record and dataclasses
     (~7 ms)."""
 
-    __slots__ = ("record_values", "event_values", "writes", "reads", "field_counts")
+    __slots__ = ("record", "event", "record_values", "event_values", "writes", "reads",
+                 "field_counts")
 
     def __init__(self) -> None:
         from dataclasses import fields
 
         from shournal.record import CommandRecord, FileEvent
 
+        self.record, self.event = CommandRecord, FileEvent
         names = tuple(f.name for f in fields(CommandRecord))
         self.record_values = operator.attrgetter(*names)
         self.event_values = operator.attrgetter(*(f.name for f in fields(FileEvent)))
@@ -109,16 +111,13 @@ def _encode(rec: CommandRecord) -> bytes:
 
 
 def _events(values: object) -> list[FileEvent]:
-    from shournal.record import FileEvent
-
     if not isinstance(values, list):
         raise ValueError("events")
-    return [FileEvent(*v) for v in values]
+    event = _layout().event
+    return [event(*v) for v in values]
 
 
 def _decode(payload: bytes) -> CommandRecord:
-    from shournal.record import CommandRecord
-
     layout = _layout()
     value = marshal.loads(payload)
     if not isinstance(value, tuple) or not value or value[0] not in layout.field_counts:
@@ -128,7 +127,7 @@ def _decode(payload: bytes) -> CommandRecord:
         raise ValueError("spool record of the wrong length")
     values[layout.writes] = _events(values[layout.writes])
     values[layout.reads] = _events(values[layout.reads])
-    return CommandRecord(*values)
+    return layout.record(*values)
 
 
 def _records_from(
