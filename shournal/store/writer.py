@@ -51,8 +51,10 @@ _IN_BATCH = 500
 # caller's (shournal.capture.daemon).
 PG_BATCH = 500
 
-# The precompiled INSERT of a command with a UUID (see _insert_command).
+# The precompiled INSERTs of a command with a UUID (see _insert_command)
+# and, for a lab store's lines sent at once (Writer._at_once), without one.
 _COMMAND_IF_NEW = "command-if-new"
+_COMMAND = "command"
 
 # PostgreSQL's SQLSTATE of a foreign key violation.
 _FOREIGN_KEY_VIOLATION = "23503"
@@ -64,6 +66,33 @@ _KEPT_IDS_MAX = 1000
 
 class _KeptIdGone(Exception):
     """A row whose id Writer._kept_ids held was deleted (see _store_part)."""
+
+
+def _raise_if_kept_id_gone(e: sa_exc.IntegrityError, reused: bool) -> None:
+    """A foreign key violation in a transaction that used kept ids: one of
+    them was collected since (see Writer._store_part)."""
+    if reused and getattr(e.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION:
+        raise _KeptIdGone from None
+
+
+def _dimensions(rec: CommandRecord) -> list[tuple[type[m.Base], dict[str, Any]]]:
+    """The rows of small tables `rec`'s command row refers to, by their
+    values (see Writer._dimension_ids)."""
+    wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
+        (m.Env, {"hostname": rec.hostname, "username": rec.username}),
+        (m.WorkingDir, {"path": rec.working_dir}),
+    ]
+    if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
+        hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
+        wanted.append((m.HashSetting, hashing))
+    if rec.session_uuid is not None:
+        wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
+    return wanted
+
+
+def _dimension_key(wanted: Sequence[tuple[type[m.Base], dict[str, Any]]]) -> tuple[Any, ...]:
+    """What Writer._kept_ids knows the ids of `wanted` by."""
+    return tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
 
 
 _DIMENSION_LOOKUPS: dict[tuple[tuple[type[m.Base], tuple[str, ...]], ...], Any] = {}
@@ -159,7 +188,7 @@ class Writer:
         same transaction, or on PostgreSQL of earlier ones too, checked by
         the foreign keys (`shournal delete` collects unreferenced rows;
         see _store_part)."""
-        key = tuple((model.__name__, *sorted(values.items())) for model, values in wanted)
+        key = _dimension_key(wanted)
         if known is not None and key in known:
             return known[key]
         stmt, params = _dimension_lookup(wanted)
@@ -182,15 +211,23 @@ class Writer:
         transaction on the driver's cursor -- see shournal.store.precompiled.
         The driver's cursor; a failure on PostgreSQL is raised as
         SQLAlchemy's (SQLite's driver errors are the store's own)."""
+        pre = self._compiled(key, make, values)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        if self.dialect_name == "sqlite":
+            return pre.run(cursor, values)
+        return self._db.driver_call(lambda: pre.run(cursor, values), pre.sql)
+
+    def _compiled(
+        self, key: object, make: Callable[[], Any], values: dict[str, Any]
+    ) -> Precompiled:
+        """The statement `make` builds, compiled once per `key` (see
+        _driver_run)."""
         pre = self._precompiled.get(key)
         if pre is None:
             stmt = make()
             columns = list(values) if isinstance(stmt, Insert) else None
             pre = self._precompiled[key] = Precompiled(stmt, self._db.engine.dialect, columns)
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        if self.dialect_name == "sqlite":
-            return pre.run(cursor, values)
-        return self._db.driver_call(lambda: pre.run(cursor, values), pre.sql)
+        return pre
 
     def _ids_for(
         self, conn: Connection, table: Table, key: str, rows: Sequence[dict[str, Any]]
@@ -246,18 +283,19 @@ class Writer:
             reused = bool(kept)
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {} if kept is None else kept
             try:
-                with self._db.writing(also=self._first_lock) as conn:
-                    try:
-                        stored = 0
-                        for rec, prep in zip(part, prepared, strict=True):
-                            if skip_stored and rec.uuid is None and self._holds(conn, rec):
-                                continue
-                            if self._insert(conn, rec, prep, known) is not None:
-                                stored += 1
-                    except sa_exc.IntegrityError as e:
-                        if reused and getattr(e.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION:
-                            raise _KeptIdGone from None
-                        raise
+                stored = self._at_once(part, skip_stored, known) if reused else None
+                if stored is None:
+                    with self._db.writing(also=self._first_lock) as conn:
+                        try:
+                            stored = 0
+                            for rec, prep in zip(part, prepared, strict=True):
+                                if skip_stored and rec.uuid is None and self._holds(conn, rec):
+                                    continue
+                                if self._insert(conn, rec, prep, known) is not None:
+                                    stored += 1
+                        except sa_exc.IntegrityError as e:
+                            _raise_if_kept_id_gone(e, reused)
+                            raise
             except _KeptIdGone:
                 known.clear()
                 continue
@@ -268,6 +306,45 @@ class Writer:
             if len(known) > _KEPT_IDS_MAX:
                 known.clear()
             return stored
+
+    def _at_once(
+        self,
+        part: Sequence[CommandRecord],
+        skip_stored: bool,
+        known: dict[tuple[Any, ...], dict[type[m.Base], int]],
+    ) -> int | None:
+        """PostgreSQL: store `part` in one round trip to the server
+        (Database.writing_at_once) if each of its lines is a command row
+        alone -- no file events, apparatus or redactions (a typed line's
+        usual case), the ids of its small tables known from an earlier
+        transaction, nothing to look up first -- the number stored; None
+        (nothing done) otherwise.  Each INSERT as in _insert_command; a
+        kept id a delete collected since fails the foreign key as there."""
+        rows = []
+        for rec in part:
+            ids = known.get(_dimension_key(_dimensions(rec)))
+            if (ids is None or rec.writes or rec.reads or rec.apparatus is not None
+                    or rec.redactions or (skip_stored and rec.uuid is None)):  # fmt: skip
+                return None
+            rows.append(self._command_row(rec, ids))
+        table: Table = m.Command.__table__  # type: ignore[assignment]
+        returning = table.c.id
+        with self._db.writing_at_once(also=self._first_lock) as tx:
+            for row in rows:
+                if row["uuid"] is None:
+                    pre = self._compiled(_COMMAND, lambda: table.insert().returning(returning), row)
+                else:
+                    pre = self._compiled(
+                        _COMMAND_IF_NEW,
+                        lambda: self.insert_ignore(table).returning(returning),
+                        row,
+                    )
+                tx.add(pre.sql, pre.parameters(row))
+            try:
+                return sum(tx.send())
+            except sa_exc.IntegrityError as e:
+                _raise_if_kept_id_gone(e, True)
+                raise
 
     def _prepare(self, rec: CommandRecord) -> tuple[Any, ...]:
         """What add_command computes in Python before its transaction (the
@@ -298,15 +375,7 @@ class Writer:
                     digest,
                     {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": content},
                 )
-        wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
-            (m.Env, {"hostname": rec.hostname, "username": rec.username}),
-            (m.WorkingDir, {"path": rec.working_dir}),
-        ]
-        if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
-            hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
-            wanted.append((m.HashSetting, hashing))
-        if rec.session_uuid is not None:
-            wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
+        wanted = _dimensions(rec)
         return write_split, reads, read_keys, read_split, dir_paths, digests, content_rows, wanted
 
     def _insert(
@@ -323,28 +392,7 @@ class Writer:
         (write_split, reads, read_keys, read_split, dir_paths, digests, content_rows,
          wanted) = prepared
         ids = self._dimension_ids(conn, wanted, known)
-        env_id, cwd_id = ids[m.Env], ids[m.WorkingDir]
-        hash_setting_id = ids.get(m.HashSetting)
-        session_id = ids.get(m.ShellSession)
-        row = {
-            "text": rec.text,
-            "return_value": rec.return_value,
-            "start_time": ns_to_datetime(rec.start_ns),
-            "end_time": ns_to_datetime(rec.end_ns),
-            "cwd_id": cwd_id,
-            "session_id": session_id,
-            "env_id": env_id,
-            "hash_setting_id": hash_setting_id,
-            "dropped_writes": rec.dropped_writes,
-            "dropped_reads": rec.dropped_reads,
-            "lost_events": rec.lost_events,
-            **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
-            "incomplete": rec.incomplete,
-            "imported_from": rec.imported_from,
-            "import_key": rec.import_key,
-            "uuid": rec.uuid,
-        }
-        command_id = self._insert_command(conn, row)
+        command_id = self._insert_command(conn, self._command_row(rec, ids))
         if command_id is None:
             return None
         content_ids = self._ids_for(
@@ -408,6 +456,28 @@ class Writer:
                  for k, n in sorted(rec.redactions.items()) if n],
             )
         return command_id
+
+    @staticmethod
+    def _command_row(rec: CommandRecord, ids: dict[type[m.Base], int]) -> dict[str, Any]:
+        """The command table's row of `rec`, its small tables' ids `ids`."""
+        return {
+            "text": rec.text,
+            "return_value": rec.return_value,
+            "start_time": ns_to_datetime(rec.start_ns),
+            "end_time": ns_to_datetime(rec.end_ns),
+            "cwd_id": ids[m.WorkingDir],
+            "session_id": ids.get(m.ShellSession),
+            "env_id": ids[m.Env],
+            "hash_setting_id": ids.get(m.HashSetting),
+            "dropped_writes": rec.dropped_writes,
+            "dropped_reads": rec.dropped_reads,
+            "lost_events": rec.lost_events,
+            **{f"lost_{r}": rec.lost_reasons.get(r, 0) for r in LOST_REASONS},
+            "incomplete": rec.incomplete,
+            "imported_from": rec.imported_from,
+            "import_key": rec.import_key,
+            "uuid": rec.uuid,
+        }
 
     def _insert_command(self, conn: Connection, row: dict[str, Any]) -> int | None:
         """Insert the command row `row`; its id, or None when it has a UUID

@@ -7,8 +7,12 @@ does not push one command at a time (bench/lab_push.py)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -93,11 +97,32 @@ def _typed(i: int) -> CommandRecord:
     )  # fmt: skip
 
 
-def test_a_typed_line_is_three_round_trips_on_a_writers_connection_of_its_own(
-        pg_fresh_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer stores a line typed alone in 3 round trips: its first
-    statement begins the transaction (the driver's own BEGIN would be a
-    round trip more), the command's INSERT, the COMMIT.  Its connection,
+def _round_trips(store: Store, tmp_path: Path, store_them: Callable[[], object]) -> list[str]:
+    """The messages the writer's connection sent while `store_them` ran
+    that each wait for the server's answer (libpq's trace of the protocol):
+    a simple query's Query, an extended query's Sync."""
+    with store.writing() as conn:
+        pgconn = conn.connection.driver_connection.pgconn
+    trace = tmp_path / "protocol.trace"
+    with trace.open("w") as f:
+        pgconn.trace(f.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            store_them()
+        finally:
+            pgconn.untrace()
+    # (one message a line, but for the newlines of a query's text)
+    sent = [m.split("\t", 3) for m in re.split(r"\n(?=[FB]\t)", trace.read_text().strip())]
+    return [m[3].strip() if m[2] == "Query" else m[2]
+            for m in sent if m[0] == "F" and m[2] in ("Query", "Sync")]  # fmt: skip
+
+
+def test_a_typed_line_is_one_round_trip_on_a_writers_connection_of_its_own(
+        pg_fresh_url: str, tmp_path: Path) -> None:
+    """The writer stores a line typed alone (no file events; the ids of its
+    host, directory, session and hash setting known from the line before)
+    in one round trip: BEGIN, the first statement, the command's INSERT and
+    COMMIT in one message -- and so a batch of such lines.  Its connection,
     kept between transactions in the driver's autocommit mode, is never a
     reader's: a connection back in the pool is in a transaction again for
     the next.  One the server dropped fails that write (the daemon's spool
@@ -107,28 +132,23 @@ def test_a_typed_line_is_three_round_trips_on_a_writers_connection_of_its_own(
     store = Store(_as(pg_fresh_url, "wr_carol"))
     try:
         assert store.add_commands([_typed(0)]) == 1  # (the ids of the small tables are kept)
-        # what the driver sends: statements (through SQLAlchemy or on its
-        # cursor) and its own BEGIN and COMMIT, a round trip each
-        sent: list[str] = []
-        execute, command = psycopg.Cursor.execute, psycopg.Connection._exec_command
-
-        def seen(cur, query, *args, **kwargs):  # type: ignore[no-untyped-def]
-            sent.append(str(query))
-            return execute(cur, query, *args, **kwargs)
-
-        def seen_command(conn, cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
-            sent.append(bytes(cmd).decode())
-            return command(conn, cmd, *args, **kwargs)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", seen)
-        monkeypatch.setattr(psycopg.Connection, "_exec_command", seen_command)
-        assert store.add_commands([_typed(1)]) == 1
-        assert [s.split()[0] for s in sent] == ["BEGIN;", "INSERT", "COMMIT"], sent
-        monkeypatch.undo()
+        stored: list[int] = []
+        sent = _round_trips(store, tmp_path, lambda: stored.append(store.add_commands([_typed(1)])))
+        assert stored == [1] and len(sent) == 1, sent
+        statements = [s.split()[0] for s in sent[0].strip('"').split(";\n")]
+        assert statements == ["BEGIN", "SELECT", "INSERT", "COMMIT"], sent
+        # a batch: one round trip too; a line stored before is not stored twice
+        again = _typed(2)
+        batch = [again, replace(_typed(3), text="echo 100% done; true"), again]
+        sent = _round_trips(store, tmp_path, lambda: stored.append(store.add_commands(batch)))
+        assert stored[-1] == 2 and len(sent) == 1, sent
+        # (control) a line with a file event takes the transaction of many
+        sent = _round_trips(store, tmp_path, lambda: store.add_commands([_line("u", 9)]))
+        assert len(sent) > 3, sent
 
         # a second writer meanwhile (another thread) takes a pooled connection
         with store.writing():
-            t = threading.Thread(target=store.add_commands, args=([_typed(2)],))
+            t = threading.Thread(target=store.add_commands, args=([_typed(5)],))
             t.start()
             t.join(60)
         with store.reading() as conn:
@@ -143,11 +163,12 @@ def test_a_typed_line_is_three_round_trips_on_a_writers_connection_of_its_own(
                              autocommit=True) as admin:  # fmt: skip
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         with pytest.raises(StoreError):
-            store.add_commands([_typed(3)])
-        assert store.add_commands([_typed(3)]) == 1
+            store.add_commands([_typed(4)])
+        assert store.add_commands([_typed(4)]) == 1
         with store.reading() as conn:
             texts = [r[0] for r in conn.exec_driver_sql("SELECT text FROM command ORDER BY 1")]
-        assert texts == [f"true {i}" for i in range(4)]
+        assert texts == ["cp f g 9", "echo 100% done; true", "true 0", "true 1", "true 2",
+                         "true 4", "true 5"]
     finally:
         store.close()
 
@@ -155,21 +176,24 @@ def test_a_typed_line_is_three_round_trips_on_a_writers_connection_of_its_own(
 def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
         pg_fresh_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On PostgreSQL the command's INSERT runs on the driver's cursor
-    (shournal.store.precompiled): the row must be, column for column, what
-    SQLAlchemy's own execution stores (a datetime off by its microseconds
-    or its zone would no longer match has_command's lookup)."""
-    from dataclasses import replace
-
+    (shournal.store.precompiled), and a typed line's is sent with its
+    values in its text (Writer._at_once, psycopg's client-side binding):
+    the row must be, column for column, what SQLAlchemy's own execution
+    stores (a datetime off by its microseconds or its zone would no longer
+    match has_command's lookup)."""
     lab.execute(pg_fresh_url, lab.plan_init, False)
     lab.execute(pg_fresh_url, lambda c: lab.plan_add_user(c, "wr_dave"), False)
-    odd = replace(_typed(0), start_ns=10**18 + 123_456_789, end_ns=10**18 + 987_654_321,
-                  return_value=-3, dropped_writes=2, dropped_reads=5, lost_events=7,
-                  lost_reasons={"overflow": 3}, incomplete=True)  # fmt: skip
+    odd = replace(_typed(0), text="it's 100% \\ 'odd'", start_ns=10**18 + 123_456_789,
+                  end_ns=10**18 + 987_654_321, return_value=-3, dropped_writes=2,
+                  dropped_reads=5, lost_events=7, lost_reasons={"overflow": 3},
+                  incomplete=True)  # fmt: skip
     rows = []
-    for through_sqlalchemy in (False, True):
+    for way in ("at once", "driver", "sqlalchemy"):
         store = Store(_as(pg_fresh_url, "wr_dave"))
         try:
-            if through_sqlalchemy:
+            if way == "at once":  # (the line before: the small tables' ids known)
+                assert store.add_commands([_typed(1)]) == 1
+            if way == "sqlalchemy":
                 monkeypatch.setattr(store.writer, "_driver_run",
                                     lambda conn, _key, make, values: conn.execute(make(), values))
             rec = replace(odd, uuid=uuid.uuid4().bytes)
@@ -181,5 +205,6 @@ def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
             rows.append({k: v for k, v in row.items() if k not in ("id", "uuid")})
         finally:
             store.close()
-    assert rows[0] == rows[1]
+    assert rows[0] == rows[1] == rows[2]
+    assert rows[0]["text"] == odd.text
     assert rows[0]["start_time"].microsecond == 123_456 and rows[0]["incomplete"] is True
