@@ -57,8 +57,13 @@ def child(url: str, lines: int) -> None:
         for i in range(lines):
             st.add_commands([rec(i)])
         took = (time.process_time() - t0) / lines
+
+    def short(message: str) -> str:
+        """A message's statements, by their first words (for display)."""
+        return "; ".join(" ".join(p.split()[:3]) for p in message.split(";") if p.strip())
+
     print(f"{took * 1000:.3f} ms per line, {len(statements)} round trips: "
-          + " | ".join(s.split("(")[0][:40].strip() for s in statements))  # fmt: skip
+          + " | ".join(short(s) for s in statements))  # fmt: skip
 
 
 def main() -> int:

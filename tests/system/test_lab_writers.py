@@ -183,10 +183,12 @@ def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
     match has_command's lookup)."""
     lab.execute(pg_fresh_url, lab.plan_init, False)
     lab.execute(pg_fresh_url, lambda c: lab.plan_add_user(c, "wr_dave"), False)
-    odd = replace(_typed(0), text="it's 100% \\ 'odd'", start_ns=10**18 + 123_456_789,
-                  end_ns=10**18 + 987_654_321, return_value=-3, dropped_writes=2,
-                  dropped_reads=5, lost_events=7, lost_reasons={"overflow": 3},
-                  incomplete=True)  # fmt: skip
+    # (the text a colleague's journal may hold: quotes, backslashes, a
+    # statement of its own, a placeholder, controls, non-ASCII)
+    odd = replace(_typed(0), text="it's 100% \\ 'odd'); DELETE FROM command; -- %s\n\tä€",
+                  start_ns=10**18 + 123_456_789, end_ns=10**18 + 987_654_321,
+                  return_value=-3, dropped_writes=2, dropped_reads=5, lost_events=7,
+                  lost_reasons={"overflow": 3}, incomplete=True)  # fmt: skip
     rows = []
     for way in ("at once", "driver", "sqlalchemy"):
         store = Store(_as(pg_fresh_url, "wr_dave"))
@@ -207,4 +209,6 @@ def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
             store.close()
     assert rows[0] == rows[1] == rows[2]
     assert rows[0]["text"] == odd.text
+    with Store(_as(pg_fresh_url, "wr_dave")) as store, store.reading() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM command").scalar_one() == 4
     assert rows[0]["start_time"].microsecond == 123_456 and rows[0]["incomplete"] is True
