@@ -212,3 +212,41 @@ def test_the_command_row_written_on_the_driver_is_what_sqlalchemy_writes(
     with Store(_as(pg_fresh_url, "wr_dave")) as store, store.reading() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM command").scalar_one() == 4
     assert rows[0]["start_time"].microsecond == 123_456 and rows[0]["incomplete"] is True
+
+
+def test_a_line_sent_at_once_cannot_end_its_string_whatever_the_servers_quoting(
+        pg_fresh_url: str, tmp_path: Path) -> None:
+    """The values of a line sent at once are in the SQL text (psycopg's
+    client-side binding), so a recorded text must not be able to end its
+    string literal and run SQL of its own: not with the server's default
+    quoting, nor with standard_conforming_strings off (backslashes then
+    escape inside '...').  Each time the text comes back exactly and the
+    rows stored before are still there."""
+    lab.execute(pg_fresh_url, lab.plan_init, False)
+    lab.execute(pg_fresh_url, lambda c: lab.plan_add_user(c, "wr_erin"), False)
+    texts = ["x\\'); DELETE FROM command; --", "\\\\'; DELETE FROM command; --",
+             "x' || (SELECT 1) || '", "\\x00 $$; DELETE FROM command; $$"]  # fmt: skip
+    u = make_url(pg_fresh_url)
+    for conforming in ("on", "off"):
+        with psycopg.connect(host=u.query["host"], user=u.username, dbname=u.database,
+                             autocommit=True) as admin:  # fmt: skip
+            admin.execute(f"ALTER ROLE wr_erin SET standard_conforming_strings = {conforming}")
+        with Store(_as(pg_fresh_url, "wr_erin")) as store:
+            assert store.add_commands([_typed(0)]) == 1  # (the ids kept: the next at once)
+            with store.writing() as conn:
+                assert conn.exec_driver_sql("SHOW standard_conforming_strings").scalar_one() \
+                    == conforming
+            recs = [replace(_typed(1), text=t) for t in texts]
+            stored: list[int] = []
+
+            def store_them(store: Store = store, recs: list[CommandRecord] = recs,
+                           stored: list[int] = stored) -> None:
+                stored.append(store.add_commands(recs))
+
+            sent = _round_trips(store, tmp_path, store_them)
+            assert stored == [len(texts)] and len(sent) == 1, sent  # (sent at once)
+            with store.reading() as conn:
+                rows = conn.exec_driver_sql("SELECT uuid, text FROM command").all()
+                got = {bytes(uuid_): text for uuid_, text in rows}
+        assert [got[rec.uuid] for rec in recs] == texts
+    assert len(got) == 2 * (1 + len(texts))
