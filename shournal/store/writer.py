@@ -51,8 +51,8 @@ _IN_BATCH = 500
 # caller's (shournal.capture.daemon).
 PG_BATCH = 500
 
-# The precompiled INSERTs of a command with a UUID (see _insert_command)
-# and, for a lab store's lines sent at once (Writer._at_once), without one.
+# The keys of the precompiled INSERTs of a command with a UUID (see
+# _insert_command) and, on PostgreSQL, without one (_returning_command_insert).
 _COMMAND_IF_NEW = "command-if-new"
 _COMMAND = "command"
 
@@ -73,21 +73,6 @@ def _raise_if_kept_id_gone(e: sa_exc.IntegrityError, reused: bool) -> None:
     them was collected since (see Writer._store_part)."""
     if reused and getattr(e.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION:
         raise _KeptIdGone from None
-
-
-def _dimensions(rec: CommandRecord) -> list[tuple[type[m.Base], dict[str, Any]]]:
-    """The rows of small tables `rec`'s command row refers to, by their
-    values (see Writer._dimension_ids)."""
-    wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
-        (m.Env, {"hostname": rec.hostname, "username": rec.username}),
-        (m.WorkingDir, {"path": rec.working_dir}),
-    ]
-    if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
-        hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
-        wanted.append((m.HashSetting, hashing))
-    if rec.session_uuid is not None:
-        wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
-    return wanted
 
 
 def _dimension_key(wanted: Sequence[tuple[type[m.Base], dict[str, Any]]]) -> tuple[Any, ...]:
@@ -283,7 +268,7 @@ class Writer:
             reused = bool(kept)
             known: dict[tuple[Any, ...], dict[type[m.Base], int]] = {} if kept is None else kept
             try:
-                stored = self._at_once(part, skip_stored, known) if reused else None
+                stored = self._at_once(part, prepared, skip_stored, known) if reused else None
                 if stored is None:
                     with self._db.writing(also=self._first_lock) as conn:
                         try:
@@ -310,6 +295,7 @@ class Writer:
     def _at_once(
         self,
         part: Sequence[CommandRecord],
+        prepared: list[tuple[Any, ...]],
         skip_stored: bool,
         known: dict[tuple[Any, ...], dict[type[m.Base], int]],
     ) -> int | None:
@@ -321,24 +307,15 @@ class Writer:
         (nothing done) otherwise.  Each INSERT as in _insert_command; a
         kept id a delete collected since fails the foreign key as there."""
         rows = []
-        for rec in part:
-            ids = known.get(_dimension_key(_dimensions(rec)))
+        for rec, prep in zip(part, prepared, strict=True):
+            ids = known.get(_dimension_key(prep[-1]))  # (its `wanted`: see _prepare)
             if (ids is None or rec.writes or rec.reads or rec.apparatus is not None
                     or rec.redactions or (skip_stored and rec.uuid is None)):  # fmt: skip
                 return None
             rows.append(self._command_row(rec, ids))
-        table: Table = m.Command.__table__  # type: ignore[assignment]
-        returning = table.c.id
         with self._db.writing_at_once(also=self._first_lock) as tx:
             for row in rows:
-                if row["uuid"] is None:
-                    pre = self._compiled(_COMMAND, lambda: table.insert().returning(returning), row)
-                else:
-                    pre = self._compiled(
-                        _COMMAND_IF_NEW,
-                        lambda: self.insert_ignore(table).returning(returning),
-                        row,
-                    )
+                pre = self._compiled(*self._returning_command_insert(row), row)
                 tx.add(pre.sql, pre.parameters(row))
             try:
                 return sum(tx.send())
@@ -375,7 +352,15 @@ class Writer:
                     digest,
                     {"algorithm": m.CONTENT_DIGEST_ALGORITHM, "digest": digest, "data": content},
                 )
-        wanted = _dimensions(rec)
+        wanted: list[tuple[type[m.Base], dict[str, Any]]] = [
+            (m.Env, {"hostname": rec.hostname, "username": rec.username}),
+            (m.WorkingDir, {"path": rec.working_dir}),
+        ]
+        if rec.hash_chunk_size is not None and rec.hash_max_reads is not None:
+            hashing = {"chunk_size": rec.hash_chunk_size, "max_reads": rec.hash_max_reads}
+            wanted.append((m.HashSetting, hashing))
+        if rec.session_uuid is not None:
+            wanted.append((m.ShellSession, {"uuid": rec.session_uuid}))
         return write_split, reads, read_keys, read_split, dir_paths, digests, content_rows, wanted
 
     def _insert(
@@ -497,12 +482,19 @@ class Writer:
             )
             # (lastrowid is left as it was when nothing was inserted)
             return int(cursor.lastrowid) if cursor.rowcount == 1 else None
-        # (PostgreSQL: on the driver's cursor too, as SQLite's above: a
-        # typed line's transaction is this statement and the first one)
-        found = self._driver_run(
-            conn, _COMMAND_IF_NEW, lambda: self.insert_ignore(table).returning(table.c.id), row
-        ).fetchone()
+        # (PostgreSQL: on the driver's cursor too, as SQLite's above)
+        found = self._driver_run(conn, *self._returning_command_insert(row), row).fetchone()
         return None if found is None else int(found[0])
+
+    def _returning_command_insert(self, row: dict[str, Any]) -> tuple[str, Callable[[], Insert]]:
+        """PostgreSQL: the INSERT of the command row `row` that returns its
+        id, as the key of its precompiled statement and what builds it;
+        with a UUID it leaves a stored command alone (see _insert_command).
+        The one builder of each key, for _insert_command and _at_once."""
+        table: Table = m.Command.__table__  # type: ignore[assignment]
+        if row["uuid"] is None:
+            return _COMMAND, lambda: table.insert().returning(table.c.id)
+        return _COMMAND_IF_NEW, lambda: self.insert_ignore(table).returning(table.c.id)
 
     def _id_of_uuid(self, conn: Connection, rec: CommandRecord) -> int:
         """The id of the stored command with `rec`'s UUID (among the
